@@ -1,0 +1,1 @@
+"""Curation: raw reasoning data in, clean Parquet shards out."""

@@ -1,0 +1,85 @@
+"""The one row schema every curation stage reads and writes.
+
+A row is one (problem, response) pair. Later stages add columns (``correct``, ``difficulty``...)
+but never drop these eight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pyarrow as pa
+
+DOMAINS = ("math", "code", "science", "other")
+
+CORE_FIELDS = ("id", "source", "domain", "prompt", "response", "answer", "tests", "meta")
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("response", pa.string()),
+        pa.field("answer", pa.string()),
+        pa.field("tests", pa.string()),
+        pa.field("meta", pa.string()),
+    ]
+)
+
+# Columns every `removed/` shard carries on top of the row's own columns.
+REMOVED_FIELDS = [
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("duplicate_of", pa.string()),
+]
+
+
+def removed_schema(base: pa.Schema = SCHEMA) -> pa.Schema:
+    """Schema of `removed/` shards: the input schema plus `reason` and `duplicate_of`."""
+    out = base
+    for f in REMOVED_FIELDS:
+        if out.get_field_index(f.name) < 0:
+            out = out.append(f)
+    return out
+
+
+def make_id(source: str, prompt: str, response: str | None) -> str:
+    """Stable row id: a hash of source + prompt + response (used when the input has no id)."""
+    h = hashlib.blake2b(digest_size=12)
+    for part in (source, prompt, response or ""):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def normalize_domain(value: Any) -> str:
+    """Map free-form domain labels ("general/math", "coding", "physics") onto DOMAINS."""
+    if value is None:
+        return "other"
+    v = str(value).strip().lower()
+    if v in DOMAINS:
+        return v
+    for key, dom in (("math", "math"), ("code", "code"), ("coding", "code"), ("program", "code"),
+                     ("science", "science"), ("physics", "science"), ("chem", "science"),
+                     ("bio", "science")):
+        if key in v:
+            return dom
+    return "other"
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    """Serialise `meta` deterministically (sorted keys, non-JSON values stringified)."""
+    return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def load_meta(text: str | None) -> dict[str, Any]:
+    """Parse a row's `meta` JSON text; empty or missing gives {}."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"_raw_meta": text}
+    return value if isinstance(value, dict) else {"_meta": value}

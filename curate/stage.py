@@ -1,0 +1,247 @@
+"""The contract every curation stage shares: inputs in, `kept/` + `removed/` + `stats.json` out.
+
+A stage reads raw inputs or an earlier stage's directory (its `kept/` shards), and writes
+`OUT/kept/part-NNNNN.parquet`, `OUT/removed/part-NNNNN.parquet` (the row plus `reason` and
+`duplicate_of`, and whatever the stage adds) and `OUT/stats.json`. Every row read lands in exactly
+one of kept/removed; `StageWriter.close` checks that the counts add up. Outputs are written to a
+temporary folder and moved into place at the end, so a killed stage leaves no half output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curate.readers import InputError, InputSpec, Quarantined, read_rows
+from curate.schema import CORE_FIELDS, SCHEMA, removed_schema
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROWS_PER_SHARD = 50_000
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def is_stage_dir(path: str | Path) -> bool:
+    """True for an earlier stage's output folder (it has `kept/`)."""
+    return (Path(path) / "kept").is_dir()
+
+
+def stage_files(path: str | Path, part: str = "kept") -> list[Path]:
+    """The shards of one part (`kept` or `removed`) of a stage folder, in order."""
+    return sorted((Path(path) / part).glob("*.parquet"))
+
+
+def resolve_inputs(paths: Iterable[str], *, source_names: dict[str, str] | None = None,
+                   mapping: dict[str, str] | None = None, domain: str | None = None) -> list[InputSpec]:
+    """Turn CLI paths into InputSpecs; a stage folder expands to its `kept/` shards."""
+    source_names = source_names or {}
+    specs: list[InputSpec] = []
+    for p in paths:
+        if not p.startswith("hf:") and not Path(p).exists():
+            raise InputError(f"{p}: no such file or directory")
+        if not p.startswith("hf:") and is_stage_dir(p):
+            for f in stage_files(p):
+                specs.append(InputSpec(str(f), source_names.get(p), dict(mapping or {}), domain))
+            continue
+        specs.append(InputSpec(p, source_names.get(p), dict(mapping or {}), domain))
+    return specs
+
+
+def _is_schema_parquet(path: str) -> bool:
+    if not path.endswith(".parquet"):
+        return False
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:
+        return False
+    return set(CORE_FIELDS) <= names
+
+
+def iter_input_rows(specs: list[InputSpec], strict: bool = False) -> Iterator[dict[str, Any] | Quarantined]:
+    """All rows of all inputs in order. Parquet already in the schema passes through unchanged
+    (extra columns from earlier stages are kept); anything else goes through `read_rows`."""
+    for spec in specs:
+        if _is_schema_parquet(spec.path):
+            pf = pq.ParquetFile(spec.path)
+            for batch in pf.iter_batches(batch_size=4096):
+                for row in batch.to_pylist():
+                    if spec.source_name:
+                        row["source"] = spec.source_name
+                    yield row
+        else:
+            yield from read_rows(spec, strict=strict)
+
+
+def input_schema(specs: list[InputSpec]) -> pa.Schema:
+    """The widest schema among schema-parquet inputs (earlier stages' added columns), else SCHEMA."""
+    schema = SCHEMA
+    for spec in specs:
+        if _is_schema_parquet(spec.path):
+            for f in pq.read_schema(spec.path):
+                if schema.get_field_index(f.name) < 0 and f.name not in ("reason", "duplicate_of"):
+                    schema = schema.append(f)
+    return schema
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class ShardWriter:
+    """Writes rows into fixed-size Parquet shards `part-00000.parquet`, ... in arrival order."""
+
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD):
+        self.folder, self.schema, self.rows_per_shard = folder, schema, rows_per_shard
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._buf: list[dict[str, Any]] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._in_shard = 0
+        self.shards = 0
+        self.rows = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._buf.append(row)
+        self.rows += 1
+        if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
+            self._flush()
+
+    def _flush(self) -> None:
+        while self._buf:
+            if self._writer is None:
+                path = self.folder / f"part-{self.shards:05d}.parquet"
+                self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+                self.shards += 1
+                self._in_shard = 0
+            take = min(len(self._buf), self.rows_per_shard - self._in_shard)
+            chunk, self._buf = self._buf[:take], self._buf[take:]
+            self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
+            self._in_shard += take
+            if self._in_shard >= self.rows_per_shard:
+                self._writer.close()
+                self._writer = None
+
+    def close(self) -> None:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def reason_family(reason: str) -> str:
+    """`malformed: invalid JSON ...` -> `malformed`; stats group reasons by this key."""
+    return reason.split(":", 1)[0].strip()
+
+
+class StageWriter:
+    """Collects a stage's kept and removed rows, counts them, and publishes the stage folder."""
+
+    def __init__(self, out_dir: str | Path, stage: str, *, schema: pa.Schema = SCHEMA,
+                 removed_extra: list[pa.Field] | None = None, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+                 config: dict[str, Any] | None = None):
+        self.out_dir = Path(out_dir)
+        self.stage = stage
+        self.config = config or {}
+        self.tmp = self.out_dir / f".partial-{stage}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        rschema = removed_schema(schema)
+        for f in removed_extra or []:
+            if rschema.get_field_index(f.name) < 0:
+                rschema = rschema.append(f)
+        self.kept = ShardWriter(self.tmp / "kept", schema, rows_per_shard)
+        self.removed = ShardWriter(self.tmp / "removed", rschema, rows_per_shard)
+        self.rows_in: Counter[str] = Counter()
+        self.kept_by_source: Counter[str] = Counter()
+        self.removed_by: dict[str, Counter[str]] = defaultdict(Counter)
+        self.malformed_examples: list[str] = []
+        self.started = time.time()
+
+    def count_in(self, source: str, n: int = 1) -> None:
+        """Count a row read from the inputs (call once per input row)."""
+        self.rows_in[source] += n
+
+    def keep(self, row: dict[str, Any]) -> None:
+        self.kept.write(row)
+        self.kept_by_source[row["source"]] += 1
+
+    def remove(self, row: dict[str, Any], reason: str | None = None, duplicate_of: str | None = None,
+               **extra: Any) -> None:
+        row = dict(row)
+        row["reason"] = reason or row.get("reason") or "unspecified"
+        if duplicate_of is not None:
+            row["duplicate_of"] = duplicate_of
+        row.update(extra)
+        self.removed.write(row)
+        self.removed_by[reason_family(row["reason"])][row["source"]] += 1
+        if row["reason"].startswith("malformed") and len(self.malformed_examples) < 20:
+            meta = json.loads(row.get("meta") or "{}")
+            self.malformed_examples.append(f"{meta.get('_origin', {})}: {row['reason']}")
+
+    def close(self, extra_stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Check the accounting, write stats.json, and move the outputs into `out_dir`."""
+        self.kept.close()
+        self.removed.close()
+        n_in = sum(self.rows_in.values())
+        n_removed = sum(sum(c.values()) for c in self.removed_by.values())
+        n_kept = self.kept.rows
+        if n_in != n_kept + n_removed:
+            raise RuntimeError(f"{self.stage}: accounting error: {n_in} rows in != {n_kept} kept + {n_removed} removed")
+        stats = {
+            "stage": self.stage,
+            "rows_in": n_in,
+            "kept": n_kept,
+            "removed": n_removed,
+            "removed_by_reason": {r: sum(c.values()) for r, c in sorted(self.removed_by.items())},
+            "per_source": {
+                s: {"rows_in": self.rows_in[s], "kept": self.kept_by_source[s],
+                    "removed": {r: c[s] for r, c in sorted(self.removed_by.items()) if c[s]}}
+                for s in sorted(self.rows_in)
+            },
+            "shards": {"kept": self.kept.shards, "removed": self.removed.shards},
+            "config": self.config,
+            **(extra_stats or {}),
+        }
+        if self.malformed_examples:
+            stats["malformed_examples"] = self.malformed_examples
+        wall = round(time.time() - self.started, 3)
+        (self.tmp / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
+        for part in ("kept", "removed", "stats.json"):
+            dst = self.out_dir / part
+            if dst.is_dir():
+                shutil.rmtree(dst)
+            elif dst.exists():
+                dst.unlink()
+            (self.tmp / part).rename(dst)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        bad = stats["removed_by_reason"].get("malformed", 0)
+        if bad:
+            log.warning("%s: %d malformed rows quarantined in %s (first: %s)", self.stage, bad,
+                        self.out_dir / "removed", "; ".join(self.malformed_examples[:3]))
+        log.info("%s: %d rows in, %d kept, %d removed %s in %.1fs -> %s", self.stage, n_in, n_kept,
+                 n_removed, stats["removed_by_reason"], wall, self.out_dir)
+        return stats
+
+
+def read_stats(out_dir: str | Path) -> dict[str, Any]:
+    """A finished stage's stats.json."""
+    return json.loads((Path(out_dir) / "stats.json").read_text())
+
+
+def read_table(out_dir: str | Path, part: str = "kept"):
+    """A stage part as one polars DataFrame (empty frame in the schema when there are no rows)."""
+    import polars as pl
+
+    files = stage_files(out_dir, part)
+    if not files:
+        return pl.DataFrame(schema={f.name: pl.Utf8 for f in SCHEMA})
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")

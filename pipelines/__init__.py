@@ -1,0 +1,1 @@
+"""End-to-end recipes, the stage runner and the root `cotforge` CLI."""

@@ -1,0 +1,43 @@
+"""The `cotforge` command: groups `curate`, `train`, `run` (and `eval`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from pipelines.lazy import LazyGroup
+
+
+def setup_logging(verbose: int = 0) -> None:
+    """One log format for cotforge and datatrove (whose loguru output is routed to stderr, INFO+)."""
+    level = logging.DEBUG if verbose > 0 else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+    try:
+        from loguru import logger
+
+        logger.remove()
+        logger.add(sys.stderr, level="DEBUG" if verbose > 1 else "WARNING",
+                   format="{time:HH:mm:ss} {level} datatrove: {message}")
+    except ImportError:
+        pass
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+@click.group(cls=LazyGroup, lazy={
+    "curate": "curate.cli:curate",
+    "train": "train.cli:train",
+    "run": "pipelines.run_cli:run",
+    "eval": "train.eval_cli:eval_command",
+})
+@click.option("-v", "--verbose", count=True, help="More logging (-vv includes datatrove's).")
+def main(verbose: int) -> None:
+    """cotforge: curate long chain-of-thought data, then SFT and GPPO RL on it."""
+    setup_logging(verbose)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Training: curated shards in, checkpoints out (SFT, GPPO RL, evaluation)."""
