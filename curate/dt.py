@@ -1,0 +1,173 @@
+"""datatrove glue: schema rows <-> Documents, a spaCy-free tokenizer, executors, and the runner
+shared by datatrove-based stages (ingest -> datatrove steps -> deterministic kept/removed shards).
+
+A row becomes a Document with `text = prompt`, `id = id` and every other column in `metadata`;
+writers turn it back into the row (plus `reason` etc. for removed rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datatrove.executor.base import PipelineExecutor
+from datatrove.pipeline.readers import ParquetReader
+from datatrove.pipeline.writers import ParquetWriter
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+from curate.ingest import DEFAULT_ROWS_PER_TASK, materialize
+from curate.normalize import DEFAULT_NORM, NormConfig, normalize
+from curate.readers import InputSpec
+from curate.schema import removed_schema
+from curate.stage import StageWriter, input_schema
+
+log = logging.getLogger(__name__)
+
+
+class NormTokenizer(WordTokenizer):
+    """Word tokenizer for datatrove steps: cotforge's normalisation, then whitespace split.
+
+    Replaces spaCy (datatrove's default for English) and keeps numbers, unlike datatrove's
+    default text normalisation."""
+
+    def __init__(self, norm: NormConfig = DEFAULT_NORM):
+        super().__init__("xx")
+        self.norm = norm
+
+    def word_tokenize(self, text: str) -> list[str]:
+        out = normalize(text, self.norm)
+        return out.split(" ") if out else []
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [text]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [(0, len(text))]
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def row_to_doc(self, data: dict, path: str, id_in_file: int | str) -> dict:
+    """ParquetReader adapter: a schema row -> Document fields (text = prompt)."""
+    meta = {k: v for k, v in data.items() if k not in ("prompt", "id")}
+    return {"text": data["prompt"], "id": data["id"], "metadata": meta}
+
+
+def doc_to_row(self, document) -> dict:
+    """ParquetWriter adapter: Document -> schema row (unknown metadata keys are dropped by the schema)."""
+    row = dict(document.metadata)
+    row["id"] = document.id
+    row["prompt"] = document.text
+    if "filter_reason" in row and not row.get("reason"):
+        row["reason"] = row.pop("filter_reason")
+    return row
+
+
+# --------------------------------------------------------------------------- executors
+
+
+@dataclass
+class ExecutorConfig:
+    """How datatrove runs a stage: `local` (default), `slurm` or `ray`, with their options."""
+
+    executor: str = "local"
+    workers: int = 2
+    rows_per_task: int = DEFAULT_ROWS_PER_TASK
+    options: dict[str, Any] = field(default_factory=dict)  # passed to the Slurm/Ray executor
+
+
+def make_executor(pipeline: list, tasks: int, logging_dir: str | Path, cfg: ExecutorConfig,
+                  depends: PipelineExecutor | None = None, name: str = "cotforge") -> PipelineExecutor:
+    """A datatrove executor for `pipeline` over `tasks` tasks (local, Slurm or Ray)."""
+    if cfg.executor == "local":
+        from datatrove.executor import LocalPipelineExecutor
+
+        return LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(cfg.workers, tasks),
+                                     logging_dir=str(logging_dir), depends=depends, skip_completed=False)
+    if cfg.executor == "slurm":
+        from datatrove.executor import SlurmPipelineExecutor
+
+        opts = {"time": "04:00:00", "partition": "cpu", "job_name": name, **cfg.options}
+        return SlurmPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=cfg.workers,
+                                     logging_dir=str(logging_dir), depends=depends, **opts)
+    if cfg.executor == "ray":
+        from datatrove.executor import RayPipelineExecutor
+
+        return RayPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=cfg.workers,
+                                   logging_dir=str(logging_dir), depends=depends, **cfg.options)
+    raise ValueError(f"unknown executor {cfg.executor!r} (expected local, slurm or ray)")
+
+
+# --------------------------------------------------------------------------- stage runner
+
+
+def schema_reader(folder: Path) -> ParquetReader:
+    """Reads work shards back as Documents, one file per task, in file order."""
+    return ParquetReader(str(folder), adapter=row_to_doc, glob_pattern="*.parquet")
+
+
+def schema_writer(folder: Path, schema: pa.Schema) -> ParquetWriter:
+    """Writes Documents as schema rows, one file per rank (`NNNNN.parquet`)."""
+    return ParquetWriter(str(folder), output_filename="${rank}.parquet", adapter=doc_to_row, schema=schema,
+                         compression="zstd", max_file_size=-1)
+
+
+def collect(writer: StageWriter, kept_dir: Path, removed_dir: Path, tasks: int,
+            on_removed: Callable[[dict], dict] | None = None) -> None:
+    """Copy per-rank outputs into the stage writer in rank order (= input order)."""
+    for rank in range(tasks):
+        for part, dst in ((kept_dir, writer.keep), (removed_dir, None)):
+            f = part / f"{rank:05d}.parquet"
+            if not f.exists():
+                continue
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=4096):
+                for row in batch.to_pylist():
+                    if dst is not None:
+                        dst(row)
+                    else:
+                        writer.remove(on_removed(row) if on_removed else row)
+
+
+def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
+                        build_steps: Callable[[Path, pa.Schema], list], *,
+                        removed_extra: list[pa.Field] | None = None, exec_cfg: ExecutorConfig | None = None,
+                        strict: bool = False, rows_per_shard: int = 50_000, config: dict | None = None,
+                        keep_work: bool = False, extra_stats: Callable[[], dict] | None = None) -> dict:
+    """Ingest `specs`, run `[reader, *build_steps(removed_dir, removed_schema), kept_writer]` with
+    datatrove, and publish deterministic OUT/kept, OUT/removed and OUT/stats.json.
+
+    `build_steps(removed_dir, removed_schema)` returns the stage's datatrove steps; filters among
+    them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer."""
+    exec_cfg = exec_cfg or ExecutorConfig()
+    out = Path(out_dir)
+    work = out / "_work" / stage
+    if work.exists():
+        shutil.rmtree(work)
+    schema = input_schema(specs)
+    rschema = removed_schema(schema)
+    for f in removed_extra or []:
+        if rschema.get_field_index(f.name) < 0:
+            rschema = rschema.append(f)
+    writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
+                         config=config)
+    shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
+                         schema=schema)
+    tasks = len(shards)
+    if tasks:
+        pipeline = [schema_reader(work / "input"), *build_steps(work / "removed", rschema),
+                    schema_writer(work / "kept", schema)]
+        make_executor(pipeline, tasks, work / "logs", exec_cfg, name=stage).run()
+        collect(writer, work / "kept", work / "removed", tasks)
+    stats = writer.close(extra_stats() if extra_stats else None)
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+        if out.joinpath("_work").exists() and not any(out.joinpath("_work").iterdir()):
+            out.joinpath("_work").rmdir()
+    return stats
