@@ -292,6 +292,40 @@ def _scalar_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def normalize_tests(value: Any) -> str | None:
+    """Code tests as the JSON text the verifiers take: {"kind": "stdio", "cases": [...]} or
+    {"kind": "assert", "test": code, "entry_point": name|None}. Unknown shapes are kept as JSON."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return normalize_tests(json.loads(value))
+        except json.JSONDecodeError:
+            return json.dumps({"kind": "assert", "test": value, "entry_point": None}) if "assert" in value else value
+    if isinstance(value, dict):
+        if "kind" in value:
+            return json.dumps(value, ensure_ascii=False)
+        ins, outs = value.get("inputs"), value.get("outputs")
+        if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) and not value.get("fn_name"):
+            cases = [{"input": _as_text(i), "output": _as_text(o)} for i, o in zip(ins, outs, strict=True)]
+            return json.dumps({"kind": "stdio", "cases": cases}, ensure_ascii=False)
+    if isinstance(value, list) and value:
+        if all(isinstance(t, dict) and "input" in t and "output" in t for t in value):
+            cases = [{"input": _as_text(t["input"]), "output": _as_text(t["output"])} for t in value]
+            return json.dumps({"kind": "stdio", "cases": cases}, ensure_ascii=False)
+        if all(isinstance(t, str) for t in value) and any("assert" in t for t in value):  # MBPP test_list
+            return json.dumps({"kind": "assert", "test": "\n".join(value), "entry_point": None})
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _as_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        return "\n".join(str(x) for x in v)
+    return str(v)
+
+
 def _chat_to_pair(msgs: Any, origin: Origin, key: str) -> tuple[str, str | None, str | None]:
     """(prompt, response, system) from a chat list: the last assistant turn is the response."""
     if not isinstance(msgs, list) or not msgs:
@@ -353,8 +387,7 @@ def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin
     if response is not None and not response.strip():
         response = None
     answer = _scalar_text(rec.get(mapping["answer"])) if "answer" in mapping else None
-    tests_v = rec.get(mapping["tests"]) if "tests" in mapping else None
-    tests = tests_v if isinstance(tests_v, str) or tests_v is None else json.dumps(tests_v, ensure_ascii=False, default=str)
+    tests = normalize_tests(rec.get(mapping["tests"])) if "tests" in mapping else None
     source = spec.source_name or (str(rec[mapping["source"]]) if rec.get(mapping.get("source", "")) else spec.default_source)
     domain_v = spec.domain or (rec.get(mapping["domain"]) if "domain" in mapping else None)
     domain = normalize_domain(domain_v) if domain_v else ("code" if tests else "math" if answer else "other")
@@ -366,6 +399,8 @@ def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin
             meta.update(_parse_meta(v))
         else:
             meta[k] = v
+    if tests is None and isinstance(meta.get("tests"), (str, list, dict)):  # e.g. DeepCoder keeps tests in meta
+        tests = normalize_tests(meta.pop("tests"))
     if system:
         meta["system"] = system
     meta["_origin"] = origin.as_meta()
