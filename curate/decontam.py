@@ -1,0 +1,955 @@
+"""Benchmark decontamination: a hashed n-gram index with a copy check, plus a MinHash-LSH fuzzy tier.
+
+How a training row is judged (prompt side, and separately the response side):
+
+1. Text is normalised exactly like `curate.normalize.normalize` (case, whitespace, punctuation, LaTeX
+   delimiters and spacing, code fences, stock instruction wrappers; numbers kept), but for a whole
+   batch at once (`normalize_batch`), and cut into word n-grams (n = 8) hashed to uint64 with numpy.
+2. **ngram tier** -- candidates are items sharing >= `prefilter` of their n-grams with the row (n-grams
+   found in more than `max_item_df` benchmark items, e.g. shared preambles and stock phrases, are
+   stop n-grams and do not count). A candidate is a copy when the longest chunk of the item that the
+   row contains verbatim (after normalisation) covers >= `threshold` of the item's words and is
+   >= `min_chunk_words` long (`diverge_chunk_words` when row and item both continue differently past
+   the chunk; no minimum when it covers >= `full_fraction` of the item), no *other* part of the
+   item matches elsewhere in the row, and the chunk is not bounded by two different numbers.
+   Verbatim, re-spaced, wrapped, truncated and restated copies are one chunk; templated variants
+   ("... 12 red marbles ..." vs "... 10 red marbles ...", an inserted condition) are several chunks
+   or end at a different number, and are different problems. Stock phrases are short chunks.
+   A prompt equal to an item after normalisation, or containing a whole item shorter than n words
+   (not glued to another number), also counts (score 1.0).
+3. **fuzzy tier** (prompt side, rows the n-gram tier did not flag) -- a vectorised rare-shingle
+   prefilter, then datasketch MinHash-LSH over word `fuzzy_ngram`-shingles; a candidate counts when
+   its shingle containment >= `fuzzy_threshold` and all of its numbers occur in the row.
+
+The index is built once per run (`build_index`): sorted unique uint64 n-gram hashes with a CSR map
+hash -> benchmark entries, per-entry n-gram sequences, shingle sets, MinHash signatures and a
+pickled MinHashLSH, saved as .npy/.json/.pkl and loaded by every datatrove task.
+DECONTAM_DEFAULTS_NOTE says how the defaults were chosen (bench/decontam.py reproduces the numbers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+import re
+import shutil
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import pyarrow as pa
+from datatrove.data import Document
+from datatrove.pipeline.filters.base_filter import BaseFilter
+
+from curate import normalize as _nz
+from curate.benchmarks import (
+    BenchmarkItem,
+    BenchmarkSpec,
+    get_spec,
+    items_fingerprint,
+    load_benchmarks,
+    load_registry_yaml,
+    spec_to_dict,
+)
+from curate.normalize import DEFAULT_NORM, NormConfig, normalize
+
+log = logging.getLogger(__name__)
+
+DECONTAM_DEFAULTS_NOTE = """Chosen on the labelled set of curate/labelled_contamination.py (positives:
+verbatim / case+whitespace / LaTeX re-spacing / instruction-wrapped / first-60% truncations / re-indented code
+docstrings / light rewording / restating responses of benchmark items; negatives: training-pool problems that
+are not copies plus stock-phrase hard negatives) and on the full ../shared/data run (templated MATH-train
+variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at equal FPR; a plain
+containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
+(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note."""
+
+REMOVED_FIELDS = [
+    pa.field("benchmark", pa.string()),
+    pa.field("benchmark_id", pa.string()),
+    pa.field("match_kind", pa.string()),
+    pa.field("side", pa.string()),
+    pa.field("score", pa.float64()),
+    pa.field("matched_text", pa.string()),
+    pa.field("matches", pa.string()),
+]
+REASON = "contaminated"
+
+
+@dataclass
+class DecontamConfig:
+    """What to match against and how strictly (see the module docstring for the rule)."""
+
+    benchmarks: list[str] = field(default_factory=list)
+    benchmarks_dir: str | None = None
+    registry_yaml: str | None = None
+    ngram: int = 8
+    threshold: float = 0.5  # prompt side: longest verbatim chunk, as a share of the item's words
+    response_threshold: float = 0.5  # the same on the response side
+    min_chunk_words: int = 15  # a partial chunk (truncated copy) must be this long...
+    diverge_chunk_words: int = 30  # ...or this long when row and item both go on differently after/before it
+    full_fraction: float = 0.9  # chunks covering this share of the item need no minimum length
+    max_substitutions: int = 2  # non-numeric words a copy may change inside the chunk ("Find" -> "Determine")
+    prefilter: float = 0.25  # containment of the item's n-grams needed before the chunk check
+    min_ngrams: int = 3  # shared n-grams needed (capped at the item's own count)
+    max_item_df: int = 8  # n-grams found in more benchmark items than this are stop n-grams
+    check_response: bool = True
+    response_chars: int = 4000  # response side looks at the first N characters (0 = all); restatements come first
+    include_solutions: bool = False  # also index benchmark reference solutions
+    short_min_words: int = 3  # items shorter than n words are matched whole on the prompt side from this length
+    verify_numbers: bool = True  # reject chunks bounded by differing numbers / fuzzy matches missing numbers
+    fuzzy: bool = True
+    fuzzy_ngram: int = 3
+    num_perm: int = 128
+    lsh_threshold: float = 0.5
+    fuzzy_threshold: float = 0.75  # containment of the item's shingles in the prompt
+    fuzzy_min_shingles: int = 15  # shorter items are left to the exact / n-gram tiers
+    batch_size: int = 512
+    seed: int = 1
+    norm: NormConfig = DEFAULT_NORM
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able config (recorded in stats.json and the report)."""
+        d = asdict(self)
+        d["norm"] = asdict(self.norm)
+        return d
+
+
+# --------------------------------------------------------------------------- normalisation
+
+_SEP = " \x00 "  # row separator inside a batch; \x00 survives normalisation, spaces keep wrappers matchable
+_BYTE_TABLE = bytes(c if (chr(c).isalnum() or c == 0 or c >= 128) else 32 for c in range(256))
+_NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]+")
+
+
+def _pre(text: str | None) -> str:
+    """Per-text steps of `normalize` that must see the text alone: NFKC and code fences."""
+    if not text:
+        return ""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    if "```" in text:
+        text = _nz._CODE_FENCE.sub(" ", text)
+    return text
+
+
+def _latex(text: str) -> str:
+    """`normalize`'s LaTeX step (aliases, \\le/\\ge, dropped commands, delimiters), on a whole batch at once."""
+    for a, b in _nz._LATEX_ALIASES:
+        text = text.replace(a, b)
+    le_ge = getattr(_nz, "_LATEX_LE_GE", None)
+    if le_ge is not None:
+        text = le_ge.sub(r"\\\1q", text)
+    text = _nz._LATEX_DROP.sub(" ", text)
+    text = text.replace("\\(", " ").replace("\\)", " ").replace("\\[", " ").replace("\\]", " ")
+    return text.replace("$", " ")
+
+
+def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> tuple[bytes, list[str]]:
+    """Normalise many texts at once; same result per text as `curate.normalize.normalize`.
+
+    Returns the batch as one byte string (texts joined by " \\x00 ", single spaces) for the hasher,
+    and the normalised texts. ASCII punctuation is removed with bytes.translate over the whole
+    batch, which is what makes this many times faster than per-text regex substitution."""
+    if cfg != DEFAULT_NORM or not _fast_path_ok():
+        norms = [normalize(t, cfg) for t in texts]
+        return _SEP.join(norms).encode("utf-8"), norms
+    if not texts:
+        return b"", []
+    joined = "\n\x00\n".join(_pre(t) for t in texts)
+    if "\\" in joined or "$" in joined:
+        joined = _latex(joined)
+    if not joined.isascii():  # lower-case and drop non-ASCII non-word characters, per non-ASCII text
+        parts = joined.split("\x00")
+        joined = "\x00".join(p if p.isascii() else _NON_ASCII_NON_WORD.sub(" ", p.lower()) for p in parts)
+    raw = joined.encode("utf-8").lower().translate(_BYTE_TABLE)
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    space = arr == 32
+    keep = ~(space & np.concatenate(([True], space[:-1])))  # collapse runs of spaces (and a leading one)
+    y = arr[keep].tobytes()
+    norms = [part.strip(b" ").decode("utf-8") for part in y.split(b"\x00")]
+    if cfg.wrappers:  # per text, exactly as `normalize` does (start/end wrappers, long ones anywhere)
+        wrappers = _nz._wrappers(cfg)
+        firsts, lasts = _wrapper_ends(wrappers)
+        inner = [w for w in wrappers if w.count(" ") >= 3 and w.encode() in y]
+        todo = [i for i, t in enumerate(norms) if t and (t.partition(" ")[0] in firsts or t.rpartition(" ")[2] in lasts
+                                                          or (inner and any(w in t for w in inner)))]
+        for i in todo:
+            norms[i] = _nz._strip_wrappers(norms[i], wrappers)
+        y = _SEP.join(norms).encode("utf-8")
+    return y, norms
+
+
+@lru_cache(maxsize=4)
+def _wrapper_ends(wrappers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """First and last words of the instruction wrappers (a text can only start/end with a wrapper
+    if its own first/last word is one of these)."""
+    return frozenset(w.split(" ")[0] for w in wrappers), frozenset(w.split(" ")[-1] for w in wrappers)
+
+
+_SELF_CHECK = (
+    "Let \\(b\\ge 2\\) be an integer; $x \\le 1$, \\left( \\dfrac{1}{2} \\right) \\, \\quad x_1 = y__2",
+    "Problem: Solve the following problem. What is İstanbul ÀB_c—d… 3²?\n```python\ndef f():\n    pass\n```",
+    "Please reason step by step, and put your final answer within \\boxed{}. Find x. Question:",
+    "  \t\n ", "a\x00b", "The answer is $\\boxed{5}$.\nLet's think step by step.",
+)
+_FAST: list[bool] = []
+
+
+def _fast_path_ok() -> bool:
+    """Whether the batch normaliser still agrees with `curate.normalize.normalize` (checked once on
+    tricky strings; if normalize changed in a way the fast path does not mirror, fall back to it)."""
+    if not _FAST:
+        _FAST.append(True)
+        got = normalize_batch(list(_SELF_CHECK))[1]
+        ok = got == [normalize(t) for t in _SELF_CHECK]
+        _FAST[0] = ok
+        if not ok:
+            log.warning("decontam: fast batch normalisation differs from curate.normalize; using the slow path")
+    return _FAST[0]
+
+
+def fast_normalize(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> str:
+    """`normalize` for one text through the batch path (same output)."""
+    return normalize_batch([text], cfg)[1][0]
+
+
+# --------------------------------------------------------------------------- hashing
+
+_U64 = np.uint64
+_P = _U64(0x100000001B3)  # byte multiplier (odd)
+_Q = _U64(0x9E3779B97F4A7C15)  # word multiplier for n-grams (odd)
+_BITMAP_SIZE = 1 << 23
+_POW: list[np.ndarray] = [np.ones(1, dtype=_U64)]
+
+
+def _powers(n: int) -> np.ndarray:
+    """P^k mod 2^64 for k < n (k = byte position inside a word; cached)."""
+    if len(_POW[0]) < n:
+        p = np.full(max(n, 64), _P, dtype=_U64)
+        p[0] = 1
+        with np.errstate(over="ignore"):
+            _POW[0] = np.cumprod(p, dtype=_U64)
+    return _POW[0][:n]
+
+
+def _fmix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: spreads polynomial hashes over all 64 bits."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> _U64(30))
+        x = x * _U64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> _U64(27))
+        x = x * _U64(0x94D049BB133111EB)
+        return x ^ (x >> _U64(31))
+
+
+def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row.
+
+    Vectorised over all bytes: h(word) = fmix(len + sum_k b_k P^k mod 2^64)."""
+    if not y:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+    arr = np.frombuffer(y, dtype=np.uint8)
+    isw = (arr != 32) & (arr != 0)
+    prev = np.concatenate(([False], isw[:-1]))
+    nxt = np.concatenate((isw[1:], [False]))
+    starts = np.flatnonzero(isw & ~prev)
+    ends = np.flatnonzero(isw & ~nxt) + 1
+    if len(starts) == 0:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+    lens = ends - starts
+    chars = np.flatnonzero(isw)
+    first = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    word_of_char = np.repeat(np.arange(len(starts)), lens)
+    pos = chars - starts[word_of_char]
+    with np.errstate(over="ignore"):
+        val = arr[chars].astype(_U64) * _powers(int(lens.max()))[pos]
+        raw = np.add.reduceat(val, first) + lens.astype(_U64)
+    rows = np.searchsorted(np.flatnonzero(arr == 0), starts).astype(np.int64)
+    return _fmix(raw), rows
+
+
+def word_hashes(norm_texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Word hashes of already-normalised texts (and each word's text index)."""
+    return hash_words_bytes(_SEP.join(norm_texts).encode("utf-8"))
+
+
+def ngram_hashes(wh: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hashes of all word n-grams that do not cross a text boundary: (hashes, text index, start word)."""
+    m = len(wh) - n + 1
+    if m <= 0:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    acc = np.zeros(m, dtype=_U64)
+    with np.errstate(over="ignore"):
+        for j in range(n):
+            acc = acc * _Q + wh[j:j + m]
+    ok = rows[:m] == rows[n - 1:]
+    starts = np.flatnonzero(ok)
+    return _fmix(acc[ok]), rows[:m][ok], starts
+
+
+def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a[i] in b, via a sorted copy of b (cheaper than np.isin for the small arrays used here)."""
+    sb = np.sort(b)
+    pos = np.minimum(np.searchsorted(sb, a), len(sb) - 1)
+    return sb[pos] == a
+
+
+def text_key(norm_text: str) -> int:
+    """64-bit key of a whole normalised text (the exact tier)."""
+    return int.from_bytes(hashlib.blake2b(norm_text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+# --------------------------------------------------------------------------- minhash
+
+
+def _perms(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Affine permutations a*h + b mod 2^64 (a odd), datasketch's "affine64" scheme."""
+    rng = np.random.RandomState(seed)
+    a = rng.randint(1, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64) * _U64(2) + _U64(1)
+    b = rng.randint(0, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64)
+    return a, b
+
+
+def minhash_matrix(shingles: np.ndarray, rows: np.ndarray, n_rows: int, a: np.ndarray, b: np.ndarray,
+                   chunk: int = 8192) -> np.ndarray:
+    """MinHash signatures (n_rows x num_perm, uint64) of grouped shingle hashes; empty rows stay max."""
+    out = np.full((n_rows, len(a)), np.iinfo(np.uint64).max, dtype=_U64)
+    if len(shingles) == 0:
+        return out
+    order = np.argsort(rows, kind="stable")
+    shingles, rows = shingles[order], rows[order]
+    for s in range(0, len(shingles), chunk):
+        sh, rw = shingles[s:s + chunk], rows[s:s + chunk]
+        with np.errstate(over="ignore"):
+            ph = a[None, :] * sh[:, None] + b[None, :]
+        bounds = np.flatnonzero(np.r_[True, rw[1:] != rw[:-1]])
+        mins = np.minimum.reduceat(ph, bounds, axis=0)
+        ids = rw[bounds]
+        out[ids] = np.minimum(out[ids], mins)
+    return out
+
+
+# --------------------------------------------------------------------------- index
+
+
+@dataclass
+class Entry:
+    """One indexed text: a benchmark item's problem (or solution)."""
+
+    benchmark: str
+    item_id: str
+    part: str  # problem | solution
+    n_ngrams: int
+    n_shingles: int
+    text: str
+    norm: str = ""
+
+
+def _unique_pairs(h: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (hash, row) pairs sorted by hash then row."""
+    order = np.lexsort((r, h))
+    h, r = h[order], r[order]
+    keep = np.ones(len(h), dtype=bool)
+    keep[1:] = (h[1:] != h[:-1]) | (r[1:] != r[:-1])
+    return h[keep], r[keep]
+
+
+def _csr_by_key(h: np.ndarray, r: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """keys (sorted unique hashes with df <= max_df), offsets, rows per key, and how many were stop keys."""
+    h, r = _unique_pairs(h, r)
+    keys, first, df = np.unique(h, return_index=True, return_counts=True)
+    stop = df > max_df
+    keep = np.repeat(~stop, df)
+    keys, df = keys[~stop], df[~stop]
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(df)
+    return keys, offsets, r[keep].astype(np.int32), int(stop.sum())
+
+
+def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path) -> dict:
+    """Hash every benchmark item once and save the index under `out_dir` (loaded by each task)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    raw, entries = [], []
+    for name, items in benchmarks.items():
+        for it in items:
+            parts = [("problem", it.problem)] + ([("solution", it.solution)] if cfg.include_solutions
+                                                 and it.solution else [])
+            for part, text in parts:
+                raw.append(text)
+                entries.append(Entry(name, it.id, part, 0, 0, text[:2000]))
+    y, texts = normalize_batch(raw, cfg.norm)
+    for e, t in zip(entries, texts, strict=True):
+        e.norm = t
+    wh, rows = hash_words_bytes(y)
+    h, hr, _ = ngram_hashes(wh, rows, cfg.ngram)
+    keys, offsets, entry_of, n_stop = _csr_by_key(h, hr, cfg.max_item_df)
+    ent_ng_off = np.zeros(len(entries) + 1, dtype=np.int64)  # each entry's n-gram hashes in text order
+    ent_ng_off[1:] = np.cumsum(np.bincount(hr, minlength=len(entries)))
+    n_ngrams = np.bincount(entry_of, minlength=len(entries))
+    # fuzzy tier: per-entry shingle sets, rare-shingle keys for the prefilter, MinHash signatures
+    sh, sr, _ = ngram_hashes(wh, rows, cfg.fuzzy_ngram)
+    u_sh, u_sr = _unique_pairs(sh, sr)
+    order = np.lexsort((u_sh, u_sr))
+    ent_sh, ent_sr = u_sh[order], u_sr[order]
+    n_sh = np.bincount(ent_sr, minlength=len(entries))
+    sh_offsets = np.zeros(len(entries) + 1, dtype=np.int64)
+    sh_offsets[1:] = np.cumsum(n_sh)
+    sh_keys, sh_koff, sh_ent, _ = _csr_by_key(sh, sr, cfg.max_item_df)  # rare shingles -> entries (prefilter)
+    n_rare = np.bincount(sh_ent, minlength=len(entries))
+    a, b = _perms(cfg.num_perm, cfg.seed)
+    sigs = minhash_matrix(ent_sh, ent_sr, len(entries), a, b)
+    # short items (fewer words than n): their whole word sequence, matched as a k-gram
+    short = np.array([[k, i] for i, t in enumerate(texts) if t
+                      for k in [t.count(" ") + 1] if cfg.short_min_words <= k < cfg.ngram], dtype=np.int64).reshape(-1, 2)
+    short_h = np.zeros(len(short), dtype=_U64)
+    for k in np.unique(short[:, 0]).tolist():
+        sel = np.flatnonzero(short[:, 0] == k)
+        ids = short[sel, 1]
+        hk, hrk, _ = ngram_hashes(wh, rows, k)
+        first = np.searchsorted(hrk, ids)
+        short_h[sel] = hk[first]
+    for i, e in enumerate(entries):
+        e.n_ngrams, e.n_shingles = int(n_ngrams[i]), int(n_sh[i])
+    exact = np.array(sorted({(text_key(t), i) for i, t in enumerate(texts) if t}), dtype=_U64).reshape(-1, 2)
+    arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off, "shingles": ent_sh, "sh_offsets": sh_offsets,
+              "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent, "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
+    for k, v in arrays.items():
+        np.save(out / f"{k}.npy", v)
+    meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries],
+            "stop_ngrams": n_stop, "keys": int(len(keys)),
+            "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
+    (out / "entries.json").write_text(json.dumps(meta, ensure_ascii=False))
+    _save_lsh(sigs, entries, cfg, a, b, out / "lsh.pkl")
+    log.info("decontam index: %d entries, %d n-gram keys (%d stop n-grams dropped), %.1f MB", len(entries),
+             len(keys), n_stop, sum(v.nbytes for v in arrays.values()) / 1e6)
+    return meta
+
+
+def _save_lsh(sigs: np.ndarray, entries: list[Entry], cfg: DecontamConfig, a: np.ndarray, b: np.ndarray,
+              path: Path) -> None:
+    """datasketch MinHashLSH over entries with enough shingles, pickled once for all tasks."""
+    from datasketch import MinHash, MinHashLSH
+
+    perms = np.stack([a, b])
+    lsh = MinHashLSH(threshold=cfg.lsh_threshold, num_perm=cfg.num_perm)
+    with lsh.insertion_session() as sess:
+        for i, e in enumerate(entries):
+            if e.n_shingles >= cfg.fuzzy_min_shingles:
+                sess.insert(i, MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
+    with open(path, "wb") as fh:
+        pickle.dump(lsh, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@dataclass
+class Match:
+    """One (row, benchmark entry) match."""
+
+    benchmark: str
+    benchmark_id: str
+    part: str
+    match_kind: str
+    side: str
+    score: float
+    entry: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
+                "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
+
+
+@dataclass
+class _Hashed:
+    """A normalised batch and its word / n-gram hashes (computed once, used by every tier)."""
+
+    norms: list[str]
+    wh: np.ndarray
+    rows: np.ndarray
+    h: np.ndarray
+    hr: np.ndarray
+    hs: np.ndarray  # start word (global index) of each n-gram
+
+    @classmethod
+    def of(cls, texts: list[str | None], cfg: DecontamConfig) -> _Hashed:
+        y, norms = normalize_batch(texts, cfg.norm)
+        wh, rows = hash_words_bytes(y)
+        h, hr, hs = ngram_hashes(wh, rows, cfg.ngram)
+        return cls(norms, wh, rows, h, hr, hs)
+
+    def row_slice(self, arr_rows: np.ndarray, r: int) -> slice:
+        return slice(int(np.searchsorted(arr_rows, r)), int(np.searchsorted(arr_rows, r, side="right")))
+
+
+class DecontamIndex:
+    """The loaded index: finds matches for batches of texts."""
+
+    ARRAYS = ("keys", "offsets", "entry_of", "ent_ng", "ent_ng_off", "shingles", "sh_offsets", "sh_keys", "sh_koff", "sh_ent", "n_rare", "sigs", "exact", "short", "short_h")
+
+    def __init__(self, index_dir: str | Path):
+        d = self.dir = Path(index_dir)
+        meta = json.loads((d / "entries.json").read_text())
+        self.cfg_dict = meta["config"]
+        self.entries = [Entry(**e) for e in meta["entries"]]
+        for k in self.ARRAYS:
+            setattr(self, k, np.load(d / f"{k}.npy"))
+        self.n_ngrams = np.array([e.n_ngrams for e in self.entries], dtype=np.int64)
+        self.exact_map: dict[int, list[int]] = {}
+        for k, i in self.exact.tolist():
+            self.exact_map.setdefault(int(k), []).append(int(i))
+        self._lsh = None
+        self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+        # prefilter: a bit-per-slot table on the low hash bits skips most binary searches
+        self.bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
+        self.bitmap[(self.keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
+        self.sh_bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
+        self.sh_bitmap[(self.sh_keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
+
+    @classmethod
+    def build(cls, benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path):
+        """Build, save and load an index in one call (tests, benchmarks)."""
+        build_index(benchmarks, cfg, out_dir)
+        return cls(out_dir)
+
+    @staticmethod
+    def pair_counts(h: np.ndarray, hr: np.ndarray, keys: np.ndarray, offsets: np.ndarray, entry_of: np.ndarray,
+                    n_entries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(text, entry, number of distinct shared keys) for every text/entry sharing a key."""
+        empty = np.zeros(0, dtype=np.int64)
+        if len(h) == 0 or len(keys) == 0:
+            return empty, empty, empty
+        order = np.argsort(h)  # sorted queries make the binary searches cache-friendly
+        h, hr = h[order], hr[order]
+        pos = np.minimum(np.searchsorted(keys, h), len(keys) - 1)
+        hit = keys[pos] == h
+        if not hit.any():
+            return empty, empty, empty
+        nk = len(keys)
+        pr = np.unique(hr[hit] * nk + pos[hit])  # distinct (text, key)
+        r, k = pr // nk, pr % nk
+        lens = offsets[k + 1] - offsets[k]
+        rr = np.repeat(r, lens)
+        idx = np.repeat(offsets[k] - np.cumsum(lens) + lens, lens) + np.arange(len(rr))
+        ee = entry_of[idx].astype(np.int64)
+        pe, cnt = np.unique(rr * n_entries + ee, return_counts=True)
+        return pe // n_entries, pe % n_entries, cnt
+
+    # ---- n-gram tier
+    def ngram_matches(self, hb: _Hashed, cfg: DecontamConfig, threshold: float) -> dict[int, list[tuple[int, float]]]:
+        """Per text index: [(entry, containment)] passing the containment rule (and the number check)."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        if len(hb.h) == 0 or len(self.keys) == 0:
+            return out
+        cand = self.bitmap[(hb.h & _U64(_BITMAP_SIZE - 1)).astype(np.int64)]
+        r2, e2, cnt = self.pair_counts(hb.h[cand], hb.hr[cand], self.keys, self.offsets, self.entry_of,
+                                       len(self.entries))
+        tot = self.n_ngrams[e2]
+        cont = cnt / np.maximum(tot, 1)
+        ok = (cont >= cfg.prefilter) & (cnt >= np.minimum(cfg.min_ngrams, tot))
+        for ri, ei in zip(r2[ok].tolist(), e2[ok].tolist(), strict=True):
+            sc = self.chunk_score(hb, ri, ei, cfg)
+            if sc >= threshold:
+                out.setdefault(ri, []).append((ei, float(sc)))
+        return out
+
+    def _entry_ngrams(self, e: int, n: int) -> tuple[list[str], np.ndarray]:
+        key = (e, n)
+        if key not in self._entry_cache:
+            norm = self.entries[e].norm
+            if n == self.cfg_dict["ngram"]:
+                h = self.ent_ng[self.ent_ng_off[e]:self.ent_ng_off[e + 1]]
+            else:
+                wh, rows = word_hashes([norm])
+                h, _, _ = ngram_hashes(wh, rows, n)
+            self._entry_cache[key] = (norm.split(" ") if norm else [], h)
+        return self._entry_cache[key]
+
+    def chunk_score(self, hb: _Hashed, r: int, e: int, cfg: DecontamConfig) -> float:
+        """Share of the item's words in the longest chunk the row copies verbatim (after normalisation),
+        or 0.0 when the match looks like an edited variant rather than a copy.
+
+        A copy -- verbatim, re-spaced, wrapped, truncated, restated -- is one contiguous chunk of the
+        item. A templated variant (same sentence, other numbers or an inserted condition) matches the
+        item in several chunks on different alignments, or the chunk is bounded by two different
+        numbers; those are different problems and score 0."""
+        n = cfg.ngram
+        if f" {self.entries[e].norm} " in f" {hb.norms[r]} ":  # the whole item, verbatim after normalisation
+            return 1.0
+        iw, ih = self._entry_ngrams(e, n)
+        sl = hb.row_slice(hb.hr, r)
+        rh, rpos = hb.h[sl], hb.hs[sl] - int(np.searchsorted(hb.rows, r))
+        if len(ih) == 0 or len(rh) == 0:
+            return 0.0
+        order = np.argsort(rh, kind="stable")
+        rh_s, rpos_s = rh[order], rpos[order]
+        lo, hi = np.searchsorted(rh_s, ih), np.searchsorted(rh_s, ih, side="right")
+        cnt = hi - lo
+        if cnt.sum() == 0:
+            return 0.0
+        ii = np.repeat(np.arange(len(ih)), cnt)
+        jj = rpos_s[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+        d = jj - ii
+        o = np.lexsort((ii, d))
+        ii, jj, d = ii[o], jj[o], d[o]
+        brk = np.ones(len(ii), dtype=bool)
+        brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
+        run_id = np.cumsum(brk) - 1
+        run_len = np.bincount(run_id)
+        starts = np.flatnonzero(brk)
+        best = int(np.argmax(run_len))
+        rw = hb.norms[r].split(" ")
+        # merge runs on the same alignment separated by a few non-numeric substituted words ("Find" ->
+        # "Determine"): still a copy. Numbers or more than `max_substitutions` words: an edited variant.
+        same = [k for k in range(len(run_len)) if d[starts[k]] == d[starts[best]]]
+        pos = same.index(best)
+        lo_k = hi_k = pos
+        subs = 0
+        dd = int(d[starts[best]])
+
+        def gap(k1: int, k2: int) -> list[int]:
+            a_ = int(ii[starts[same[k1]]]) + int(run_len[same[k1]]) + n - 1
+            return list(range(a_, int(ii[starts[same[k2]]])))
+
+        for step in (-1, 1):
+            k = pos
+            while 0 <= k + step < len(same):
+                g = gap(k + step, k) if step < 0 else gap(k, k + step)
+                if subs + len(g) > cfg.max_substitutions or any(
+                        iw[x].isdigit() or (0 <= x + dd < len(rw) and rw[x + dd].isdigit()) for x in g):
+                    break
+                subs += len(g)
+                k += step
+            lo_k, hi_k = (k, hi_k) if step < 0 else (lo_k, k)
+        i0 = int(ii[starts[same[lo_k]]])
+        j0 = i0 + dd
+        i1 = int(ii[starts[same[hi_k]]]) + int(run_len[same[hi_k]]) + n - 1
+        j1 = i1 + dd
+        chunk = i1 - i0
+        # other parts of the item matched at other places of the row: an edited variant, not a copy
+        # (repeats inside the copied chunk, on either side, are fine)
+        if np.any(((ii < i0) | (ii + n > i1)) & ((jj < j0) | (jj + n > j1))):
+            return 0.0
+        if cfg.verify_numbers:
+            if i1 < len(iw) and j1 < len(rw) and iw[i1].isdigit() and rw[j1].isdigit():
+                return 0.0  # chunk ends where the row and the item have different numbers
+            if i0 > 0 and j0 > 0 and iw[i0 - 1].isdigit() and rw[j0 - 1].isdigit():
+                return 0.0
+        rlen = hb.norms[r].count(" ") + 1
+        diverge = (i1 < len(iw) and j1 < rlen) or (i0 > 0 and j0 > 0)  # both texts go on differently
+        share = chunk / max(len(iw), 1)
+        if share >= cfg.full_fraction:
+            return share
+        if chunk < (cfg.diverge_chunk_words if diverge else cfg.min_chunk_words):
+            return 0.0
+        return share
+
+    def exact_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
+        """Texts equal to an entry after normalisation."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        for i, t in enumerate(hb.norms):
+            if t:
+                for e in self.exact_map.get(text_key(t), []):
+                    out.setdefault(i, []).append((e, 1.0))
+        return out
+
+    def short_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
+        """Items shorter than n words found as a whole inside a text (not next to another number)."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        if len(self.short) == 0:
+            return out
+        for k in np.unique(self.short[:, 0]).tolist():
+            sel = self.short[:, 0] == k
+            kh, ke = self.short_h[sel], self.short[sel, 1]
+            h, hr, hs = ngram_hashes(hb.wh, hb.rows, k)
+            if len(h) == 0:
+                continue
+            hit = np.flatnonzero(np.isin(h, kh))
+            for j in hit.tolist():
+                r, start = int(hr[j]), int(hs[j])
+                first = int(np.searchsorted(hb.rows, r))
+                rw = hb.norms[r].split(" ")
+                a, b = start - first, start - first + k
+                if (a > 0 and rw[a - 1].isdigit()) or (b < len(rw) and rw[b].isdigit()):
+                    continue
+                for e in ke[kh == h[j]].tolist():
+                    out.setdefault(r, []).append((int(e), 1.0))
+        return out
+
+    # ---- fuzzy tier
+    def _fuzzy_numbers_ok(self, row_norm: str, e: int) -> bool:
+        """A reformatted copy keeps the item's numbers: every number of the item occurs in the row."""
+        item_nums = {w for w in self.entries[e].norm.split(" ") if w.isdigit()}
+        return item_nums <= {w for w in row_norm.split(" ") if w.isdigit()}
+
+    def _get_lsh(self):
+        if self._lsh is None:
+            with open(self.dir / "lsh.pkl", "rb") as fh:
+                self._lsh = pickle.load(fh)
+        return self._lsh
+
+    def fuzzy_matches(self, hb: _Hashed, cfg: DecontamConfig, todo: list[int]) -> dict[int, list[tuple[int, float]]]:
+        """MinHash-LSH candidates among `todo` texts with enough rare benchmark shingles, kept when the
+        item's shingle containment >= fuzzy_threshold and its numbers all occur in the text."""
+        from datasketch import MinHash
+
+        out: dict[int, list[tuple[int, float]]] = {}
+        if not todo:
+            return out
+        sh, sr, _ = ngram_hashes(hb.wh, hb.rows, cfg.fuzzy_ngram)
+        want = np.zeros(len(hb.norms), dtype=bool)
+        want[todo] = True
+        m = want[sr]
+        sh, sr = sh[m], sr[m]
+        if len(sh) == 0:
+            return out
+        cand = self.sh_bitmap[(sh & _U64(_BITMAP_SIZE - 1)).astype(np.int64)]
+        r2, e2, cnt = self.pair_counts(sh[cand], sr[cand], self.sh_keys, self.sh_koff, self.sh_ent, len(self.entries))
+        # prefilter: enough of some item's rare shingles (half the final threshold) to be worth an LSH query
+        ok = (cnt >= cfg.fuzzy_min_shingles) & (cnt >= 0.5 * cfg.fuzzy_threshold * self.n_rare[e2])
+        todo = sorted(set(r2[ok].tolist()))
+        if not todo:
+            return out
+        lsh = self._get_lsh()
+        a, b = _perms(cfg.num_perm, cfg.seed)
+        perms = np.stack([a, b])
+        keep = np.isin(sr, todo)
+        sh, sr = sh[keep], sr[keep]
+        sigs = minhash_matrix(sh, sr, len(hb.norms), a, b)
+        order = np.argsort(sr, kind="stable")
+        sh_sorted, sr_sorted = sh[order], sr[order]
+        for i in todo:
+            cands = lsh.query(MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
+            if not cands:
+                continue
+            lo, hi = np.searchsorted(sr_sorted, i), np.searchsorted(sr_sorted, i, side="right")
+            mine = np.unique(sh_sorted[lo:hi])
+            for e in sorted(cands):
+                theirs = self.shingles[self.sh_offsets[e]:self.sh_offsets[e + 1]]
+                c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
+                if c >= cfg.fuzzy_threshold and (not cfg.verify_numbers or self._fuzzy_numbers_ok(hb.norms[i], e)):
+                    out.setdefault(i, []).append((e, float(c)))
+        return out
+
+    # ---- everything for a batch
+    def match_batch(self, prompts: list[str | None], responses: list[str | None],
+                    cfg: DecontamConfig) -> list[list[Match]]:
+        """All matches per row: prompt side (exact, n-gram, short item, fuzzy), then the response side
+        (n-gram, short item) of rows the prompt side did not flag."""
+        res: list[dict[tuple[int, str], tuple[str, float]]] = [dict() for _ in prompts]
+
+        def add(found: dict[int, list[tuple[int, float]]], kind: str, side: str) -> None:
+            for i, lst in found.items():
+                for e, sc in lst:
+                    cur = res[i].get((e, side))
+                    if cur is None or sc > cur[1]:
+                        res[i][(e, side)] = (kind, sc)
+
+        hp = _Hashed.of(prompts, cfg)
+        add(self.exact_matches(hp), "ngram", "prompt")
+        add(self.ngram_matches(hp, cfg, cfg.threshold), "ngram", "prompt")
+        add(self.short_matches(hp), "ngram", "prompt")
+        if cfg.fuzzy:
+            add(self.fuzzy_matches(hp, cfg, [i for i in range(len(prompts)) if not res[i]]), "fuzzy", "prompt")
+        if cfg.check_response and any(responses):
+            # rows already contaminated on the prompt side are not re-checked on the response side
+            responses = [None if res[i] else (r[: cfg.response_chars] if r and cfg.response_chars else r)
+                         for i, r in enumerate(responses)]
+            hr_ = _Hashed.of(responses, cfg)
+            add(self.ngram_matches(hr_, cfg, cfg.response_threshold), "ngram", "response")
+            add(self.short_matches(hr_), "ngram", "response")
+        out = []
+        for d in res:
+            ms = []
+            for (e, side), (kind, sc) in d.items():
+                en = self.entries[e]
+                ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e))
+            ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
+            out.append(ms)
+        return out
+
+    def overlap_text(self, text: str, entry: int, cfg: DecontamConfig, kind: str, limit: int = 300) -> str:
+        """The longest run of the row's normalised words covered by n-grams of `entry` (for reports)."""
+        norm = fast_normalize(text, cfg.norm)
+        words = norm.split(" ") if norm else []
+        en = self.entries[entry]
+        n = min(cfg.ngram if kind == "ngram" else cfg.fuzzy_ngram, max(en.norm.count(" ") + 1, 1))
+        _, mine = self._entry_ngrams(entry, n)
+        wh, rows = word_hashes([norm])
+        h, _, starts = ngram_hashes(wh, rows, n)
+        covered = np.zeros(len(words) + 1, dtype=np.int64)
+        if len(h):
+            hit = starts[np.isin(h, mine)]
+            np.add.at(covered, hit, 1)
+            np.add.at(covered, np.minimum(hit + n, len(words)), -1)
+        mask = np.cumsum(covered)[: len(words)] > 0
+        best, cur, best_end = 0, 0, 0
+        for i, m in enumerate(mask.tolist()):
+            cur = cur + 1 if m else 0
+            if cur > best:
+                best, best_end = cur, i + 1
+        if best == 0:
+            return norm[:limit]
+        return " ".join(words[best_end - best:best_end])[:limit]
+
+
+# --------------------------------------------------------------------------- datatrove step
+
+
+class DecontamFilter(BaseFilter):
+    """Drops rows that contain a benchmark item (prompt or response side); the exclusion writer gets
+    them with `benchmark`, `benchmark_id`, `match_kind`, `side`, `score`, `matched_text`, `matches`."""
+
+    name = "🧪 decontaminate"
+
+    def __init__(self, index_dir: str | Path, cfg: DecontamConfig, exclusion_writer=None):
+        super().__init__(exclusion_writer=exclusion_writer, batch_size=cfg.batch_size)
+        self.index_dir = str(index_dir)
+        self.cfg = cfg
+        self._index: DecontamIndex | None = None
+
+    @property
+    def index(self) -> DecontamIndex:
+        if self._index is None:
+            self._index = DecontamIndex(self.index_dir)
+        return self._index
+
+    def filter(self, doc: Document) -> bool | tuple[bool, str]:
+        return self.filter_batch([doc])[0]
+
+    def filter_batch(self, batch: list[Document]) -> list[bool | tuple[bool, str]]:
+        responses = [doc.metadata.get("response") for doc in batch]
+        matches = self.index.match_batch([d.text for d in batch], responses, self.cfg)
+        out: list[bool | tuple[bool, str]] = []
+        for doc, ms in zip(batch, matches, strict=True):
+            if not ms:
+                out.append(True)
+                continue
+            best = ms[0]
+            text = doc.text if best.side == "prompt" else (doc.metadata.get("response") or "")
+            doc.metadata.update({
+                "benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
+                "side": best.side, "score": float(best.score),
+                "matched_text": self.index.overlap_text(text, best.entry, self.cfg, best.match_kind),
+                "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False),
+            })
+            self.stat_update(f"contaminated_{best.benchmark}")
+            self.stat_update(f"contaminated_side_{best.side}")
+            out.append((False, REASON))
+        return out
+
+
+# --------------------------------------------------------------------------- stage
+
+
+def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[BenchmarkItem]], dict[str, BenchmarkSpec]]:
+    """Load the configured benchmarks (user YAML registry included)."""
+    extra = load_registry_yaml(cfg.registry_yaml) if cfg.registry_yaml else None
+    if not cfg.benchmarks:
+        raise ValueError("decontaminate: no benchmarks given (--benchmarks aime2024,math500,...)")
+    loaded = load_benchmarks(cfg.benchmarks, cfg.benchmarks_dir, extra)
+    return loaded, {n: get_spec(n, extra) for n in cfg.benchmarks}
+
+
+def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
+                 rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
+                 benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
+    """The decontamination stage: build the index once, filter with datatrove, write the report."""
+    from curate.dt import run_datatrove_stage, schema_writer
+
+    out = Path(out_dir)
+    bench_specs: dict[str, BenchmarkSpec] = {}
+    if benchmarks is None:
+        benchmarks, bench_specs = load_config_benchmarks(cfg)
+    index_dir = out / "_work" / "decontam_index"
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    meta = build_index(benchmarks, cfg, index_dir)
+    config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
+              "index_keys": meta["keys"]}
+
+    def steps(removed_dir: Path, rschema: pa.Schema) -> list:
+        return [DecontamFilter(index_dir, cfg, exclusion_writer=schema_writer(removed_dir, rschema))]
+
+    stats = run_datatrove_stage(specs, out, "decontaminate", steps, removed_extra=REMOVED_FIELDS,
+                                exec_cfg=exec_cfg, strict=strict, rows_per_shard=rows_per_shard, config=config)
+    if report:
+        from curate.report import write_contamination_report
+
+        summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
+            n: spec_to_dict(s) for n, s in bench_specs.items()})
+        stats["contamination"] = summary["totals"]
+        (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
+    if not keep_index:
+        shutil.rmtree(index_dir, ignore_errors=True)
+        work = out / "_work"
+        if work.exists() and not any(work.iterdir()):
+            work.rmdir()
+    return stats
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _split_names(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@click.command("decontaminate")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Output folder (kept/, removed/, stats.json, contamination_report.md/.json/.png).")
+@click.option("--benchmarks", required=True, help="Comma-separated benchmark names, e.g. aime2024,math500,humaneval.")
+@click.option("--benchmarks-dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Local folder with <name>.jsonl[.gz]/.parquet benchmark files (fields id, problem, ...).")
+@click.option("--registry", "registry_yaml", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="YAML with extra benchmark specs.")
+@click.option("--ngram", type=int, default=DecontamConfig.ngram, show_default=True)
+@click.option("--threshold", type=float, default=DecontamConfig.threshold, show_default=True,
+              help="Prompt side: the longest verbatim chunk of a benchmark item, as a share of its words.")
+@click.option("--response-threshold", type=float, default=DecontamConfig.response_threshold, show_default=True)
+@click.option("--min-chunk-words", type=int, default=DecontamConfig.min_chunk_words, show_default=True,
+              help="A partial (truncated) copy must be at least this many words long.")
+@click.option("--max-item-df", type=int, default=DecontamConfig.max_item_df, show_default=True,
+              help="N-grams shared by more benchmark items than this are stop n-grams.")
+@click.option("--response/--no-response", "check_response", default=True, show_default=True,
+              help="Also match the response side (reported separately).")
+@click.option("--solutions/--no-solutions", "include_solutions", default=False, show_default=True,
+              help="Also index benchmark reference solutions.")
+@click.option("--fuzzy/--no-fuzzy", default=True, show_default=True, help="MinHash-LSH tier for reformatted copies.")
+@click.option("--fuzzy-threshold", type=float, default=DecontamConfig.fuzzy_threshold, show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--strict", is_flag=True, help="Stop at the first malformed row instead of quarantining it.")
+@click.option("--source-name", "source_names", multiple=True, metavar="[INPUT=]NAME")
+@click.option("--keep-index", is_flag=True, help="Keep the n-gram index under OUT/_work/decontam_index.")
+def decontaminate_command(inputs, out, benchmarks, benchmarks_dir, registry_yaml, ngram, threshold,
+                          response_threshold, min_chunk_words, max_item_df, check_response, include_solutions, fuzzy,
+                          fuzzy_threshold, workers, strict, source_names, keep_index) -> None:
+    """Remove rows of INPUTS that contain benchmark problems; write a contamination report."""
+    from curate.benchmarks import BenchmarkError
+    from curate.cli_common import specs_from_cli
+    from curate.dt import ExecutorConfig
+    from curate.readers import InputError
+
+    cfg = DecontamConfig(benchmarks=_split_names(benchmarks), benchmarks_dir=benchmarks_dir,
+                         registry_yaml=registry_yaml, ngram=ngram, threshold=threshold,
+                         response_threshold=response_threshold, min_chunk_words=min_chunk_words,
+                         max_item_df=max_item_df,
+                         check_response=check_response, include_solutions=include_solutions, fuzzy=fuzzy,
+                         fuzzy_threshold=fuzzy_threshold)
+    specs = specs_from_cli(inputs, (), source_names, None)
+    try:
+        stats = run_decontam(specs, out, cfg, ExecutorConfig(workers=workers), strict=strict, keep_index=keep_index)
+    except (BenchmarkError, InputError, ValueError) as e:
+        raise click.ClickException(str(e)) from e
+    c = stats.get("contamination", {})
+    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed "
+               f"({c.get('contaminated_rows', 0)} contaminated: {c.get('prompt_side_rows', 0)} prompt side, "
+               f"{c.get('response_only_rows', 0)} response side only) -> {out}")
+    click.echo(f"report: {Path(out) / 'contamination_report.md'}")
