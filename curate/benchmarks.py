@@ -208,7 +208,8 @@ def _in_window(value: Any, window: tuple[str, str] | None) -> bool:
 
 
 def _code_tests(spec: BenchmarkSpec, rec: dict[str, Any], raw_tests: Any) -> str | None:
-    """Code tests as JSON: HumanEval {"kind": "assert", "test", "entry_point"}; MBPP the test_list asserts."""
+    """Code tests as the verifier's JSON: {"kind": "assert", "test", "entry_point"} (HumanEval), with MBPP's
+    test_list joined into one assert block and its test_setup_code as "setup"."""
     if raw_tests is None or raw_tests == "":
         return None
     if spec.name == "humaneval" or "entry_point" in rec:
@@ -221,8 +222,8 @@ def _code_tests(spec: BenchmarkSpec, rec: dict[str, Any], raw_tests: Any) -> str
             pass
     if isinstance(raw_tests, list | tuple):
         setup = rec.get("test_setup_code") or ""
-        return json.dumps({"kind": "assert_list", "test_list": list(raw_tests), "setup": setup},
-                          ensure_ascii=False)
+        return json.dumps({"kind": "assert", "test": "\n".join(map(str, raw_tests)), "setup": setup,
+                           "entry_point": None}, ensure_ascii=False)
     return json.dumps({"kind": "assert", "test": _text(raw_tests), "entry_point": rec.get("entry_point")},
                       ensure_ascii=False)
 

@@ -97,7 +97,7 @@ def test_mbpp_split_filter_and_test_list(tmp_path):
     items = load_benchmark("mbpp", tmp_path)
     assert [it.id for it in items] == ["mbpp-11", "mbpp-12"]
     t = json.loads(items[0].tests)
-    assert t == {"kind": "assert_list", "test_list": ["assert f11() is None"], "setup": ""}
+    assert t == {"kind": "assert", "test": "assert f11() is None", "setup": "", "entry_point": None}
     assert items[0].solution == "def f11(): pass" and items[0].answer is None
 
 
