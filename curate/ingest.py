@@ -15,7 +15,7 @@ import click
 import pyarrow as pa
 
 from curate.cli_common import input_options, specs_from_cli
-from curate.readers import InputError, InputSpec, Quarantined
+from curate.readers import InputError, InputSpec, Origin, Quarantined
 from curate.schema import SCHEMA
 from curate.stage import ShardWriter, StageWriter, input_schema, iter_input_rows
 
@@ -35,6 +35,14 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     for row in iter_input_rows(specs, strict=strict):
         n += 1
         if isinstance(row, Quarantined):
+            qrow = row.to_row()
+            writer.count_in(qrow["source"])
+            writer.remove(qrow)
+            continue
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            # datatrove readers silently skip documents without text: quarantine them here instead
+            origin = Origin(str(row.get("source", "")), n, "row")
+            row = Quarantined(origin, "malformed: field 'prompt' is empty", row, str(row.get("source", "")))
             qrow = row.to_row()
             writer.count_in(qrow["source"])
             writer.remove(qrow)

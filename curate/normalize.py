@@ -41,7 +41,9 @@ _LATEX_DROP = re.compile(
     r"\\(?:left|right|big|Big|bigg|Bigg|displaystyle|textstyle|mathrm|mathbf|mathit|text|operatorname"
     r"|quad|qquad|,|;|:|!| )(?![A-Za-z])"
 )
-_LATEX_ALIASES = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "))
+_LATEX_ALIASES = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"))
+# \le / \ge are \leq / \geq whatever follows them (space, newline, digit, brace), but not \left, \geqslant
+_LATEX_LE_GE = re.compile(r"\\(le|ge)(?![A-Za-z])")
 _CODE_FENCE = re.compile(r"^\s*```[\w+-]*\s*$", re.MULTILINE)
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 _UNDERSCORE = re.compile(r"_+")
@@ -70,6 +72,7 @@ def _base(text: str, cfg: NormConfig) -> str:
     if cfg.latex:
         for a, b in _LATEX_ALIASES:
             text = text.replace(a, b)
+        text = _LATEX_LE_GE.sub(r"\\\1q", text)
         text = _LATEX_DROP.sub(" ", text)
         text = text.replace("\\(", " ").replace("\\)", " ").replace("\\[", " ").replace("\\]", " ")
         text = text.replace("$", " ")
@@ -96,12 +99,29 @@ def normalize(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> str:
         return ""
     out = _base(text, cfg)
     if cfg.wrappers and cfg.punctuation:
-        padded = f" {out} "
-        for w in _wrappers(cfg):
-            if w in padded:
-                padded = padded.replace(f" {w} ", " ")
-        out = _SPACE.sub(" ", padded).strip()
+        out = _strip_wrappers(out, _wrappers(cfg))
     return out
+
+
+@lru_cache(maxsize=8)
+def _wrapper_patterns(wrappers: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern, re.Pattern | None, int]:
+    alt = "|".join(re.escape(w) for w in wrappers)  # longest first, so the longest wrapper wins
+    long_alt = "|".join(re.escape(w) for w in wrappers if w.count(" ") >= 3)
+    return (re.compile(rf"^(?:(?:{alt})(?: |$))+"), re.compile(rf"(?:(?:^| )(?:{alt}))+$"),
+            re.compile(rf" (?:{long_alt})(?= )") if long_alt else None, 4 * max(map(len, wrappers), default=0))
+
+
+def _strip_wrappers(out: str, wrappers: tuple[str, ...]) -> str:
+    """Drop instruction wrappers: any wrapper at the start or end (repeatedly), and long ones (>= 4 words)
+    anywhere; short ones like "problem" / "question" inside a sentence are real words and stay."""
+    head, tail, middle, window = _wrapper_patterns(wrappers)
+    out = head.sub("", out)
+    cut = out.find(" ", len(out) - window) if len(out) > window else 0  # tail wrappers live in the last chars
+    if cut >= 0:
+        out = out[:cut] + tail.sub("", out[cut:])
+    if middle is not None and out:
+        out = middle.sub("", f" {out} ")
+    return _SPACE.sub(" ", out).strip()
 
 
 def words(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> list[str]:

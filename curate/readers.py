@@ -413,6 +413,7 @@ def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin
 def read_rows(spec: InputSpec, strict: bool = False) -> Iterator[dict[str, Any] | Quarantined]:
     """Rows of one input in file order; bad records come back as Quarantined (or raise if strict)."""
     mapping: dict[str, str] | None = None
+    logged: set[tuple] = set()
     for origin, rec in iter_raw(spec):
         if isinstance(rec, Quarantined):
             rec.source = spec.source_name or spec.default_source
@@ -420,9 +421,12 @@ def read_rows(spec: InputSpec, strict: bool = False) -> Iterator[dict[str, Any] 
                 raise InputError(f"{origin}: {rec.reason}")
             yield rec
             continue
-        if mapping is None or (spec.mapping == {} and not set(mapping.values()) <= set(rec) | {mapping.get("chat")}):
+        # re-detect when a mapped field (incl. the chat list) is absent: files or rows of another shape
+        if mapping is None or (spec.mapping == {} and not set(mapping.values()) <= set(rec)):
             new = detect_mapping(list(rec), spec.mapping)
-            if new != mapping:
+            key = tuple(sorted(new.items()))
+            if key not in logged:
+                logged.add(key)
                 log.info("%s: field mapping %s", spec.path, ", ".join(f"{k}<-{v}" for k, v in new.items()))
             mapping = new
         try:

@@ -1,0 +1,227 @@
+"""Problem-level dedup: end-to-end CLI on planted duplicates, determinism, priority, bad input, pair logic."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from curate.dedup import DedupConfig, PairJudge, candidate_verdict, priority_of, row_keys, sort_specs
+from curate.normalize import normalize
+from curate.readers import InputSpec
+from curate.stage import read_stats, read_table, stage_files
+from pipelines.cli import main
+
+P_COWS = ("A farmer has 12 cows and buys 5 more cows at the market on Monday morning. "
+          "How many cows does the farmer have now in total on the farm?")
+P_COWS_NUM = P_COWS.replace("12 cows", "13 cows")  # a different problem: one number changed
+P_TRAIN = ("Two trains leave stations 300 miles apart at the same time and travel toward each other at "
+           "40 and 60 miles per hour. After how many hours do the trains meet on the track?")
+P_TRAIN_NEAR = P_TRAIN + " Show your work."  # near copy: only words added
+P_CIRCLE = r"Find the area of a circle of radius $3$, in terms of $\pi$, when the diameter is $6$ units long."
+P_CIRCLE_WRAPPED = ("Solve the following problem step by step.\n" + P_CIRCLE.replace("$3$", r"\(3\)").upper()
+                    + "\nPut your final answer within \\boxed{}.")
+P_TEPEE = "Determine the number of ways to arrange the letters of the word TEPEE in a row."
+P_PROOF = "Determine the number of ways to arrange the letters of the word PROOF in a row."  # same template
+P_SUM = "What is the sum of all positive divisors of 36 that are also perfect squares of integers here?"
+
+
+def _row(i: str, prompt, response="", answer="1") -> dict:
+    return {"id": i, "problem": prompt, "solution": response, "ground_truth": answer}
+
+
+def write_inputs(d: Path) -> list[str]:
+    """Source a (JSONL + malformed lines), source b (JSONL.gz), and an empty file."""
+    a = [
+        _row("a1", P_COWS, "12 + 5 = 17 cows.", "17"),
+        _row("a2", P_COWS, "Add them: 17.", "17"),  # second distinct response: kept
+        _row("a3", "  " + P_COWS.upper() + " ", "12+5 = 17 COWS.", "17"),  # same pair after normalisation
+        _row("a4", P_COWS_NUM, "13 + 5 = 18.", "18"),
+        _row("a5", P_TRAIN, "300 / 100 = 3 hours.", "3"),
+        _row("a6", P_CIRCLE, "Area is 9 pi.", "9\\pi"),
+        _row("a7", P_TEPEE, "5!/3! = 20.", "20"),
+        _row("a8", P_PROOF, "5!/2! = 60.", "60"),
+    ]
+    lines = [json.dumps(r) for r in a]
+    lines.insert(3, "{not json")
+    lines.append(json.dumps({"id": "a9", "solution": "no prompt here"}))
+    lines.append(json.dumps({"id": "a10", "problem": 123, "solution": "wrong type"}))
+    pa = d / "a.jsonl"
+    pa.write_bytes(("\n".join(lines) + "\n").encode() + b'{"id": "a11", "problem": "bad \xff byte"}\n')
+    b = [
+        _row("b1", P_TRAIN_NEAR, "They meet after 3 hours.", "3"),  # near duplicate of a5
+        _row("b2", P_CIRCLE_WRAPPED, "pi r^2 = 9 pi.", "9\\pi"),  # same problem as a6, new response: kept
+        _row("b3", P_CIRCLE_WRAPPED, "AREA IS 9 PI.", "9\\pi"),  # same pair as a6: exact duplicate
+        _row("b4", P_SUM, "1 + 4 + 9 + 36 = 50.", "50"),
+    ]
+    pb = d / "b.jsonl.gz"
+    with gzip.open(pb, "wt") as f:
+        f.write("\n".join(json.dumps(r) for r in b) + "\n")
+    pc = d / "c.jsonl"
+    pc.write_text("")
+    return [str(pa), str(pb), str(pc)]
+
+
+def run_cli(args: list[str]) -> None:
+    res = CliRunner().invoke(main, ["curate", "dedup", *args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+
+
+def removed_map(out: Path) -> dict[str, tuple[str, str | None]]:
+    df = read_table(out, "removed")
+    return {r["id"]: (r["reason"].split(":")[0], r["duplicate_of"]) for r in df.iter_rows(named=True)}
+
+
+def digest(out: Path) -> str:
+    h = hashlib.sha256()
+    for part in ("kept", "removed"):
+        for f in stage_files(out, part):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def dedup_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dedup")
+    inputs = write_inputs(d)
+    out = d / "out"
+    run_cli([*inputs, "-o", str(out), "--workers", "1", "--rows-per-shard", "4"])
+    return d, inputs, out
+
+
+def test_e2e_kept_removed_and_stats(dedup_run):
+    _, _, out = dedup_run
+    kept = read_table(out, "kept")
+    assert kept["id"].to_list() == ["a1", "a2", "a4", "a5", "a6", "a7", "a8", "b2", "b4"]  # input order
+    removed = removed_map(out)
+    assert {k: v for k, v in removed.items() if v[0] != "malformed"} == {
+        "a3": ("exact_duplicate", "a1"),
+        "b1": ("near_duplicate", "a5"),
+        "b3": ("exact_duplicate", "a6"),
+    }
+    assert sum(v[0] == "malformed" for v in removed.values()) == 4  # bad JSON, no prompt, int prompt, bad UTF-8
+    assert all(v[1] in set(kept["id"]) for v in removed.values() if v[1])  # duplicate_of is a kept row
+    stats = read_stats(out)
+    assert stats["rows_in"] == 16 and stats["kept"] == 9 and stats["removed"] == 7
+    assert stats["per_source"]["a"] == {"rows_in": 12, "kept": 7,
+                                        "removed": {"exact_duplicate": 1, "malformed": 4}}
+    assert stats["per_source"]["b"] == {"rows_in": 4, "kept": 2,
+                                        "removed": {"exact_duplicate": 1, "near_duplicate": 1}}
+    assert stats["config"]["dedup"]["lsh_threshold"] == pytest.approx((1 / 20) ** (1 / 5), abs=1e-3)
+    assert stats["dedup"]["problems_merged"] == 1 and stats["dedup"]["clusters"] >= 1
+    assert stats["shards"]["kept"] == 3  # 9 rows at 4 rows per shard
+    meta = [json.loads(r["meta"]) for r in read_table(out, "removed").iter_rows(named=True)
+            if r["reason"].startswith("malformed")]
+    assert {m["_origin"]["line"] for m in meta} == {4, 10, 11, 12}
+
+
+@pytest.mark.slow
+def test_e2e_deterministic_across_runs_and_task_splits(dedup_run):
+    """Same input + config -> byte-identical shards, whatever the task split and worker count (forkserver)."""
+    d, inputs, out = dedup_run
+    again = d / "again"
+    run_cli([*inputs, "-o", str(again), "--workers", "1", "--rows-per-shard", "4"])
+    assert digest(again) == digest(out)
+    split = d / "split"  # several datatrove tasks: duplicates now cross task boundaries
+    run_cli([*inputs, "-o", str(split), "--workers", "2", "--rows-per-task", "3", "--rows-per-shard", "4"])
+    assert read_stats(split)["dedup"]["tasks"] == 4
+    assert digest(split) == digest(out)
+
+
+def test_streaming_buckets_match_numpy_buckets(dedup_run):
+    """datatrove's heap-merge bucket step and our numpy one find the same pairs -> identical outputs."""
+    d, inputs, out = dedup_run
+    stream = d / "stream"
+    run_cli([*inputs, "-o", str(stream), "--workers", "1", "--rows-per-shard", "4", "--streaming-buckets"])
+    assert digest(stream) == digest(out)
+    assert read_stats(stream)["dedup"]["candidate_pairs"] == read_stats(out)["dedup"]["candidate_pairs"]
+
+
+def test_source_priority_picks_representative(dedup_run, tmp_path):
+    _, inputs, _ = dedup_run
+    out = tmp_path / "prio"
+    run_cli([*inputs, "-o", str(out), "--workers", "1", "--source-priority", "b"])
+    removed = {k: v for k, v in removed_map(out).items() if v[0] != "malformed"}
+    assert removed == {
+        "a3": ("exact_duplicate", "a1"),
+        "a5": ("near_duplicate", "b1"),  # b's copy of the train problem is the representative now
+        "a6": ("exact_duplicate", "b3"),
+    }
+    assert read_table(out, "kept")["id"].to_list() == ["b1", "b2", "b3", "b4", "a1", "a2", "a4", "a7", "a8"]
+
+
+def test_strict_and_missing_path(dedup_run, tmp_path):
+    _, inputs, _ = dedup_run
+    res = CliRunner().invoke(main, ["curate", "dedup", inputs[0], "-o", str(tmp_path / "s"), "--strict"])
+    assert res.exit_code != 0
+    assert "a.jsonl, line 4" in res.output and "invalid JSON" in res.output
+    res = CliRunner().invoke(main, ["curate", "dedup", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "m")])
+    assert res.exit_code != 0 and "no such file" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_help_lists_options():
+    res = CliRunner().invoke(main, ["curate", "dedup", "--help"])
+    assert res.exit_code == 0
+    for opt in ("--source-priority", "--tasks", "--rows-per-task", "--workers", "--executor", "--ngram",
+                "--bands", "--rows-per-band", "--threshold", "--keep-work", "--strict"):
+        assert opt in res.output
+
+
+# --------------------------------------------------------------------------- unit level
+
+
+def test_row_keys_keep_numbers_and_ignore_presentation():
+    assert row_keys(P_CIRCLE, "x")[1] == row_keys(P_CIRCLE_WRAPPED, "y")[1]  # same problem key
+    assert row_keys(P_CIRCLE, "x")[2] != row_keys(P_CIRCLE_WRAPPED, "y")[2]  # different pair key
+    assert row_keys(P_COWS, None)[1] != row_keys(P_COWS_NUM, None)[1]
+    assert row_keys(P_COWS, None)[3] != row_keys(P_COWS_NUM, None)[3]  # number key differs
+
+
+def test_pair_judge_and_guards():
+    judge = PairJudge(DedupConfig())
+    assert judge.is_duplicate(P_TRAIN, P_TRAIN_NEAR)
+    assert judge.is_duplicate(P_CIRCLE, P_CIRCLE_WRAPPED)
+    assert not judge.is_duplicate(P_COWS, P_COWS_NUM)
+    assert not judge.is_duplicate(P_TEPEE, P_PROOF)
+    assert not judge.is_duplicate(P_TRAIN, P_SUM)
+    cfg = DedupConfig()
+    assert candidate_verdict(normalize(P_TEPEE), normalize(P_PROOF), cfg) == "edit_guard"
+    # real MATH-train pairs: same words, moved -> different problems
+    balls = "How many ways are there to put 5 balls in 3 boxes if the balls are {} but the boxes are {}?"
+    b1, b2 = balls.format("distinguishable", "not"), balls.format("not distinguishable", "")
+    assert not judge.is_duplicate(b1, b2)
+    assert candidate_verdict(normalize(b1), normalize(b2), cfg) == "edit_guard"
+    cube = "What is the smallest positive integer $n$ such that ${}n$ is a perfect square and ${}n$ is a perfect cube?"
+    assert not judge.is_duplicate(cube.format(3, 2), cube.format(2, 3))
+    loose = DedupConfig(edit_guard=False, threshold=0.0)
+    assert candidate_verdict(normalize(P_TEPEE), normalize(P_PROOF), loose) is None
+    strict = DedupConfig(threshold=0.99)
+    assert candidate_verdict(normalize(P_TRAIN), normalize(P_TRAIN_NEAR), strict) == "below_threshold"
+
+
+def test_priority_helpers():
+    assert priority_of("gsm8k", ["math*", "gsm8k"]) == 1
+    assert priority_of("math_train", ["math*", "gsm8k"]) == 0
+    assert priority_of("other", ["math*"]) == 1
+    specs = [InputSpec("x/a.jsonl"), InputSpec("x/b.jsonl"), InputSpec("x/c.jsonl")]
+    assert [s.default_source for s in sort_specs(specs, ["c", "a"])] == ["c", "a", "b"]
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="threshold"):
+        DedupConfig(threshold=1.5).validate()
+    with pytest.raises(ValueError, match="bands"):
+        DedupConfig(bands=0).validate()
+
+
+def test_count_rows_for_tasks_option(dedup_run):
+    from curate.dedup import _count_rows
+
+    _, inputs, _ = dedup_run
+    assert _count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
