@@ -19,14 +19,11 @@ Normalisation is `curate.normalize` (numbers kept), never datatrove's digit-to-0
 from __future__ import annotations
 
 import fnmatch
-import io
 import json
 import logging
 import math
-import os
 import re
 import shutil
-import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -51,7 +48,15 @@ from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
 from curate.cli_common import input_options, specs_from_cli
-from curate.dt import ExecutorConfig, NormTokenizer, collect, make_executor, schema_reader, schema_writer
+from curate.dt import (
+    ExecutorConfig,
+    NormTokenizer,
+    collect,
+    make_executor,
+    quiet_datatrove,
+    schema_reader,
+    schema_writer,
+)
 from curate.ingest import DEFAULT_ROWS_PER_TASK, materialize
 from curate.normalize import DEFAULT_NORM, NormConfig, normalize
 from curate.readers import InputError, InputSpec
@@ -179,53 +184,6 @@ def shingle_hashes(norm_text: str, n: int) -> np.ndarray:
                        count=len(grams)).reshape((-1, 1))
 
 
-def _quiet_datatrove(drop: str = "") -> None:
-    """Route datatrove's loguru output to stderr at WARNING+ only (COTFORGE_DATATROVE_LOG_LEVEL overrides,
-    e.g. DEBUG for -vv); per-task log files under the work folder keep everything."""
-    level = os.environ.get("COTFORGE_DATATROVE_LOG_LEVEL", "WARNING")
-    try:
-        from loguru import logger
-
-        for hid, h in list(logger._core.handlers.items()):
-            if getattr(h, "_name", "") in ("<stderr>", drop):
-                logger.remove(hid)
-        logger.add(sys.stderr, level=level, format="{time:HH:mm:ss} {level} datatrove: {message}")
-    except Exception:  # loguru internals changed: leave datatrove's logging alone
-        pass
-
-
-def _install_quiet_task_logger() -> None:
-    """datatrove's `add_task_logger` sends INFO to stderr for every task (pipeline listing, progress);
-    wrap it so stderr gets WARNING+ only (per-task log files are untouched). Runs at import, so it also
-    applies in executor worker processes, which import this module when they unpickle our steps."""
-    try:
-        import datatrove.executor.base as base
-    except ImportError:
-        return
-    original = base.add_task_logger
-    if getattr(original, "_cotforge_quiet", False):
-        return
-
-    def quiet_add_task_logger(*args, **kwargs):
-        real, sys.stderr = sys.stderr, io.StringIO()  # swallows its stderr handler and "Launching ..." line
-        try:
-            logfile = original(*args, **kwargs)
-        finally:
-            sink, sys.stderr = sys.stderr, real
-        _quiet_datatrove(drop=repr(sink))
-        return logfile
-
-    def quiet_close_task_logger(logfile):
-        close_original(logfile)  # re-adds datatrove's default DEBUG stderr handler
-        _quiet_datatrove()
-
-    close_original = base.close_task_logger
-    quiet_add_task_logger._cotforge_quiet = True  # type: ignore[attr-defined]
-    base.add_task_logger = quiet_add_task_logger
-    base.close_task_logger = quiet_close_task_logger
-
-
-_install_quiet_task_logger()
 
 
 def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig) -> str | None:
@@ -298,7 +256,7 @@ class ProblemSignature(MinhashDedupSignature):
             yield type(doc)(text=norm_p if head else "", id=doc.id)
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        _quiet_datatrove()
+        quiet_datatrove()
         keys: list[tuple] = []
         super().run(self._marked(data, keys), rank, world_size)
         self.stat_update("rows", value=len(keys))
@@ -313,7 +271,7 @@ class QuietBuckets(MinhashDedupBuckets):
     Constant memory but pure Python per record; used with `DedupConfig(streaming_buckets=True)`."""
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1):
-        _quiet_datatrove()
+        quiet_datatrove()
         return super().run(data, rank, world_size)
 
 
@@ -330,7 +288,7 @@ class ArrayBuckets(PipelineStep):
         self.sig_folder, self.out_folder, self.cfg = sig_folder, out_folder, cfg
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        _quiet_datatrove()
+        quiet_datatrove()
         with self.track_time():
             for band in range(rank, self.cfg.bands, world_size):  # fewer tasks than bands: each takes several
                 self._band(band)
@@ -405,7 +363,7 @@ class ProblemCluster(PipelineStep):
         self.work, self.tasks, self.cfg = work, tasks, cfg
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        _quiet_datatrove()
+        quiet_datatrove()
         assert world_size == 1, "ProblemCluster runs as a single task"
         with self.track_time():
             stats = self._cluster(Path(self.work))
@@ -541,7 +499,7 @@ class DedupFilter(BaseFilter):
         return False, hit[0]
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        _quiet_datatrove()
+        quiet_datatrove()
         t = pq.read_table(Path(self.decisions_folder) / f"{rank:05d}.parquet").to_pydict()
         self._removed = {i: (r, d) for i, r, d in zip(t["idx"], t["reason"], t["duplicate_of"], strict=True)}
         self._i = 0
@@ -621,7 +579,7 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
     cfg.validate()
     exec_cfg = exec_cfg or ExecutorConfig()
     t0 = time.time()
-    _quiet_datatrove()
+    quiet_datatrove()
     specs = sort_specs(specs, cfg.source_priority)
     if tasks:
         exec_cfg = ExecutorConfig(exec_cfg.executor, exec_cfg.workers,

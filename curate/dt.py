@@ -7,8 +7,11 @@ writers turn it back into the row (plus `reason` etc. for removed rows).
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,58 @@ from curate.schema import removed_schema
 from curate.stage import StageWriter, input_schema
 
 log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- tidy datatrove logging
+
+
+def quiet_datatrove(drop: str = "") -> None:
+    """Route datatrove's loguru output to stderr at WARNING+ only (COTFORGE_DATATROVE_LOG_LEVEL overrides,
+    e.g. DEBUG for -vv); per-task log files under the work folder keep everything."""
+    level = os.environ.get("COTFORGE_DATATROVE_LOG_LEVEL", "WARNING")
+    try:
+        from loguru import logger
+
+        for hid, h in list(logger._core.handlers.items()):
+            if getattr(h, "_name", "") in ("<stderr>", drop):
+                logger.remove(hid)
+        logger.add(sys.stderr, level=level, format="{time:HH:mm:ss} {level} datatrove: {message}")
+    except Exception:  # loguru internals changed: leave datatrove's logging alone
+        pass
+
+
+def install_quiet_task_logger() -> None:
+    """datatrove's `add_task_logger` sends INFO to stderr for every task (pipeline listing, progress);
+    wrap it so stderr gets WARNING+ only (per-task log files are untouched). Runs at import, so it also
+    applies in executor worker processes, which import this module when they unpickle our steps."""
+    try:
+        import datatrove.executor.base as base
+    except ImportError:
+        return
+    original = base.add_task_logger
+    if getattr(original, "_cotforge_quiet", False):
+        return
+
+    def quiet_add_task_logger(*args, **kwargs):
+        real, sys.stderr = sys.stderr, io.StringIO()  # swallows its stderr handler and "Launching ..." line
+        try:
+            logfile = original(*args, **kwargs)
+        finally:
+            sink, sys.stderr = sys.stderr, real
+        quiet_datatrove(drop=repr(sink))
+        return logfile
+
+    def quiet_close_task_logger(logfile):
+        close_original(logfile)  # re-adds datatrove's default DEBUG stderr handler
+        quiet_datatrove()
+
+    close_original = base.close_task_logger
+    quiet_add_task_logger._cotforge_quiet = True  # type: ignore[attr-defined]
+    base.add_task_logger = quiet_add_task_logger
+    base.close_task_logger = quiet_close_task_logger
+
+
+install_quiet_task_logger()
 
 
 class NormTokenizer(WordTokenizer):
@@ -164,6 +219,10 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
         pipeline = [schema_reader(work / "input"), *build_steps(work / "removed", rschema),
                     schema_writer(work / "kept", schema)]
         make_executor(pipeline, tasks, work / "logs", exec_cfg, name=stage).run()
+        missing = [r for r in range(tasks) if not (work / "logs" / "completions" / f"{r:05d}").exists()]
+        if missing:  # slurm/ray return once jobs are queued; a local failure leaves ranks incomplete
+            raise RuntimeError(f"{stage}: {len(missing)} of {tasks} datatrove tasks did not finish (see "
+                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
         collect(writer, work / "kept", work / "removed", tasks)
     stats = writer.close(extra_stats() if extra_stats else None)
     if not keep_work:

@@ -25,6 +25,8 @@ def setup_logging(verbose: int = 0) -> None:
     except ImportError:
         pass
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # datatrove's worker processes read this (curate/dt.py quiet_datatrove): -vv shows their output too
+    os.environ["COTFORGE_DATATROVE_LOG_LEVEL"] = "DEBUG" if verbose > 1 else "WARNING"
 
 
 @click.group(cls=LazyGroup, lazy={
