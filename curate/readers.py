@@ -422,7 +422,8 @@ def read_rows(spec: InputSpec, strict: bool = False) -> Iterator[dict[str, Any] 
             yield rec
             continue
         # re-detect when a mapped field (incl. the chat list) is absent: files or rows of another shape
-        if mapping is None or (spec.mapping == {} and not set(mapping.values()) <= set(rec)):
+        unmapped = mapping is not None and "prompt" not in mapping and "chat" not in mapping
+        if mapping is None or (spec.mapping == {} and (unmapped or not set(mapping.values()) <= set(rec))):
             new = detect_mapping(list(rec), spec.mapping)
             key = tuple(sorted(new.items()))
             if key not in logged:

@@ -151,3 +151,13 @@ def test_shared_sft_sources_map_correctly(shared_data):
             assert row["source"] == rec["source"] and row["id"] == rec["id"]
             meta = load_meta(row["meta"])
             assert "_raw_meta" not in meta and meta.get("final_answer") == rec["final_answer"]
+
+
+def test_mapping_is_redetected_when_the_first_record_has_no_prompt(tmp_path):
+    """A bad first record must not fix the field mapping for the rest of the file."""
+    p = tmp_path / "a.jsonl"
+    lines = [json.dumps({"foo": 1})] + [json.dumps({"problem": f"q{i}", "solution": "s"}) for i in range(3)]
+    p.write_text("\n".join(lines) + "\n")
+    rows = list(read_rows(InputSpec(str(p))))
+    assert isinstance(rows[0], Quarantined)
+    assert [r["prompt"] for r in rows[1:]] == ["q0", "q1", "q2"]
