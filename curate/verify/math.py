@@ -191,8 +191,21 @@ def verify_math(response: str, answer: str, think_end: str | None = "</think>") 
 # --------------------------------------------------------------------------- killable process pool
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when its parent dies (a SIGTERM'd caller must not leave workers behind;
+    forked siblings hold copies of each other's pipes, so EOF alone does not reach them)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker_loop(conn: Connection) -> None:
     """Worker: receive (think_end, [(idx, response, answer), ...]) chunks, send (idx, verdict) per item."""
+    _die_with_parent()
     while True:
         try:
             msg = conn.recv()
