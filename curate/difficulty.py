@@ -187,8 +187,7 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
     by_method: Counter[str] = Counter()
     for row in iter_input_rows(specs, strict=strict):  # pass 2: write
         if isinstance(row, Quarantined):
-            writer.count_in(row.source)
-            writer.remove(row.to_row(), row.reason)
+            writer.quarantine(row)
             continue
         writer.count_in(row["source"])
         got = _existing(row, cfg)

@@ -35,17 +35,13 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     for row in iter_input_rows(specs, strict=strict):
         n += 1
         if isinstance(row, Quarantined):
-            qrow = row.to_row()
-            writer.count_in(qrow["source"])
-            writer.remove(qrow)
+            writer.quarantine(row)
             continue
         if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
             # datatrove readers silently skip documents without text: quarantine them here instead
             origin = Origin(str(row.get("source", "")), n, "row")
-            row = Quarantined(origin, "malformed: field 'prompt' is empty", row, str(row.get("source", "")))
-            qrow = row.to_row()
-            writer.count_in(qrow["source"])
-            writer.remove(qrow)
+            writer.quarantine(Quarantined(origin, "malformed: field 'prompt' is empty", row,
+                                          str(row.get("source", ""))))
             continue
         writer.count_in(row["source"])
         k = seen_ids.get(row["id"], 0)
@@ -69,9 +65,7 @@ def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = Fa
                          config={"inputs": [s.path for s in specs], "strict": strict})
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
-            qrow = row.to_row()
-            writer.count_in(qrow["source"])
-            writer.remove(qrow)
+            writer.quarantine(row)
         else:
             writer.count_in(row["source"])
             writer.keep(row)

@@ -231,8 +231,7 @@ def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None =
     i = -1
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
-            writer.count_in(row.source)
-            writer.remove(row.to_row(), row.reason)
+            writer.quarantine(row)
             continue
         writer.count_in(row["source"])
         i += 1

@@ -246,8 +246,7 @@ def _valid_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
             if writer is not None:
-                writer.count_in(row.source)
-                writer.remove(row.to_row(), row.reason)
+                writer.quarantine(row)
             continue
         if writer is not None:
             writer.count_in(row["source"])

@@ -171,8 +171,7 @@ def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | 
     i = 0
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
-            writer.count_in(row.source)
-            writer.remove(row.to_row(), row.reason)
+            writer.quarantine(row)
             continue
         writer.count_in(row["source"])
         if reasons[i] is None:

@@ -170,6 +170,12 @@ class StageWriter:
         """Count a row read from the inputs (call once per input row)."""
         self.rows_in[source] += n
 
+    def quarantine(self, record: Quarantined) -> None:
+        """Count a malformed input record and send it to `removed/` with its `malformed: ...` reason."""
+        row = record.to_row()
+        self.count_in(row["source"])
+        self.remove(row)
+
     def keep(self, row: dict[str, Any]) -> None:
         self.kept.write(row)
         self.kept_by_source[row["source"]] += 1

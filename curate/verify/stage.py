@@ -77,9 +77,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     batch: list[dict[str, Any]] = []
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
-            qrow = row.to_row()
-            writer.count_in(qrow["source"])
-            writer.remove(qrow)
+            writer.quarantine(row)
             continue
         writer.count_in(row["source"])
         batch.append(row)
