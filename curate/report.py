@@ -103,7 +103,7 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
         n = summary["per_source"][s]["rows"] or 1
         for j, b in enumerate(benches):
             grid[i, j] = summary["per_source"][s]["by_benchmark"].get(b, 0) / n
-    fig, ax = plt.subplots(figsize=(1.0 + 0.7 * len(benches), 1.2 + 0.4 * len(sources)))
+    fig, ax = plt.subplots(figsize=(max(4.5, 2.0 + 0.7 * len(benches)), 1.6 + 0.4 * len(sources)))
     im = ax.imshow(grid, cmap="Reds", vmin=0, vmax=max(grid.max(), 1e-9), aspect="auto")
     ax.set_xticks(range(len(benches)), benches, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(sources)), sources, fontsize=8)
@@ -112,7 +112,7 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
             if grid[i, j] > 0:
                 ax.text(j, i, _pct(grid[i, j]), ha="center",
                         va="center", fontsize=6, color="black" if grid[i, j] < 0.6 * grid.max() else "white")
-    ax.set_title("Contamination rate (share of source rows matching benchmark)", fontsize=9)
+    ax.set_title("Contamination rate\n(share of source rows matching each benchmark)", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
