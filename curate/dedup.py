@@ -184,8 +184,6 @@ def shingle_hashes(norm_text: str, n: int) -> np.ndarray:
                        count=len(grams)).reshape((-1, 1))
 
 
-
-
 def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig) -> str | None:
     """Check an LSH candidate pair of normalised prompts: None = near-duplicates, else the reason it is not
     (`edit_guard`: neither prompt is the other with words added - a word was replaced or moved, which in
