@@ -60,7 +60,6 @@ from curate.dt import (
 from curate.ingest import DEFAULT_ROWS_PER_TASK, materialize
 from curate.normalize import DEFAULT_NORM, NormConfig, normalize
 from curate.readers import InputError, InputSpec
-from curate.schema import removed_schema
 from curate.stage import StageWriter, input_schema
 
 log = logging.getLogger(__name__)
@@ -587,7 +586,6 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
     if work.exists():
         shutil.rmtree(work)
     schema = input_schema(specs)
-    rschema = removed_schema(schema)
     writer = StageWriter(out, STAGE, schema=schema, rows_per_shard=rows_per_shard,
                          config={"dedup": cfg.describe(), "inputs": [s.path for s in specs],
                                  "executor": exec_cfg.executor, "workers": exec_cfg.workers,
@@ -599,7 +597,7 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
     timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
     if n_tasks:
         t1 = time.time()
-        timings.update(_run_steps(work, n_tasks, cfg, exec_cfg, schema, rschema))
+        timings.update(_run_steps(work, n_tasks, cfg, exec_cfg, schema, writer.removed.schema))
         timings["datatrove_s"] = round(time.time() - t1, 3)
         cluster_stats = json.loads((work / "cluster_stats.json").read_text())
         t2 = time.time()

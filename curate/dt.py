@@ -27,7 +27,6 @@ from datatrove.utils.word_tokenizers import WordTokenizer
 from curate.ingest import DEFAULT_ROWS_PER_TASK, materialize
 from curate.normalize import DEFAULT_NORM, NormConfig, normalize
 from curate.readers import InputSpec
-from curate.schema import removed_schema
 from curate.stage import StageWriter, input_schema
 
 log = logging.getLogger(__name__)
@@ -206,12 +205,9 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
     if work.exists():
         shutil.rmtree(work)
     schema = input_schema(specs)
-    rschema = removed_schema(schema)
-    for f in removed_extra or []:
-        if rschema.get_field_index(f.name) < 0:
-            rschema = rschema.append(f)
     writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
                          config=config)
+    rschema = writer.removed.schema  # the row schema + reason/duplicate_of + the stage's extra columns
     shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
                          schema=schema)
     tasks = len(shards)
