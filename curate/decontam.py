@@ -33,11 +33,8 @@ import hashlib
 import json
 import logging
 import pickle
-import re
 import shutil
-import unicodedata
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +44,6 @@ import pyarrow as pa
 from datatrove.data import Document
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
-from curate import normalize as _nz
 from curate.benchmarks import (
     BenchmarkItem,
     BenchmarkSpec,
@@ -57,7 +53,8 @@ from curate.benchmarks import (
     load_registry_yaml,
     spec_to_dict,
 )
-from curate.normalize import DEFAULT_NORM, NormConfig, normalize
+from curate.hashing import _U64, affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes, word_hashes
+from curate.normalize import DEFAULT_NORM, NormConfig, fast_normalize, normalize_batch
 
 log = logging.getLogger(__name__)
 
@@ -120,179 +117,7 @@ class DecontamConfig:
         return d
 
 
-# --------------------------------------------------------------------------- normalisation
-
-_SEP = " \x00 "  # row separator inside a batch; \x00 survives normalisation, spaces keep wrappers matchable
-_BYTE_TABLE = bytes(c if (chr(c).isalnum() or c == 0 or c >= 128) else 32 for c in range(256))
-_NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]+")
-
-
-def _pre(text: str | None) -> str:
-    """Per-text steps of `normalize` that must see the text alone: NFKC and code fences."""
-    if not text:
-        return ""
-    if "\x00" in text:
-        text = text.replace("\x00", " ")
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    if "```" in text:
-        text = _nz._CODE_FENCE.sub(" ", text)
-    return text
-
-
-def _latex(text: str) -> str:
-    """`normalize`'s LaTeX step (aliases, \\le/\\ge, dropped commands, delimiters), on a whole batch at once."""
-    for a, b in _nz._LATEX_ALIASES:
-        text = text.replace(a, b)
-    le_ge = getattr(_nz, "_LATEX_LE_GE", None)
-    if le_ge is not None:
-        text = le_ge.sub(r"\\\1q", text)
-    text = _nz._LATEX_DROP.sub(" ", text)
-    text = text.replace("\\(", " ").replace("\\)", " ").replace("\\[", " ").replace("\\]", " ")
-    return text.replace("$", " ")
-
-
-def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> tuple[bytes, list[str]]:
-    """Normalise many texts at once; same result per text as `curate.normalize.normalize`.
-
-    Returns the batch as one byte string (texts joined by " \\x00 ", single spaces) for the hasher,
-    and the normalised texts. ASCII punctuation is removed with bytes.translate over the whole
-    batch, which is what makes this many times faster than per-text regex substitution."""
-    if cfg != DEFAULT_NORM or not _fast_path_ok():
-        norms = [normalize(t, cfg) for t in texts]
-        return _SEP.join(norms).encode("utf-8"), norms
-    if not texts:
-        return b"", []
-    joined = "\n\x00\n".join(_pre(t) for t in texts)
-    if "\\" in joined or "$" in joined:
-        joined = _latex(joined)
-    if not joined.isascii():  # lower-case and drop non-ASCII non-word characters, per non-ASCII text
-        parts = joined.split("\x00")
-        joined = "\x00".join(p if p.isascii() else _NON_ASCII_NON_WORD.sub(" ", p.lower()) for p in parts)
-    raw = joined.encode("utf-8").lower().translate(_BYTE_TABLE)
-    arr = np.frombuffer(raw, dtype=np.uint8)
-    space = arr == 32
-    keep = ~(space & np.concatenate(([True], space[:-1])))  # collapse runs of spaces (and a leading one)
-    y = arr[keep].tobytes()
-    norms = [part.strip(b" ").decode("utf-8") for part in y.split(b"\x00")]
-    if cfg.wrappers:  # per text, exactly as `normalize` does (start/end wrappers, long ones anywhere)
-        wrappers = _nz._wrappers(cfg)
-        firsts, lasts = _wrapper_ends(wrappers)
-        inner = [w for w in wrappers if w.count(" ") >= 3 and w.encode() in y]
-        todo = [i for i, t in enumerate(norms) if t and (t.partition(" ")[0] in firsts or t.rpartition(" ")[2] in lasts
-                                                          or (inner and any(w in t for w in inner)))]
-        for i in todo:
-            norms[i] = _nz._strip_wrappers(norms[i], wrappers)
-        y = _SEP.join(norms).encode("utf-8")
-    return y, norms
-
-
-@lru_cache(maxsize=4)
-def _wrapper_ends(wrappers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
-    """First and last words of the instruction wrappers (a text can only start/end with a wrapper
-    if its own first/last word is one of these)."""
-    return frozenset(w.split(" ")[0] for w in wrappers), frozenset(w.split(" ")[-1] for w in wrappers)
-
-
-_SELF_CHECK = (
-    "Let \\(b\\ge 2\\) be an integer; $x \\le 1$, \\left( \\dfrac{1}{2} \\right) \\, \\quad x_1 = y__2",
-    "Problem: Solve the following problem. What is İstanbul ÀB_c—d… 3²?\n```python\ndef f():\n    pass\n```",
-    "Please reason step by step, and put your final answer within \\boxed{}. Find x. Question:",
-    "  \t\n ", "a\x00b", "The answer is $\\boxed{5}$.\nLet's think step by step.",
-)
-_FAST: list[bool] = []
-
-
-def _fast_path_ok() -> bool:
-    """Whether the batch normaliser still agrees with `curate.normalize.normalize` (checked once on
-    tricky strings; if normalize changed in a way the fast path does not mirror, fall back to it)."""
-    if not _FAST:
-        _FAST.append(True)
-        got = normalize_batch(list(_SELF_CHECK))[1]
-        ok = got == [normalize(t) for t in _SELF_CHECK]
-        _FAST[0] = ok
-        if not ok:
-            log.warning("decontam: fast batch normalisation differs from curate.normalize; using the slow path")
-    return _FAST[0]
-
-
-def fast_normalize(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> str:
-    """`normalize` for one text through the batch path (same output)."""
-    return normalize_batch([text], cfg)[1][0]
-
-
-# --------------------------------------------------------------------------- hashing
-
-_U64 = np.uint64
-_P = _U64(0x100000001B3)  # byte multiplier (odd)
-_Q = _U64(0x9E3779B97F4A7C15)  # word multiplier for n-grams (odd)
-_BITMAP_SIZE = 1 << 23
-_POW: list[np.ndarray] = [np.ones(1, dtype=_U64)]
-
-
-def _powers(n: int) -> np.ndarray:
-    """P^k mod 2^64 for k < n (k = byte position inside a word; cached)."""
-    if len(_POW[0]) < n:
-        p = np.full(max(n, 64), _P, dtype=_U64)
-        p[0] = 1
-        with np.errstate(over="ignore"):
-            _POW[0] = np.cumprod(p, dtype=_U64)
-    return _POW[0][:n]
-
-
-def _fmix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: spreads polynomial hashes over all 64 bits."""
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> _U64(30))
-        x = x * _U64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> _U64(27))
-        x = x * _U64(0x94D049BB133111EB)
-        return x ^ (x >> _U64(31))
-
-
-def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row.
-
-    Vectorised over all bytes: h(word) = fmix(len + sum_k b_k P^k mod 2^64)."""
-    if not y:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
-    arr = np.frombuffer(y, dtype=np.uint8)
-    isw = (arr != 32) & (arr != 0)
-    prev = np.concatenate(([False], isw[:-1]))
-    nxt = np.concatenate((isw[1:], [False]))
-    starts = np.flatnonzero(isw & ~prev)
-    ends = np.flatnonzero(isw & ~nxt) + 1
-    if len(starts) == 0:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
-    lens = ends - starts
-    chars = np.flatnonzero(isw)
-    first = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    word_of_char = np.repeat(np.arange(len(starts)), lens)
-    pos = chars - starts[word_of_char]
-    with np.errstate(over="ignore"):
-        val = arr[chars].astype(_U64) * _powers(int(lens.max()))[pos]
-        raw = np.add.reduceat(val, first) + lens.astype(_U64)
-    rows = np.searchsorted(np.flatnonzero(arr == 0), starts).astype(np.int64)
-    return _fmix(raw), rows
-
-
-def word_hashes(norm_texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Word hashes of already-normalised texts (and each word's text index)."""
-    return hash_words_bytes(_SEP.join(norm_texts).encode("utf-8"))
-
-
-def ngram_hashes(wh: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Hashes of all word n-grams that do not cross a text boundary: (hashes, text index, start word)."""
-    m = len(wh) - n + 1
-    if m <= 0:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    acc = np.zeros(m, dtype=_U64)
-    with np.errstate(over="ignore"):
-        for j in range(n):
-            acc = acc * _Q + wh[j:j + m]
-    ok = rows[:m] == rows[n - 1:]
-    starts = np.flatnonzero(ok)
-    return _fmix(acc[ok]), rows[:m][ok], starts
+_BITMAP_SIZE = 1 << 23  # prefilter bit table slots
 
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -305,36 +130,6 @@ def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def text_key(norm_text: str) -> int:
     """64-bit key of a whole normalised text (the exact tier)."""
     return int.from_bytes(hashlib.blake2b(norm_text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-# --------------------------------------------------------------------------- minhash
-
-
-def _perms(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Affine permutations a*h + b mod 2^64 (a odd), datasketch's "affine64" scheme."""
-    rng = np.random.RandomState(seed)
-    a = rng.randint(1, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64) * _U64(2) + _U64(1)
-    b = rng.randint(0, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64)
-    return a, b
-
-
-def minhash_matrix(shingles: np.ndarray, rows: np.ndarray, n_rows: int, a: np.ndarray, b: np.ndarray,
-                   chunk: int = 8192) -> np.ndarray:
-    """MinHash signatures (n_rows x num_perm, uint64) of grouped shingle hashes; empty rows stay max."""
-    out = np.full((n_rows, len(a)), np.iinfo(np.uint64).max, dtype=_U64)
-    if len(shingles) == 0:
-        return out
-    order = np.argsort(rows, kind="stable")
-    shingles, rows = shingles[order], rows[order]
-    for s in range(0, len(shingles), chunk):
-        sh, rw = shingles[s:s + chunk], rows[s:s + chunk]
-        with np.errstate(over="ignore"):
-            ph = a[None, :] * sh[:, None] + b[None, :]
-        bounds = np.flatnonzero(np.r_[True, rw[1:] != rw[:-1]])
-        mins = np.minimum.reduceat(ph, bounds, axis=0)
-        ids = rw[bounds]
-        out[ids] = np.minimum(out[ids], mins)
-    return out
 
 
 # --------------------------------------------------------------------------- index
@@ -405,7 +200,7 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
     sh_offsets[1:] = np.cumsum(n_sh)
     sh_keys, sh_koff, sh_ent, _ = _csr_by_key(sh, sr, cfg.max_item_df)  # rare shingles -> entries (prefilter)
     n_rare = np.bincount(sh_ent, minlength=len(entries))
-    a, b = _perms(cfg.num_perm, cfg.seed)
+    a, b = affine_perms(cfg.num_perm, cfg.seed)
     sigs = minhash_matrix(ent_sh, ent_sr, len(entries), a, b)
     # short items (fewer words than n): their whole word sequence, matched as a k-gram
     short = np.array([[k, i] for i, t in enumerate(texts) if t
@@ -717,7 +512,7 @@ class DecontamIndex:
         if not todo:
             return out
         lsh = self._get_lsh()
-        a, b = _perms(cfg.num_perm, cfg.seed)
+        a, b = affine_perms(cfg.num_perm, cfg.seed)
         perms = np.stack([a, b])
         keep = np.isin(sr, todo)
         sh, sr = sh[keep], sr[keep]

@@ -8,10 +8,15 @@ different problems), unlike datatrove's default ``norm_numbers=True``.
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
+
+log = logging.getLogger(__name__)
 
 # Stock instructions that data sources wrap around the same problem. Matched after normalisation,
 # so case, punctuation and LaTeX spacing in them do not matter.
@@ -128,3 +133,102 @@ def words(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> list[str]:
     """Normalised word tokens of `text`."""
     norm = normalize(text, cfg)
     return norm.split(" ") if norm else []
+
+
+# --------------------------------------------------------------------------- batch path
+
+BATCH_SEP = " \x00 "  # row separator inside a batch; \x00 survives normalisation, spaces keep wrappers matchable
+_BYTE_TABLE = bytes(c if (chr(c).isalnum() or c == 0 or c >= 128) else 32 for c in range(256))
+_NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]+")
+
+
+def _pre(text: str | None) -> str:
+    """Per-text steps of `normalize` that must see the text alone: NFKC and code fences."""
+    if not text:
+        return ""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    if "```" in text:
+        text = _CODE_FENCE.sub(" ", text)
+    return text
+
+
+def _latex(text: str) -> str:
+    """`normalize`'s LaTeX step (aliases, \\le/\\ge, dropped commands, delimiters), on a whole batch at once."""
+    for a, b in _LATEX_ALIASES:
+        text = text.replace(a, b)
+    text = _LATEX_LE_GE.sub(r"\\\1q", text)
+    text = _LATEX_DROP.sub(" ", text)
+    text = text.replace("\\(", " ").replace("\\)", " ").replace("\\[", " ").replace("\\]", " ")
+    return text.replace("$", " ")
+
+
+def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> tuple[bytes, list[str]]:
+    """Normalise many texts at once; same result per text as `curate.normalize.normalize`.
+
+    Returns the batch as one byte string (texts joined by " \\x00 ", single spaces) for the hasher,
+    and the normalised texts. ASCII punctuation is removed with bytes.translate over the whole
+    batch, which is what makes this many times faster than per-text regex substitution."""
+    if cfg != DEFAULT_NORM or not _fast_path_ok():
+        norms = [normalize(t, cfg) for t in texts]
+        return BATCH_SEP.join(norms).encode("utf-8"), norms
+    if not texts:
+        return b"", []
+    joined = "\n\x00\n".join(_pre(t) for t in texts)
+    if "\\" in joined or "$" in joined:
+        joined = _latex(joined)
+    if not joined.isascii():  # lower-case and drop non-ASCII non-word characters, per non-ASCII text
+        parts = joined.split("\x00")
+        joined = "\x00".join(p if p.isascii() else _NON_ASCII_NON_WORD.sub(" ", p.lower()) for p in parts)
+    raw = joined.encode("utf-8").lower().translate(_BYTE_TABLE)
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    space = arr == 32
+    keep = ~(space & np.concatenate(([True], space[:-1])))  # collapse runs of spaces (and a leading one)
+    y = arr[keep].tobytes()
+    norms = [part.strip(b" ").decode("utf-8") for part in y.split(b"\x00")]
+    if cfg.wrappers:  # per text, exactly as `normalize` does (start/end wrappers, long ones anywhere)
+        wrappers = _wrappers(cfg)
+        firsts, lasts = _wrapper_ends(wrappers)
+        inner = [w for w in wrappers if w.count(" ") >= 3 and w.encode() in y]
+        todo = [i for i, t in enumerate(norms) if t and (t.partition(" ")[0] in firsts or t.rpartition(" ")[2] in lasts
+                                                          or (inner and any(w in t for w in inner)))]
+        for i in todo:
+            norms[i] = _strip_wrappers(norms[i], wrappers)
+        y = BATCH_SEP.join(norms).encode("utf-8")
+    return y, norms
+
+
+@lru_cache(maxsize=4)
+def _wrapper_ends(wrappers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """First and last words of the instruction wrappers (a text can only start/end with a wrapper
+    if its own first/last word is one of these)."""
+    return frozenset(w.split(" ")[0] for w in wrappers), frozenset(w.split(" ")[-1] for w in wrappers)
+
+
+_SELF_CHECK = (
+    "Let \\(b\\ge 2\\) be an integer; $x \\le 1$, \\left( \\dfrac{1}{2} \\right) \\, \\quad x_1 = y__2",
+    "Problem: Solve the following problem. What is İstanbul ÀB_c—d… 3²?\n```python\ndef f():\n    pass\n```",
+    "Please reason step by step, and put your final answer within \\boxed{}. Find x. Question:",
+    "  \t\n ", "a\x00b", "The answer is $\\boxed{5}$.\nLet's think step by step.",
+)
+_FAST: list[bool] = []
+
+
+def _fast_path_ok() -> bool:
+    """Whether the batch normaliser still agrees with `curate.normalize.normalize` (checked once on
+    tricky strings; if normalize changed in a way the fast path does not mirror, fall back to it)."""
+    if not _FAST:
+        _FAST.append(True)
+        got = normalize_batch(list(_SELF_CHECK))[1]
+        ok = got == [normalize(t) for t in _SELF_CHECK]
+        _FAST[0] = ok
+        if not ok:
+            log.warning("normalize: fast batch normalisation differs from curate.normalize; using the slow path")
+    return _FAST[0]
+
+
+def fast_normalize(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> str:
+    """`normalize` for one text through the batch path (same output)."""
+    return normalize_batch([text], cfg)[1][0]

@@ -17,11 +17,10 @@ from curate.decontam import (
     DecontamConfig,
     DecontamIndex,
     decontaminate_command,
-    normalize_batch,
     run_decontam,
-    word_hashes,
 )
-from curate.normalize import normalize
+from curate.hashing import word_hashes
+from curate.normalize import normalize, normalize_batch
 from curate.readers import InputSpec
 
 PROBLEMS = [
