@@ -53,7 +53,15 @@ from curate.benchmarks import (
     load_registry_yaml,
     spec_to_dict,
 )
-from curate.hashing import _U64, affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes, word_hashes
+from curate.hashing import (
+    _U64,
+    affine_perms,
+    hash_words_bytes,
+    minhash_matrix,
+    ngram_hashes,
+    ngram_hashes_at,
+    word_hashes,
+)
 from curate.normalize import DEFAULT_NORM, NormConfig, fast_normalize, normalize_batch
 
 log = logging.getLogger(__name__)
@@ -118,6 +126,7 @@ class DecontamConfig:
 
 
 _BITMAP_SIZE = 1 << 23  # prefilter bit table slots
+_SMALL_BITS = 1 << 16  # bit table for the first words of short items
 
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -304,6 +313,12 @@ class DecontamIndex:
         # prefilter: a bit-per-slot table on the low hash bits skips most binary searches
         self.bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
         self.bitmap[(self.keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
+        # short items: a small bit table and the sorted hashes of their first words
+        short_wh, short_rows = word_hashes([self.entries[e].norm for e in self.short[:, 1].tolist()])
+        starts = np.flatnonzero(np.r_[True, short_rows[1:] != short_rows[:-1]]) if len(short_rows) else short_rows
+        self.short_first = np.unique(short_wh[starts])
+        self.short_first_bits = np.zeros(_SMALL_BITS, dtype=bool)
+        self.short_first_bits[(self.short_first & _U64(_SMALL_BITS - 1)).astype(np.int64)] = True
         self.sh_bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
         self.sh_bitmap[(self.sh_keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
 
@@ -455,19 +470,21 @@ class DecontamIndex:
         return out
 
     def short_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
-        """Items shorter than n words found as a whole inside a text (not next to another number)."""
+        """Items shorter than n words found as a whole inside a text (not next to another number).
+        Only positions whose word is the first word of some short item are hashed."""
         out: dict[int, list[tuple[int, float]]] = {}
-        if len(self.short) == 0:
+        if len(self.short) == 0 or len(hb.wh) == 0:
             return out
+        cand = np.flatnonzero(self.short_first_bits[(hb.wh & _U64(_SMALL_BITS - 1)).astype(np.int64)])
+        cand = cand[_member(hb.wh[cand], self.short_first)] if len(cand) else cand
         for k in np.unique(self.short[:, 0]).tolist():
             sel = self.short[:, 0] == k
             kh, ke = self.short_h[sel], self.short[sel, 1]
-            h, hr, hs = ngram_hashes(hb.wh, hb.rows, k)
-            if len(h) == 0:
-                continue
-            hit = np.flatnonzero(np.isin(h, kh))
-            for j in hit.tolist():
-                r, start = int(hr[j]), int(hs[j])
+            h, inside = ngram_hashes_at(hb.wh, hb.rows, cand, k)
+            hit = inside & _member(h, kh) if len(h) else inside
+            for j in np.flatnonzero(hit).tolist():
+                start = int(cand[j])
+                r = int(hb.rows[start])
                 first = int(np.searchsorted(hb.rows, r))
                 rw = hb.norms[r].split(" ")
                 a, b = start - first, start - first + k
@@ -533,32 +550,56 @@ class DecontamIndex:
         return out
 
     # ---- everything for a batch
+    PROMPT_CACHE_SIZE = 100_000  # prompts whose verdicts are remembered (SFT data repeats each problem per response)
+
+    def clear_cache(self) -> None:
+        """Forget cached prompt verdicts (benchmarks time cold runs)."""
+        self._cache = {}
+
+    def prompt_side(self, prompts: list[str], cfg: DecontamConfig) -> list[list[tuple[int, str, float]]]:
+        """Prompt-side matches [(entry, kind, score)] per prompt: exact, n-gram, short item, then fuzzy for
+        prompts nothing else flagged. Each distinct prompt is matched once; verdicts are cached per config."""
+        if getattr(self, "_cache_cfg", None) != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
+            self._cache: dict[str, list[tuple[int, str, float]]] = {}
+            self._cache_cfg = cfg
+        todo = list(dict.fromkeys(p for p in prompts if p not in self._cache))
+        if todo:
+            res: list[dict[int, tuple[str, float]]] = [{} for _ in todo]
+
+            def add(found: dict[int, list[tuple[int, float]]], kind: str) -> None:
+                for i, lst in found.items():
+                    for e, sc in lst:
+                        if e not in res[i] or sc > res[i][e][1]:
+                            res[i][e] = (kind, sc)
+
+            hp = _Hashed.of(todo, cfg)
+            add(self.exact_matches(hp), "ngram")
+            add(self.ngram_matches(hp, cfg, cfg.threshold), "ngram")
+            add(self.short_matches(hp), "ngram")
+            if cfg.fuzzy:
+                add(self.fuzzy_matches(hp, cfg, [i for i in range(len(todo)) if not res[i]]), "fuzzy")
+            for p, d in zip(todo, res, strict=True):
+                self._cache[p] = [(e, kind, sc) for e, (kind, sc) in d.items()]
+        return [self._cache[p] for p in prompts]
+
     def match_batch(self, prompts: list[str | None], responses: list[str | None],
                     cfg: DecontamConfig) -> list[list[Match]]:
         """All matches per row: prompt side (exact, n-gram, short item, fuzzy), then the response side
         (n-gram, short item) of rows the prompt side did not flag."""
-        res: list[dict[tuple[int, str], tuple[str, float]]] = [dict() for _ in prompts]
-
-        def add(found: dict[int, list[tuple[int, float]]], kind: str, side: str) -> None:
-            for i, lst in found.items():
-                for e, sc in lst:
-                    cur = res[i].get((e, side))
-                    if cur is None or sc > cur[1]:
-                        res[i][(e, side)] = (kind, sc)
-
-        hp = _Hashed.of(prompts, cfg)
-        add(self.exact_matches(hp), "ngram", "prompt")
-        add(self.ngram_matches(hp, cfg, cfg.threshold), "ngram", "prompt")
-        add(self.short_matches(hp), "ngram", "prompt")
-        if cfg.fuzzy:
-            add(self.fuzzy_matches(hp, cfg, [i for i in range(len(prompts)) if not res[i]]), "fuzzy", "prompt")
+        found = self.prompt_side([p or "" for p in prompts], cfg)
+        res: list[dict[tuple[int, str], tuple[str, float]]] = [
+            {(e, "prompt"): (kind, sc) for e, kind, sc in lst} for lst in found]
         if cfg.check_response and any(responses):
             # rows already contaminated on the prompt side are not re-checked on the response side
             responses = [None if res[i] else (r[: cfg.response_chars] if r and cfg.response_chars else r)
                          for i, r in enumerate(responses)]
             hr_ = _Hashed.of(responses, cfg)
-            add(self.ngram_matches(hr_, cfg, cfg.response_threshold), "ngram", "response")
-            add(self.short_matches(hr_), "ngram", "response")
+            for part in (self.ngram_matches(hr_, cfg, cfg.response_threshold), self.short_matches(hr_)):
+                for i, lst in part.items():
+                    for e, sc in lst:
+                        cur = res[i].get((e, "response"))
+                        if cur is None or sc > cur[1]:
+                            res[i][(e, "response")] = ("ngram", sc)
         out = []
         for d in res:
             ms = []

@@ -36,30 +36,49 @@ def _fmix(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> _U64(31))
 
 
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=_U64)  # keep the low k bytes
+_K1 = _U64(0xD6E8FEB86659FD93)
+
+
 def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
     """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row.
 
-    Vectorised over all bytes: h(word) = fmix(len + sum_k b_k P^k mod 2^64)."""
+    Vectorised per word, not per byte: a word's first 16 bytes are read as two little-endian uint64
+    (unaligned loads), so h(word) = fmix(lo ^ fmix(hi + len * K1)) for words up to 16 bytes; longer
+    words also add sum_k b_k P^k over their remaining bytes (rare, so computed per byte)."""
     if not y:
         return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
     arr = np.frombuffer(y, dtype=np.uint8)
-    isw = (arr != 32) & (arr != 0)
-    prev = np.concatenate(([False], isw[:-1]))
-    nxt = np.concatenate((isw[1:], [False]))
-    starts = np.flatnonzero(isw & ~prev)
-    ends = np.flatnonzero(isw & ~nxt) + 1
+    isw = ((arr != 32) & (arr != 0)).view(np.int8)
+    edge = np.diff(isw, prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edge == 1)
     if len(starts) == 0:
         return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
-    lens = ends - starts
-    chars = np.flatnonzero(isw)
-    first = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    word_of_char = np.repeat(np.arange(len(starts)), lens)
-    pos = chars - starts[word_of_char]
+    lens = np.flatnonzero(edge == -1) - starts
+    buf = np.zeros(len(arr) + 16, dtype=np.uint8)
+    buf[: len(arr)] = arr
+    v = np.ndarray((len(arr) + 9,), dtype="<u8", buffer=buf, strides=(1,))  # v[i] = bytes i..i+7
+    lo = v[starts] & _MASKS[np.minimum(lens, 8)]
+    hi = v[starts + 8] & _MASKS[np.clip(lens - 8, 0, 8)]
     with np.errstate(over="ignore"):
-        val = arr[chars].astype(_U64) * _powers(int(lens.max()))[pos]
-        raw = np.add.reduceat(val, first) + lens.astype(_U64)
-    rows = np.searchsorted(np.flatnonzero(arr == 0), starts).astype(np.int64)
-    return _fmix(raw), rows
+        hi = hi + lens.astype(_U64) * _K1
+        long = np.flatnonzero(lens > 16)
+        if len(long):
+            hi[long] += _tail_sums(arr, starts[long] + 16, lens[long] - 16)
+    cuts = np.searchsorted(starts, np.flatnonzero(arr == 0))  # words before each row separator
+    rows = np.repeat(np.arange(len(cuts) + 1, dtype=np.int64), np.diff(cuts, prepend=0, append=len(starts)))
+    return _fmix(lo ^ _fmix(hi)), rows
+
+
+def _tail_sums(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """sum_k b_k P^k mod 2^64 over arr[start:start+len] for each (start, len) (the bytes of long words
+    past their first 16)."""
+    first = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    owner = np.repeat(np.arange(len(starts)), lens)
+    pos = np.arange(int(lens.sum())) - first[owner]
+    with np.errstate(over="ignore"):
+        val = arr[starts[owner] + pos].astype(_U64) * _powers(int(lens.max()))[pos]
+        return np.add.reduceat(val, first)
 
 
 def word_hashes(norm_texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +100,20 @@ def ngram_hashes(wh: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, 
     return _fmix(acc[ok]), rows[:m][ok], starts
 
 
+def ngram_hashes_at(wh: np.ndarray, rows: np.ndarray, starts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The n-gram hashes (as `ngram_hashes` computes them) starting at word positions `starts`, and a
+    mask of those that stay inside one text (cheap when only a few positions are candidates)."""
+    ok = starts + n <= len(wh)
+    s = starts[ok]
+    acc = np.zeros(len(s), dtype=_U64)
+    with np.errstate(over="ignore"):
+        for j in range(n):
+            acc = acc * _Q + wh[s + j]
+    inside = np.zeros(len(starts), dtype=bool)
+    inside[ok] = rows[s] == rows[s + n - 1]
+    out = np.zeros(len(starts), dtype=_U64)
+    out[ok] = _fmix(acc)
+    return out, inside
 
 
 def affine_perms(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -42,10 +42,10 @@ INSTRUCTION_WRAPPERS: tuple[str, ...] = (
     "Question:",
 )
 
-_LATEX_DROP = re.compile(
-    r"\\(?:left|right|big|Big|bigg|Bigg|displaystyle|textstyle|mathrm|mathbf|mathit|text|operatorname"
-    r"|quad|qquad|,|;|:|!| )(?![A-Za-z])"
-)
+# LaTeX commands whose name is dropped (spacing, sizing, font); symbol commands (\, \; \: \! "\ ") too
+_LATEX_WORD_CMDS = ("left", "right", "big", "Big", "bigg", "Bigg", "displaystyle", "textstyle", "mathrm", "mathbf",
+                    "mathit", "text", "operatorname", "quad", "qquad")
+_LATEX_DROP = re.compile(r"\\(?:" + "|".join(_LATEX_WORD_CMDS) + r"|,|;|:|!| )(?![A-Za-z])")
 _LATEX_ALIASES = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"))
 # \le / \ge are \leq / \geq whatever follows them (space, newline, digit, brace), but not \left, \geqslant
 _LATEX_LE_GE = re.compile(r"\\(le|ge)(?![A-Za-z])")
@@ -109,24 +109,35 @@ def normalize(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> str:
 
 
 @lru_cache(maxsize=8)
-def _wrapper_patterns(wrappers: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern, re.Pattern | None, int]:
+def _wrapper_patterns(wrappers: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern, re.Pattern | None, int,
+                                                           tuple[str, ...]]:
     alt = "|".join(re.escape(w) for w in wrappers)  # longest first, so the longest wrapper wins
-    long_alt = "|".join(re.escape(w) for w in wrappers if w.count(" ") >= 3)
-    return (re.compile(rf"^(?:(?:{alt})(?: |$))+"), re.compile(rf"(?:(?:^| )(?:{alt}))+$"),
-            re.compile(rf" (?:{long_alt})(?= )") if long_alt else None, 4 * max(map(len, wrappers), default=0))
+    long_ws = tuple(w for w in wrappers if w.count(" ") >= 3)
+    long_alt = "|".join(re.escape(w) for w in long_ws)
+    return (re.compile(rf"(?:(?:{alt})(?: |$))+"), re.compile(rf"(?:(?:^| )(?:{alt}))+$"),
+            re.compile(rf" (?:{long_alt})(?= )") if long_alt else None, 4 * max(map(len, wrappers), default=0),
+            long_ws)
 
 
 def _strip_wrappers(out: str, wrappers: tuple[str, ...]) -> str:
     """Drop instruction wrappers: any wrapper at the start or end (repeatedly), and long ones (>= 4 words)
-    anywhere; short ones like "problem" / "question" inside a sentence are real words and stay."""
-    head, tail, middle, window = _wrapper_patterns(wrappers)
-    out = head.sub("", out)
-    cut = out.find(" ", len(out) - window) if len(out) > window else 0  # tail wrappers live in the last chars
-    if cut >= 0:
-        out = out[:cut] + tail.sub("", out[cut:])
-    if middle is not None and out:
+    anywhere; short ones like "problem" / "question" inside a sentence are real words and stay.
+    `out` is normalised text (single spaces); each regex runs only where its wrapper can be."""
+    head, tail, middle, window, long_ws = _wrapper_patterns(wrappers)
+    orig = out
+    m = head.match(out)
+    if m:
+        out = out[m.end():]
+    if out.endswith(_wrapper_ends(wrappers)[2]):  # only then can a wrapper end the text
+        cut = out.find(" ", len(out) - window) if len(out) > window else 0  # tail wrappers live in the last chars
+        if cut >= 0:
+            end = out[cut:]
+            stripped = tail.sub("", end)
+            if stripped != end:
+                out = out[:cut] + stripped
+    if middle is not None and out and any(w in out for w in long_ws):
         out = middle.sub("", f" {out} ")
-    return _SPACE.sub(" ", out).strip()
+    return out if out is orig else _SPACE.sub(" ", out).strip()
 
 
 def words(text: str | None, cfg: NormConfig = DEFAULT_NORM) -> list[str]:
@@ -143,68 +154,76 @@ _NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]+")
 
 
 def _pre(text: str | None) -> str:
-    """Per-text steps of `normalize` that must see the text alone: NFKC and code fences."""
+    """Per-text steps of `normalize` that must see the text alone: code fences, and for non-ASCII
+    texts NFKC, Unicode lower-casing and dropping non-ASCII non-word characters (ASCII texts get
+    those from bytes.lower/translate over the whole batch)."""
     if not text:
         return ""
     if "\x00" in text:
         text = text.replace("\x00", " ")
-    if not text.isascii():
+    ascii_ = text.isascii()
+    if not ascii_:
         text = unicodedata.normalize("NFKC", text)
     if "```" in text:
         text = _CODE_FENCE.sub(" ", text)
+    if not ascii_:
+        text = _NON_ASCII_NON_WORD.sub(" ", text.lower())
     return text
 
 
-def _latex(text: str) -> str:
-    """`normalize`'s LaTeX step (aliases, \\le/\\ge, dropped commands, delimiters), on a whole batch at once."""
-    for a, b in _LATEX_ALIASES:
-        text = text.replace(a, b)
-    text = _LATEX_LE_GE.sub(r"\\\1q", text)
-    text = _LATEX_DROP.sub(" ", text)
-    text = text.replace("\\(", " ").replace("\\)", " ").replace("\\[", " ").replace("\\]", " ")
-    return text.replace("$", " ")
+# The LaTeX step on bytes, in one pass. Delimiters ($ \( \) \[ \]) and symbol commands (\, \; ...) are
+# punctuation, which the byte table turns into spaces anyway; only word commands change words.
+_LATEX_BYTES = re.compile(rb"\\(?:([dt]frac)|(le|ge|" + "|".join(_LATEX_WORD_CMDS).encode() + rb")(?![A-Za-z]))")
+_LATEX_SUB = {b"le": b" leq", b"ge": b" geq"}
+
+
+def _latex_word(m: re.Match) -> bytes:
+    """Replacement for one LaTeX command: \\dfrac/\\tfrac -> frac, \\le/\\ge -> leq/geq, others dropped."""
+    if m.group(1):
+        return b" frac"
+    return _LATEX_SUB.get(m.group(2), b" ")
 
 
 def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> tuple[bytes, list[str]]:
     """Normalise many texts at once; same result per text as `curate.normalize.normalize`.
 
     Returns the batch as one byte string (texts joined by " \\x00 ", single spaces) for the hasher,
-    and the normalised texts. ASCII punctuation is removed with bytes.translate over the whole
-    batch, which is what makes this many times faster than per-text regex substitution."""
-    if cfg != DEFAULT_NORM or not _fast_path_ok():
+    and the normalised texts. LaTeX commands are rewritten by one bytes regex and ASCII case and
+    punctuation by bytes.lower/translate over the whole batch, which is what makes this many times
+    faster than per-text regex substitution."""
+    if cfg not in (DEFAULT_NORM, NormConfig(wrappers=False)) or not _fast_path_ok():  # + dedup responses
         norms = [normalize(t, cfg) for t in texts]
         return BATCH_SEP.join(norms).encode("utf-8"), norms
     if not texts:
         return b"", []
-    joined = "\n\x00\n".join(_pre(t) for t in texts)
-    if "\\" in joined or "$" in joined:
-        joined = _latex(joined)
-    if not joined.isascii():  # lower-case and drop non-ASCII non-word characters, per non-ASCII text
-        parts = joined.split("\x00")
-        joined = "\x00".join(p if p.isascii() else _NON_ASCII_NON_WORD.sub(" ", p.lower()) for p in parts)
-    raw = joined.encode("utf-8").lower().translate(_BYTE_TABLE)
-    arr = np.frombuffer(raw, dtype=np.uint8)
+    raw = "\n\x00\n".join([_pre(t) for t in texts]).encode("utf-8")
+    if b"\\" in raw:
+        raw = _LATEX_BYTES.sub(_latex_word, raw)
+    arr = np.frombuffer(raw.lower().translate(_BYTE_TABLE), dtype=np.uint8)
     space = arr == 32
     keep = ~(space & np.concatenate(([True], space[:-1])))  # collapse runs of spaces (and a leading one)
     y = arr[keep].tobytes()
-    norms = [part.strip(b" ").decode("utf-8") for part in y.split(b"\x00")]
+    norms = y.decode("utf-8").split("\x00")
+    norms = [t.strip(" ") for t in norms]
     if cfg.wrappers:  # per text, exactly as `normalize` does (start/end wrappers, long ones anywhere)
         wrappers = _wrappers(cfg)
-        firsts, lasts = _wrapper_ends(wrappers)
+        firsts, lasts, _ = _wrapper_ends(wrappers)
         inner = [w for w in wrappers if w.count(" ") >= 3 and w.encode() in y]
         todo = [i for i, t in enumerate(norms) if t and (t.partition(" ")[0] in firsts or t.rpartition(" ")[2] in lasts
                                                           or (inner and any(w in t for w in inner)))]
         for i in todo:
             norms[i] = _strip_wrappers(norms[i], wrappers)
-        y = BATCH_SEP.join(norms).encode("utf-8")
+        if todo:
+            y = BATCH_SEP.join(norms).encode("utf-8")
     return y, norms
 
 
 @lru_cache(maxsize=4)
-def _wrapper_ends(wrappers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+def _wrapper_ends(wrappers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
     """First and last words of the instruction wrappers (a text can only start/end with a wrapper
-    if its own first/last word is one of these)."""
-    return frozenset(w.split(" ")[0] for w in wrappers), frozenset(w.split(" ")[-1] for w in wrappers)
+    if its own first/last word is one of these), and the wrappers' last words as suffixes."""
+    lasts = frozenset(w.split(" ")[-1] for w in wrappers)
+    return frozenset(w.split(" ")[0] for w in wrappers), lasts, tuple(sorted(lasts))
 
 
 _SELF_CHECK = (
