@@ -564,22 +564,23 @@ class DecontamIndex:
             self._cache_cfg = cfg
         todo = list(dict.fromkeys(p for p in prompts if p not in self._cache))
         if todo:
-            res: list[dict[int, tuple[str, float]]] = [{} for _ in todo]
+            res: dict[int, dict[int, tuple[str, float]]] = {}  # only flagged prompts get an entry
 
             def add(found: dict[int, list[tuple[int, float]]], kind: str) -> None:
                 for i, lst in found.items():
+                    d = res.setdefault(i, {})
                     for e, sc in lst:
-                        if e not in res[i] or sc > res[i][e][1]:
-                            res[i][e] = (kind, sc)
+                        if e not in d or sc > d[e][1]:
+                            d[e] = (kind, sc)
 
             hp = _Hashed.of(todo, cfg)
             add(self.exact_matches(hp), "ngram")
             add(self.ngram_matches(hp, cfg, cfg.threshold), "ngram")
             add(self.short_matches(hp), "ngram")
             if cfg.fuzzy:
-                add(self.fuzzy_matches(hp, cfg, [i for i in range(len(todo)) if not res[i]]), "fuzzy")
-            for p, d in zip(todo, res, strict=True):
-                self._cache[p] = [(e, kind, sc) for e, (kind, sc) in d.items()]
+                add(self.fuzzy_matches(hp, cfg, [i for i in range(len(todo)) if i not in res]), "fuzzy")
+            for i, p in enumerate(todo):
+                self._cache[p] = [(e, kind, sc) for e, (kind, sc) in res.get(i, {}).items()]
         return [self._cache[p] for p in prompts]
 
     def match_batch(self, prompts: list[str | None], responses: list[str | None],
@@ -587,27 +588,27 @@ class DecontamIndex:
         """All matches per row: prompt side (exact, n-gram, short item, fuzzy), then the response side
         (n-gram, short item) of rows the prompt side did not flag."""
         found = self.prompt_side([p or "" for p in prompts], cfg)
-        res: list[dict[tuple[int, str], tuple[str, float]]] = [
-            {(e, "prompt"): (kind, sc) for e, kind, sc in lst} for lst in found]
+        res: dict[int, dict[tuple[int, str], tuple[str, float]]] = {  # flagged rows only
+            i: {(e, "prompt"): (kind, sc) for e, kind, sc in lst} for i, lst in enumerate(found) if lst}
         if cfg.check_response and any(responses):
             # rows already contaminated on the prompt side are not re-checked on the response side
-            responses = [None if res[i] else (r[: cfg.response_chars] if r and cfg.response_chars else r)
+            responses = [None if i in res else (r[: cfg.response_chars] if r and cfg.response_chars else r)
                          for i, r in enumerate(responses)]
             hr_ = _Hashed.of(responses, cfg)
             for part in (self.ngram_matches(hr_, cfg, cfg.response_threshold), self.short_matches(hr_)):
                 for i, lst in part.items():
+                    d = res.setdefault(i, {})
                     for e, sc in lst:
-                        cur = res[i].get((e, "response"))
+                        cur = d.get((e, "response"))
                         if cur is None or sc > cur[1]:
-                            res[i][(e, "response")] = ("ngram", sc)
-        out = []
-        for d in res:
-            ms = []
+                            d[(e, "response")] = ("ngram", sc)
+        out: list[list[Match]] = [[] for _ in prompts]
+        for i, d in res.items():
+            ms = out[i]
             for (e, side), (kind, sc) in d.items():
                 en = self.entries[e]
                 ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e))
             ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
-            out.append(ms)
         return out
 
     def overlap_text(self, text: str, entry: int, cfg: DecontamConfig, kind: str, limit: int = 300) -> str:

@@ -196,7 +196,10 @@ def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> 
         return BATCH_SEP.join(norms).encode("utf-8"), norms
     if not texts:
         return b"", []
-    raw = "\n\x00\n".join([_pre(t) for t in texts]).encode("utf-8")
+    joined = "\n\x00\n".join([t.replace("\x00", " ") if t and "\x00" in t else (t or "") for t in texts])
+    if not joined.isascii() or "```" in joined:  # per-text steps only where they can change something
+        joined = "\n\x00\n".join([_pre(t) for t in joined.split("\n\x00\n")])
+    raw = joined.encode("utf-8")
     if b"\\" in raw:
         raw = _LATEX_BYTES.sub(_latex_word, raw)
     arr = np.frombuffer(raw.lower().translate(_BYTE_TABLE), dtype=np.uint8)
