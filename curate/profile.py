@@ -25,21 +25,12 @@ import polars as pl
 from curate.cli_common import input_options, specs_from_cli
 from curate.normalize import normalize
 from curate.readers import InputError, InputSpec, Quarantined
+from curate.reasoning import REASONING_MARKERS
 from curate.schema import load_meta
 from curate.stage import StageWriter, input_schema, iter_input_rows, read_stats
 
 log = logging.getLogger(__name__)
 
-# (open, close) pairs of the reasoning-block markers seen in long-CoT data.
-REASONING_MARKERS: tuple[tuple[str, str], ...] = (
-    ("<think>", "</think>"),
-    ("<|begin_of_thought|>", "<|end_of_thought|>"),
-    ("<Thought>", "</Thought>"),
-    ("<thinking>", "</thinking>"),
-    ("<thought>", "</thought>"),
-    ("<reasoning>", "</reasoning>"),
-    ("◁think▷", "◁/think▷"),
-)
 DIFFICULTY_BINS = ("hard", "medium", "easy")
 # meta keys consulted for a correctness label when the row has no `correct` column (verify stage).
 META_CORRECT_KEYS = ("is_correct", "correct")

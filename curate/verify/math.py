@@ -29,13 +29,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from curate.reasoning import REASONING_MARKERS
+
 log = logging.getLogger(__name__)
 
-REASONING_MARKERS: tuple[tuple[str, str], ...] = (
-    ("<think>", "</think>"),
-    ("<|begin_of_thought|>", "<|end_of_thought|>"),
-    ("<Thought>", "</Thought>"),
-)
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?\s*(.+?)(?:\.\s|\.?\s*$|\n)",
                         re.IGNORECASE | re.DOTALL)
