@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from train.overrides import parse_set
+
 GENERATED = "generated:"  # path prefix: a file the recipe's `generate:` step writes into the run dir
 # Keys every stage accepts on top of its own config fields: `input` (upstream stage or folder),
 # `enabled`, and for train/eval stages `launch` (a command template run instead of in-process, e.g.
@@ -163,14 +165,11 @@ def _type_name(tp: Any) -> str:
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`a.b.c=value` -> (["a", "b", "c"], value parsed as a YAML scalar/list)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise RecipeError(f"--set {text!r}: expected KEY=VALUE, e.g. stages.sft.max_steps=2")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise RecipeError(f"--set {text!r}: value is not valid YAML ({e})") from e
-    return key.strip().split("."), value
+        key, value = parse_set(text, empty="")
+    except ValueError as e:
+        raise RecipeError(f"{e}, e.g. stages.sft.max_steps=2") from e
+    return key.split("."), value
 
 
 def apply_override(data: dict[str, Any], keys: list[str], value: Any) -> None:

@@ -95,7 +95,7 @@ def test_yaml_config_overrides_and_errors(tmp_path):
         load_sft_config(cfg_file, ["learning_rat=1"])
     with pytest.raises(SFTConfigError, match="mask_mode"):
         load_sft_config(cfg_file, ["mask_mode=everything"])
-    with pytest.raises(SFTConfigError, match="key=value"):
+    with pytest.raises(SFTConfigError, match="KEY=VALUE"):
         load_sft_config(cfg_file, ["max_steps"])
     linear = load_sft_config(cfg_file, ["lr_scheduler_type=linear"])
     assert "min_lr" not in (linear.lr_scheduler_kwargs or {})

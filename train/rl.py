@@ -36,6 +36,7 @@ from typing import Any
 import click
 
 from train.losses import AGG_MODES, LOSS_TYPES, masked_nll, policy_loss
+from train.overrides import parse_set
 from train.rewards import RewardConfig, make_reward_func
 
 log = logging.getLogger(__name__)
@@ -341,12 +342,10 @@ def run_rl(cfg: RLConfig, **build_kw: Any):
 
 def parse_override(text: str) -> tuple[str, Any]:
     """KEY=VALUE with VALUE parsed as YAML (numbers, bools, lists, null)."""
-    import yaml
-
-    key, sep, val = text.partition("=")
-    if not sep or not key:
-        raise click.BadParameter(f"{text!r}: expected KEY=VALUE", param_hint="--set")
-    return key.strip(), yaml.safe_load(val)
+    try:
+        return parse_set(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--set") from e
 
 
 @click.command("rl")

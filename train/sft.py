@@ -47,6 +47,7 @@ from train.data import (
     prepare_sft_dataset,
 )
 from train.logging_utils import DEFAULT_CURVES, CsvJsonLogger
+from train.overrides import parse_set
 
 log = logging.getLogger(__name__)
 
@@ -151,17 +152,10 @@ def _set_dotted(target: dict[str, Any], dotted: str, value: Any) -> None:
 
 def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, Any]]:
     """`key=value` strings -> (key, YAML-parsed value); e.g. `max_steps=10`, `lr_scheduler_kwargs.min_lr=1e-5`."""
-    out = []
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise SFTConfigError(f"--set {item!r}: expected key=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as e:
-            raise SFTConfigError(f"--set {item!r}: value is not valid YAML ({e})") from e
-        out.append((key.strip(), value))
-    return out
+    try:
+        return [parse_set(item) for item in overrides]
+    except ValueError as e:
+        raise SFTConfigError(str(e)) from e
 
 
 def config_from_dict(values: Mapping[str, Any], origin: str = "config") -> CotSFTConfig:
