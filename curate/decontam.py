@@ -12,6 +12,9 @@ How a training row is judged (prompt side, and separately the response side):
    >= `min_chunk_words` long (`diverge_chunk_words` when row and item both continue differently past
    the chunk; no minimum when it covers >= `full_fraction` of the item), no *other* part of the
    item matches elsewhere in the row, and the chunk is not bounded by two different numbers.
+   A chunk may skip parts of the item when the row continues seamlessly (the item with parts deleted,
+   e.g. a LeetCode statement kept without its examples); a row that is >= `row_fraction` such a copy,
+   >= `diverge_chunk_words` long, counts even when it covers under `threshold` of a long item.
    Verbatim, re-spaced, wrapped, truncated and restated copies are one chunk; templated variants
    ("... 12 red marbles ..." vs "... 10 red marbles ...", an inserted condition) are several chunks
    or end at a different number, and are different problems. Stock phrases are short chunks.
@@ -99,6 +102,7 @@ class DecontamConfig:
     min_chunk_words: int = 15  # a partial chunk (truncated copy) must be this long...
     diverge_chunk_words: int = 30  # ...or this long when row and item both go on differently after/before it
     full_fraction: float = 0.9  # chunks covering this share of the item need no minimum length
+    row_fraction: float = 0.8  # ...or a copy of >= diverge_chunk_words making up this share of the row
     max_substitutions: int = 2  # non-numeric words a copy may change inside the chunk ("Find" -> "Determine")
     prefilter: float = 0.25  # containment of the item's n-grams needed before the chunk check
     min_ngrams: int = 3  # shared n-grams needed (capped at the item's own count)
@@ -363,6 +367,9 @@ class DecontamIndex:
         tot = self.n_ngrams[e2]
         cont = cnt / np.maximum(tot, 1)
         ok = (cont >= cfg.prefilter) & (cnt >= np.minimum(cfg.min_ngrams, tot))
+        # or the row is mostly a long copy of part of a long item (see row_fraction in chunk_score)
+        row_tot = np.bincount(hb.hr, minlength=len(hb.norms))[r2]
+        ok |= (cnt >= cfg.diverge_chunk_words - cfg.ngram + 1) & (cnt >= 0.5 * cfg.row_fraction * row_tot)
         for ri, ei in zip(r2[ok].tolist(), e2[ok].tolist(), strict=True):
             sc = self.chunk_score(hb, ri, ei, cfg)
             if sc >= threshold:
@@ -441,10 +448,18 @@ class DecontamIndex:
         j0 = i0 + dd
         i1 = int(ii[starts[same[hi_k]]]) + int(run_len[same[hi_k]]) + n - 1
         j1 = i1 + dd
-        chunk = i1 - i0
+        segs = self._deletion_joins([(i0, i1, j0)], ii[starts], jj[starts], run_len + n - 1)
+        i0, j0 = segs[0][0], segs[0][2]
+        i1, j1 = segs[-1][1], segs[-1][2] + segs[-1][1] - segs[-1][0]
+        chunk = sum(b - a for a, b, _ in segs)
         # other parts of the item matched at other places of the row: an edited variant, not a copy
-        # (repeats inside the copied chunk, on either side, are fine)
-        if np.any(((ii < i0) | (ii + n > i1)) & ((jj < j0) | (jj + n > j1))):
+        # (repeats inside the copied chunks, on either side, are fine)
+        in_i = np.zeros(len(ii), dtype=bool)
+        in_j = np.zeros(len(jj), dtype=bool)
+        for a, b, j in segs:
+            in_i |= (ii >= a) & (ii + n <= b)
+            in_j |= (jj >= j) & (jj + n <= j + b - a)
+        if np.any(~in_i & ~in_j):
             return 0.0
         if cfg.verify_numbers:
             if i1 < len(iw) and j1 < len(rw) and iw[i1].isdigit() and rw[j1].isdigit():
@@ -458,7 +473,32 @@ class DecontamIndex:
             return share
         if chunk < (cfg.diverge_chunk_words if diverge else cfg.min_chunk_words):
             return 0.0
+        if chunk >= cfg.diverge_chunk_words and chunk / rlen >= cfg.row_fraction:
+            return max(share, chunk / rlen)  # the row is mostly a long copy of part of the item
         return share
+
+    @staticmethod
+    def _deletion_joins(segs: list[tuple[int, int, int]], run_i: np.ndarray, run_j: np.ndarray,
+                        run_w: np.ndarray) -> list[tuple[int, int, int]]:
+        """Extend a copied chunk [(item start, item end, row start)] with runs that continue it in the row
+        right where it stops but resume later in the item: the row is the item with parts deleted
+        (LeetCode statements without their examples and constraints). An insertion or a changed word
+        leaves a gap in the row and is not joined."""
+        while True:  # forward: a run starting in the row exactly where the last segment ends
+            a, b, j = segs[-1]
+            k = np.flatnonzero((run_j == j + b - a) & (run_i > b))
+            if not len(k):
+                break
+            k = int(k[np.argmin(run_i[k])])
+            segs.append((int(run_i[k]), int(run_i[k] + run_w[k]), int(run_j[k])))
+        while True:  # backward: a run ending in the row exactly where the first segment starts
+            a, b, j = segs[0]
+            k = np.flatnonzero((run_j + run_w == j) & (run_i + run_w < a))
+            if not len(k):
+                break
+            k = int(k[np.argmax(run_i[k])])
+            segs.insert(0, (int(run_i[k]), int(run_i[k] + run_w[k]), int(run_j[k])))
+        return segs
 
     def exact_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
         """Texts equal to an entry after normalisation."""

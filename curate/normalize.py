@@ -33,6 +33,8 @@ INSTRUCTION_WRAPPERS: tuple[str, ...] = (
     "Solve the following problem.",
     "Solve the following coding problem using the programming language python:",
     "Please solve the programming task below using a self-contained code snippet in a markdown code block.",
+    "Please complete the following python code precisely:",
+    "Please complete the code below to solve above prblem:",  # sic: DeepSeek-Coder's LeetCode prompts
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
     "generate a correct Python program that matches the specification and passes all tests.",
     "Answer the following question.",

@@ -172,6 +172,42 @@ def test_baseline_style_single_ngram_would_flag_but_we_do_not(index):
     assert not _flag(index, [text])[0]
 
 
+LEETCODE_STATEMENT = (
+    "Given a 0-indexed string s, permute s to get a new string t such that:\n\n * All consonants remain in their "
+    "original places. More formally, if there is an index i with 0 <= i < s.length such that s[i] is a consonant, "
+    "then t[i] = s[i].\n * The vowels must be sorted in the nondecreasing order of their ASCII values. More "
+    "formally, for pairs of indices i, j with 0 <= i < j < s.length such that s[i] and s[j] are vowels, then t[i] "
+    "must not have a higher ASCII value than t[j].\n\nReturn the resulting string.\n\n"
+)
+LEETCODE_EXAMPLES = (
+    "Example 1:\n\nInput: s = \"lEetcOde\"\nOutput: \"lEOtcede\"\nExplanation: 'E', 'O', and 'e' are the vowels "
+    "in s; 'l', 't', 'c', and 'd' are all consonants. The vowels are sorted according to their ASCII values, and "
+    "the consonants remain in the same places.\n\nExample 2:\n\nInput: s = \"lYmpH\"\nOutput: \"lYmpH\"\n"
+    "Explanation: There are no vowels in s (all characters in s are consonants), so we return \"lYmpH\".\n\n"
+    "Constraints:\n\n * 1 <= s.length <= 105\n * s consists only of letters of the English alphabet in uppercase "
+    "and lowercase.\n\n"
+)
+LEETCODE_STUB = "```python\nclass Solution:\n    def sortVowels(self, s: str) -> str:\n        \n```"
+
+
+def test_statement_copied_without_examples_is_caught(tmp_path):
+    """DeepCoder-style rows keep a LeetCode statement and its stub but drop the examples: most of the row is
+    a copy even though it covers under half of the item; a different statement with the same stub is not."""
+    item = LEETCODE_STATEMENT + LEETCODE_EXAMPLES + "Please complete the code below to solve above prblem:\n" \
+        + LEETCODE_STUB
+    items = {"lc": [BenchmarkItem("lc0", item, None, None, None, {}, "synth")]}
+    cfg = DecontamConfig(benchmarks=["lc"])
+    idx = DecontamIndex.build(items, cfg, tmp_path / "idx")
+    wrapper = "Please solve the programming task below using a self-contained code snippet in a markdown code block."
+    copy = f"{wrapper}\n\n{LEETCODE_STATEMENT}Please complete the following python code precisely:\n{LEETCODE_STUB}"
+    other = (f"{wrapper}\n\nGiven a 0-indexed string s, return the number of vowels in s that are immediately "
+             f"followed by a consonant, counting uppercase and lowercase letters alike.\n"
+             f"Please complete the following python code precisely:\n{LEETCODE_STUB}")
+    got = idx.match_batch([copy, other], [None, None], cfg)
+    assert [m.benchmark_id for m in got[0]] == ["lc0"] and got[0][0].score >= cfg.row_fraction
+    assert got[1] == []
+
+
 # --------------------------------------------------------------------------- the stage
 
 
