@@ -18,17 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from curate.benchmarks import (
-    BenchmarkItem,
-    items_fingerprint,
-)
-from curate.hashing import (
-    _U64,
-    affine_perms,
-    hash_words_bytes,
-    minhash_matrix,
-    ngram_hashes,
-)
+from curate.benchmarks import BenchmarkItem, items_fingerprint
+from curate.hashing import _U64, affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
 from curate.normalize import DEFAULT_NORM, NormConfig, normalize_batch
 
 log = logging.getLogger(__name__)

@@ -40,9 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from curate.benchmarks import (
-    BenchmarkItem,
-)
+from curate.benchmarks import BenchmarkItem
 from curate.decontam_index import DecontamConfig, Entry, build_index, text_key
 from curate.hashing import (
     _U64,
