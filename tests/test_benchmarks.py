@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -145,3 +146,35 @@ def test_shared_benchmarks_load(shared_data):
     assert len(load_benchmark("aime2024", d)) == 30
     assert len(load_benchmark("mbpp", d)) == 500  # the test split only
     assert len(load_benchmark("hmmt_feb", d)) == 30  # February rows of the Feb+Nov file
+
+
+def _hub_copy(tmp_path: Path, name: str, split: str, rows: list[dict]) -> dict[str, BenchmarkSpec]:
+    """A local stand-in for the Hub repo of registry benchmark `name`: same spec (fields, split, date
+    window), `hub_id` pointed at a folder that `datasets.load_dataset` reads like a Hub dataset repo."""
+    repo = tmp_path / name
+    repo.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), repo / f"{split}-00000-of-00001.parquet")
+    return {name: replace(REGISTRY[name], hub_id=str(repo), config=None, revision=None)}
+
+
+def test_hub_path_loads_gpqa_and_livecodebench_windows_through_datasets(tmp_path):
+    gpqa = [{"Record ID": f"rec{i}", "Question": f"Which particle mediates force {i}?", "Correct Answer": "gluon",
+             "Explanation": "QCD.", "Subdomain": "physics"} for i in range(3)]
+    items = load_benchmark("gpqa_diamond", extra_registry=_hub_copy(tmp_path, "gpqa_diamond", "train", gpqa))
+    assert [it.id for it in items] == ["rec0", "rec1", "rec2"]
+    assert items[0].answer == "gluon" and items[0].solution == "QCD." and items[0].meta["Subdomain"] == "physics"
+    dates = ["2024-07-30T00:00:00", "2024-08-01T00:00:00", "2025-01-31T00:00:00", "2025-02-01T00:00:00",
+             "2025-04-30T00:00:00", "2025-05-01T00:00:00"]
+    lcb = [{"question_id": f"q{i}", "question_content": f"Return the sum of list {i}.", "contest_date": d}
+           for i, d in enumerate(dates)]
+    v5 = load_benchmark("livecodebench_v5", extra_registry=_hub_copy(tmp_path, "livecodebench_v5", "test", lcb))
+    v6 = load_benchmark("livecodebench_v6", extra_registry=_hub_copy(tmp_path, "livecodebench_v6", "test", lcb))
+    both = load_benchmark("livecodebench", extra_registry=_hub_copy(tmp_path, "livecodebench", "test", lcb))
+    assert [it.id for it in v5] == ["q1", "q2"] and [it.id for it in v6] == ["q3", "q4"]
+    assert [it.id for it in both] == ["q1", "q2", "q3", "q4"]
+
+
+def test_hub_failure_names_the_benchmark_and_the_way_out(tmp_path):
+    spec = {"gpqa_diamond": replace(REGISTRY["gpqa_diamond"], hub_id=str(tmp_path / "missing"), config=None)}
+    with pytest.raises(BenchmarkError, match="gpqa_diamond.*--benchmarks-dir"):
+        load_benchmark("gpqa_diamond", extra_registry=spec)
