@@ -1,7 +1,7 @@
 """Recipe schema: a pipeline YAML as dataclasses, with loading, `--set` overrides and validation.
 
 A recipe names its sources, benchmarks, datatrove executor and an ordered `stages:` mapping whose
-options are checked against each stage's own config dataclass (see `pipelines.runner.STAGES`), so an
+options are checked against each stage's own config dataclass (see `pipelines.stages.STAGES`), so an
 unknown key, a bad path, an unknown benchmark or a stage whose input is missing is a clear error
 naming the YAML field before anything runs.
 """
