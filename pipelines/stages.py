@@ -8,7 +8,9 @@ from pipelines.model_stage import _model
 from pipelines.stage_spec import StageSpec
 from pipelines.train_stages import _evaluate, _rl, _sft
 
-# The evaluation code is split over several modules; all of it is hashed into the eval stages.
+# Stages whose code is split over several modules hash all of them (editing any re-runs the stage).
+DECONTAM_CODE = ("curate.decontam", "curate.decontam_index", "curate.decontam_match", "curate.benchmarks",
+                 "curate.normalize", "curate.hashing", "curate.report")
 EVAL_CODE = ("train.evaluate", "train.eval_config", "train.eval_items", "train.eval_scoring",
              "train.eval_store", "train.eval_metrics", "train.eval_report")
 
@@ -17,7 +19,8 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               outputs="*.jsonl sources, benchmarks/, truth.json"),
     StageSpec("ingest", "curate", _ingest, None, uses=("sources",), code=("curate.ingest", "curate.readers")),
     StageSpec("decontaminate", "curate", _decontaminate, "curate.decontam:DecontamConfig", after=CURATE_STAGES,
-              uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json}"),
+              uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json}",
+              code=DECONTAM_CODE),
     StageSpec("dedup", "curate", _curate_stage("curate.dedup:run_dedup"), "curate.dedup:DedupConfig",
               after=CURATE_STAGES),
     StageSpec("verify", "curate", _curate_stage("curate.verify.stage:run_verify"), "curate.verify.stage:VerifyConfig",
