@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
+from bisect import bisect_left
 from pathlib import Path
 
 import click
+import numpy as np
 import pyarrow as pa
+import xxhash
 
 from curate.cli_common import input_options, specs_from_cli
 from curate.readers import InputError, InputSpec, Origin, Quarantined
@@ -24,13 +28,56 @@ log = logging.getLogger(__name__)
 DEFAULT_ROWS_PER_TASK = 20_000
 
 
+class IdRegistry:
+    """Makes row ids unique in one pass with compact memory: the k-th row (k >= 2) carrying a given id gets
+    `id~k`. Ids are remembered as 64-bit hashes (a sorted numpy array, merged from a small set every
+    MERGE_EVERY ids: 8 bytes per row instead of a dict of strings), plus a dict of the ids seen more than
+    once. A hash collision (about n^2 / 2^65: 3e-8 at 1M rows) would rename a first occurrence."""
+
+    MERGE_EVERY = 1 << 16
+
+    def __init__(self) -> None:
+        self._sorted = array("Q")  # bisect on an array of C uint64: ~1 us, vs ~3 us for np.searchsorted per id
+        self._recent: set[int] = set()
+        self._repeats: dict[str, int] = {}
+
+    def _seen(self, h: int) -> bool:
+        if h in self._recent:
+            return True
+        i = bisect_left(self._sorted, h)
+        return i < len(self._sorted) and self._sorted[i] == h
+
+    def _add(self, h: int) -> None:
+        self._recent.add(h)
+        if len(self._recent) >= self.MERGE_EVERY:
+            merged = np.concatenate([np.frombuffer(self._sorted, dtype=np.uint64),
+                                     np.fromiter(self._recent, np.uint64, len(self._recent))])
+            merged.sort()
+            self._sorted, self._recent = array("Q", merged.tobytes()), set()
+
+    def unique(self, row_id: str) -> str:
+        """`row_id` the first time it is seen, else `row_id~k` for its k-th occurrence."""
+        k = self._repeats.get(row_id)
+        if k is None:
+            h = xxhash.xxh64_intdigest(row_id.encode("utf-8", "surrogatepass"))
+            if not self._seen(h):
+                self._add(h)
+                return row_id
+            k = 1
+        k += 1
+        self._repeats[row_id] = k
+        new = f"{row_id}~{k}"
+        self._add(xxhash.xxh64_intdigest(new.encode("utf-8", "surrogatepass")))  # a later input id `a~2` is renamed
+        return new
+
+
 def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,
                 rows_per_task: int = DEFAULT_ROWS_PER_TASK, schema: pa.Schema | None = None) -> list[Path]:
     """Stream all inputs into `work_dir/NNNNN.parquet`; count every row in `writer`, send bad ones
     to its `removed/`. Returns the work shard paths (one per datatrove task)."""
     schema = schema or input_schema(specs)
     shards = ShardWriter(work_dir, schema, rows_per_task)
-    seen_ids: dict[str, int] = {}
+    ids = IdRegistry()
     t0, n = time.time(), 0
     for row in iter_input_rows(specs, strict=strict):
         n += 1
@@ -44,12 +91,10 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
                                           str(row.get("source", ""))))
             continue
         writer.count_in(row["source"])
-        k = seen_ids.get(row["id"], 0)
-        if k:  # a given id repeats: keep ids unique so duplicate_of links stay unambiguous
-            row["id"] = f"{row['id']}~{k + 1}"
-        seen_ids[row["id"].split("~")[0]] = k + 1
+        row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
         shards.write(row)
         if n % 100_000 == 0:
+            pa.default_memory_pool().release_unused()  # mimalloc keeps freed pages otherwise (RSS creeps up)
             log.info("ingest: %d rows read (%.0f rows/s)", n, n / max(time.time() - t0, 1e-9))
     shards.close()
     files = sorted(work_dir.glob("*.parquet"))
@@ -84,4 +129,4 @@ def ingest_command(inputs, out, maps, source_names, domain, strict, rows_per_sha
     click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed -> {out}")
 
 
-__all__ = ["materialize", "run_ingest", "ingest_command", "SCHEMA"]
+__all__ = ["IdRegistry", "materialize", "run_ingest", "ingest_command", "SCHEMA"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from curate.readers import InputError, InputSpec, Quarantined, read_rows
@@ -27,6 +28,7 @@ from curate.schema import CORE_FIELDS, SCHEMA, removed_schema
 log = logging.getLogger(__name__)
 
 DEFAULT_ROWS_PER_SHARD = 50_000
+TABLE_ROW_GROUP = 65_536  # row group size of shards written from whole tables
 
 
 # --------------------------------------------------------------------------- inputs
@@ -106,6 +108,8 @@ class ShardWriter:
         self._buf: list[dict[str, Any]] = []
         self._writer: pq.ParquetWriter | None = None
         self._in_shard = 0
+        self._tables: list[pa.Table] = []  # buffered by write_table
+        self._pending = 0
         self.shards = 0
         self.rows = 0
 
@@ -115,13 +119,48 @@ class ShardWriter:
         if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
             self._flush()
 
+    def write_table(self, table: pa.Table) -> None:
+        """Append a whole Arrow table (columns matched to the schema by name) after the rows written so far,
+        without per-row Python. Tables are buffered and cut into row groups at fixed places (every
+        TABLE_ROW_GROUP rows and at shard ends), so the bytes do not depend on how the rows were split
+        into tables."""
+        if self._buf:  # rows written one by one go first
+            self._flush()
+        if table.num_rows:
+            self._tables.append(table.select(self.schema.names).cast(self.schema))
+            self._pending += table.num_rows
+            self.rows += table.num_rows
+            self._drain_tables(final=False)
+
+    def _drain_tables(self, final: bool) -> None:
+        """Write buffered tables as row groups; the last partial group only when `final`."""
+        while self._pending:
+            if self._writer is None:
+                self._open_next()
+            size = min(TABLE_ROW_GROUP, self.rows_per_shard - self._in_shard)
+            if self._pending < size and not final:
+                return
+            size = min(size, self._pending)
+            merged = pa.concat_tables(self._tables)
+            self._writer.write_table(merged.slice(0, size), row_group_size=size)
+            rest = merged.slice(size)
+            self._tables, self._pending = ([rest] if rest.num_rows else []), rest.num_rows
+            self._in_shard += size
+            if self._in_shard >= self.rows_per_shard:
+                self._writer.close()
+                self._writer = None
+
+    def _open_next(self) -> None:
+        path = self.folder / f"part-{self.shards:05d}.parquet"
+        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self.shards += 1
+        self._in_shard = 0
+
     def _flush(self) -> None:
+        self._drain_tables(final=True)
         while self._buf:
             if self._writer is None:
-                path = self.folder / f"part-{self.shards:05d}.parquet"
-                self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
-                self.shards += 1
-                self._in_shard = 0
+                self._open_next()
             take = min(len(self._buf), self.rows_per_shard - self._in_shard)
             chunk, self._buf = self._buf[:take], self._buf[take:]
             self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
@@ -180,6 +219,27 @@ class StageWriter:
         self.kept.write(row)
         self.kept_by_source[row["source"]] += 1
 
+    def keep_table(self, table: pa.Table) -> None:
+        """`keep` for a whole Arrow table of rows (counted per source without per-row Python)."""
+        if table.num_rows:
+            self.kept.write_table(table)
+            self.kept_by_source.update(_value_counts(table, "source"))
+
+    def remove_table(self, table: pa.Table) -> None:
+        """`remove` for a whole Arrow table of rows that already carry `reason` (and `duplicate_of`).
+        Tables holding malformed rows go row by row, so their examples are recorded as with `remove`."""
+        if not table.num_rows:
+            return
+        reasons = table.column("reason")
+        if pa.compute.any(pa.compute.starts_with(reasons, "malformed")).as_py():
+            for row in table.to_pylist():
+                self.remove(row)
+            return
+        self.removed.write_table(table)
+        pairs = table.group_by(["reason", "source"]).aggregate([([], "count_all")])
+        for reason, source, n in zip(*(pairs.column(i).to_pylist() for i in range(3)), strict=True):
+            self.removed_by[reason_family(reason)][source] += n
+
     def remove(self, row: dict[str, Any], reason: str | None = None, duplicate_of: str | None = None,
                **extra: Any) -> None:
         row = dict(row)
@@ -236,6 +296,12 @@ class StageWriter:
         log.info("%s: %d rows in, %d kept, %d removed %s in %.1fs -> %s", self.stage, n_in, n_kept,
                  n_removed, stats["removed_by_reason"], wall, self.out_dir)
         return stats
+
+
+def _value_counts(table: pa.Table, column: str) -> dict[str, int]:
+    """{value: count} of one string column."""
+    counts = table.column(column).value_counts()
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
 
 
 def read_stats(out_dir: str | Path) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from pipelines.stage_spec import StageSpec
 from pipelines.train_stages import _evaluate, _rl, _sft
 
 # Stages whose code is split over several modules hash all of them (editing any re-runs the stage).
+DEDUP_CODE = ("curate.dedup", "curate.dedup_core", "curate.dedup_steps", "curate.ingest", "curate.normalize",
+              "curate.hashing")
 DECONTAM_CODE = ("curate.decontam", "curate.decontam_index", "curate.decontam_match", "curate.benchmarks",
                  "curate.normalize", "curate.hashing", "curate.report")
 EVAL_CODE = ("train.evaluate", "train.eval_config", "train.eval_items", "train.eval_scoring",
@@ -22,7 +24,7 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json}",
               code=DECONTAM_CODE),
     StageSpec("dedup", "curate", _curate_stage("curate.dedup:run_dedup"), "curate.dedup:DedupConfig",
-              after=CURATE_STAGES),
+              after=CURATE_STAGES, code=DEDUP_CODE),
     StageSpec("verify", "curate", _curate_stage("curate.verify.stage:run_verify"), "curate.verify.stage:VerifyConfig",
               after=CURATE_STAGES, outputs="kept/ (+correct), removed/, stats.json"),
     StageSpec("difficulty", "curate", _curate_stage("curate.difficulty:run_difficulty"),
