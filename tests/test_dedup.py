@@ -205,6 +205,21 @@ def test_pair_judge_and_guards():
     assert candidate_verdict(normalize(P_TRAIN), normalize(P_TRAIN_NEAR), strict) == "below_threshold"
 
 
+def test_question_openers_are_synonyms_for_the_edit_guard():
+    judge, cfg = PairJudge(DedupConfig()), DedupConfig()
+    div = "{} the sum of all the positive integer divisors of 360, including 1 and 360 itself."
+    assert judge.is_duplicate(div.format("Find"), div.format("Compute"))
+    assert judge.is_duplicate(div.format("What is"), div.format("Determine"))
+    assert candidate_verdict(normalize(div.format("Find")), normalize(div.format("Calculate")), cfg) is None
+    assert not judge.is_duplicate(div.format("Find"), div.format("Find").replace("360", "240"))  # number guard
+    # only an opener swapped for another: a prompt without one is not the other minus its opener
+    roots = "the product of the nonreal roots of $x^4-4x^3+6x^2-4x=2005.$"
+    assert not judge.is_duplicate(f"Find {roots}", f"Let $P$ be {roots} Find $\\lfloor P\\rfloor.$")
+    # only a leading opener is a synonym: a replaced word inside the problem still counts as an edit
+    assert candidate_verdict(normalize(div.format("Find")), normalize(div.format("Find").replace("sum", "product")),
+                             cfg) == "edit_guard"
+
+
 def test_priority_helpers():
     assert priority_of("gsm8k", ["math*", "gsm8k"]) == 1
     assert priority_of("math_train", ["math*", "gsm8k"]) == 0
