@@ -47,6 +47,7 @@ class DecontamConfig:
     diverge_chunk_words: int = 30  # ...or this long when row and item both go on differently after/before it
     full_fraction: float = 0.9  # chunks covering this share of the item need no minimum length
     row_fraction: float = 0.8  # ...or a copy of >= diverge_chunk_words making up this share of the row
+    min_deleted_words: int = 10  # a copy may skip parts of the item this long (examples), not a short condition
     max_substitutions: int = 2  # non-numeric words a copy may change inside the chunk ("Find" -> "Determine")
     prefilter: float = 0.25  # containment of the item's n-grams needed before the chunk check
     min_ngrams: int = 3  # shared n-grams needed (capped at the item's own count)

@@ -12,8 +12,9 @@ How a training row is judged (prompt side, and separately the response side):
    >= `min_chunk_words` long (`diverge_chunk_words` when row and item both continue differently past
    the chunk; no minimum when it covers >= `full_fraction` of the item), no *other* part of the
    item matches elsewhere in the row, and the chunk is not bounded by two different numbers.
-   A chunk may skip parts of the item when the row continues seamlessly (the item with parts deleted,
-   e.g. a LeetCode statement kept without its examples); a row that is >= `row_fraction` such a copy,
+   A chunk may skip parts (>= `min_deleted_words`) of the item when the row continues seamlessly (the
+   item with parts deleted, e.g. a LeetCode statement kept without its examples; a short deletion such as
+   a dropped condition makes another problem); a row that is >= `row_fraction` such a copy,
    >= `diverge_chunk_words` long, counts even when it covers under `threshold` of a long item.
    Verbatim, re-spaced, wrapped, truncated and restated copies are one chunk; templated variants
    ("... 12 red marbles ..." vs "... 10 red marbles ...", an inserted condition) are several chunks
@@ -257,7 +258,7 @@ class DecontamIndex:
         j0 = i0 + dd
         i1 = int(ii[starts[same[hi_k]]]) + int(run_len[same[hi_k]]) + n - 1
         j1 = i1 + dd
-        segs = self._deletion_joins([(i0, i1, j0)], ii[starts], jj[starts], run_len + n - 1)
+        segs = self._deletion_joins([(i0, i1, j0)], ii[starts], jj[starts], run_len + n - 1, cfg.min_deleted_words)
         i0, j0 = segs[0][0], segs[0][2]
         i1, j1 = segs[-1][1], segs[-1][2] + segs[-1][1] - segs[-1][0]
         chunk = sum(b - a for a, b, _ in segs)
@@ -288,21 +289,22 @@ class DecontamIndex:
 
     @staticmethod
     def _deletion_joins(segs: list[tuple[int, int, int]], run_i: np.ndarray, run_j: np.ndarray,
-                        run_w: np.ndarray) -> list[tuple[int, int, int]]:
+                        run_w: np.ndarray, min_gap: int) -> list[tuple[int, int, int]]:
         """Extend a copied chunk [(item start, item end, row start)] with runs that continue it in the row
-        right where it stops but resume later in the item: the row is the item with parts deleted
-        (LeetCode statements without their examples and constraints). An insertion or a changed word
-        leaves a gap in the row and is not joined."""
+        right where it stops but resume >= `min_gap` words later in the item: the row is the item with
+        whole parts deleted (LeetCode statements without their examples and constraints). An insertion
+        or a changed word leaves a gap in the row, and a short deletion (a dropped condition: another
+        problem) a short gap in the item; neither is joined."""
         while True:  # forward: a run starting in the row exactly where the last segment ends
             a, b, j = segs[-1]
-            k = np.flatnonzero((run_j == j + b - a) & (run_i > b))
+            k = np.flatnonzero((run_j == j + b - a) & (run_i >= b + min_gap))
             if not len(k):
                 break
             k = int(k[np.argmin(run_i[k])])
             segs.append((int(run_i[k]), int(run_i[k] + run_w[k]), int(run_j[k])))
         while True:  # backward: a run ending in the row exactly where the first segment starts
             a, b, j = segs[0]
-            k = np.flatnonzero((run_j + run_w == j) & (run_i + run_w < a))
+            k = np.flatnonzero((run_j + run_w == j) & (run_i + run_w <= a - min_gap))
             if not len(k):
                 break
             k = int(k[np.argmax(run_i[k])])

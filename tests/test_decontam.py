@@ -208,6 +208,18 @@ def test_statement_copied_without_examples_is_caught(tmp_path):
     assert got[1] == []
 
 
+def test_short_deletion_is_another_problem(tmp_path):
+    """Dropping a few words from the middle of an item (here the equation's left side) makes another
+    problem, even when the rest of the row runs on exactly like the item: not a copy."""
+    options = "(A) Line\n(B) Circle\n(C) Parabola\n(D) Ellipse\n(E) Hyperbola\n\nEnter the letter of the correct option."
+    item = f"Find the curve defined by the equation\n\\[r^2 \\cos 2 \\theta = 4.\\]{options}"
+    row = f"Find the curve defined by the equation\n\\[r = 4.\\]{options}"
+    cfg = DecontamConfig(benchmarks=["m"])
+    idx = DecontamIndex.build({"m": [BenchmarkItem("m0", item, "E", None, None, {}, "synth")]}, cfg, tmp_path / "i")
+    assert idx.match_batch([row, item], [None, None], cfg)[0] == []
+    assert idx.match_batch([row, item], [None, None], DecontamConfig(benchmarks=["m"], min_deleted_words=1))[0]
+
+
 # --------------------------------------------------------------------------- the stage
 
 
