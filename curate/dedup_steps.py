@@ -51,6 +51,7 @@ DECISION_DTYPE = np.dtype([("idx", "<u4"), ("near", "u1"), ("target", "<u8")])
 BATCH_ROWS = 4096  # rows per batch in the signature step
 PARTITION_ROWS = 1 << 17  # rows per key partition in the cluster step (bounds its memory)
 BUCKET_CHUNK = 1 << 18  # band records per hash-range chunk in the bucket step
+ALL_PAIRS_RUN = 32  # runs of equal band hashes up to this long give all their pairs, longer ones neighbours
 
 
 def partitions_for(rows: int) -> int:
@@ -175,7 +176,7 @@ class QuietBuckets(MinhashDedupBuckets):
 class ArrayBuckets(PipelineStep):
     """MinHash stage 2 with numpy: per band, the sorted band files of all tasks are read one hash range
     at a time (ranges of ~BUCKET_CHUNK records, cut by searchsorted on each file's first hash), sorted, and
-    each run of equal band hashes gives pairs of neighbours, in datatrove's `.dups` format (<4I)."""
+    each run of equal band hashes gives candidate pairs (`_run_pairs`), in datatrove's `.dups` format (<4I)."""
 
     name = "cotforge MinHash buckets (numpy)"
     type = "🫂 - DEDUP"
@@ -221,12 +222,31 @@ class ArrayBuckets(PipelineStep):
                 for i in range(r):
                     col = rec[f"h{i}"]
                     same &= col[1:] == col[:-1]
-                k = np.flatnonzero(same)  # record k+1 equals record k
-                pairs = np.stack([fid[k], rec["doc"][k], fid[k + 1], rec["doc"][k + 1]], axis=1).astype("<u4")
+                a, b = _run_pairs(same)
+                pairs = np.stack([fid[a], rec["doc"][a], fid[b], rec["doc"][b]], axis=1).astype("<u4")
                 fo.write(pairs.tobytes())
                 n_pairs += len(pairs)
         del maps
         self.stat_update("total_matches", value=n_pairs)
+
+
+def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs (record a, record b) in sorted records, where same[k] says record k+1 has record k's
+    band hash. Runs of up to `all_pairs_upto` equal records give all their pairs, so which problem pairs
+    get checked does not depend on how many head records each problem has or their order (that is, on the
+    task split): a pair rejected by a guard cannot hide another. Longer runs give neighbour pairs only."""
+    n = len(same) + 1
+    start = np.r_[True, ~same]
+    run_id = np.cumsum(start) - 1
+    run_len = np.bincount(run_id)[run_id]
+    small = run_len <= all_pairs_upto
+    a_parts, b_parts = [np.flatnonzero(same & ~small[:-1])], []
+    b_parts.append(a_parts[0] + 1)
+    for d in range(1, min(int(run_len[small].max(initial=1)), all_pairs_upto)):
+        k = np.flatnonzero(small[: n - d] & (run_id[: n - d] == run_id[d:]))
+        a_parts.append(k)
+        b_parts.append(k + d)
+    return np.concatenate(a_parts), np.concatenate(b_parts)
 
 
 # --------------------------------------------------------------------------- step 3: clusters

@@ -269,3 +269,23 @@ def test_partitions_and_bucket_ranges_do_not_change_output(dedup_run, tmp_path, 
     run_cli([*inputs, "-o", str(small), "--workers", "1", "--rows-per-shard", "4", "--rows-per-task", "5"])
     assert read_stats(small)["dedup"]["partitions"] > 4
     assert digest(small) == digest(out)
+
+
+def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path):
+    """B has A's 3-gram set but fails the edit guard against A and C; C is A plus a word. Whatever the task
+    split (so however A's head records sit around B in a bucket), C must be found as A's near duplicate."""
+    from curate.dedup import run_dedup
+    from curate.dt import ExecutorConfig
+
+    a = "alpha beta gamma alpha beta gamma"
+    rows = [("r1", a), ("r2", "beta gamma alpha beta gamma alpha"), ("r3", a + " delta"), ("r4", a)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "problem": p, "solution": f"s{i}"}) + "\n" for i, p in rows))
+    results = []
+    for rows_per_task in (4, 2, 1):
+        out = tmp_path / f"out{rows_per_task}"
+        run_dedup([InputSpec(str(src))], out, DedupConfig(), ExecutorConfig(workers=1, rows_per_task=rows_per_task))
+        removed = read_table(out, "removed")
+        results.append((read_table(out, "kept")["id"].to_list(),
+                        list(zip(removed["id"].to_list(), removed["duplicate_of"].to_list(), strict=True))))
+    assert results[0] == results[1] == results[2] == (["r1", "r2", "r4"], [("r3", "r1")])
