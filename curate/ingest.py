@@ -56,19 +56,26 @@ class IdRegistry:
             self._sorted, self._recent = array("Q", merged.tobytes()), set()
 
     def unique(self, row_id: str) -> str:
-        """`row_id` the first time it is seen, else `row_id~k` for its k-th occurrence."""
+        """`row_id` the first time it is seen, else `row_id~k` with the smallest k >= 2 not taken yet (by an
+        earlier renamed row or by an input id that already looked like `row_id~k`)."""
         k = self._repeats.get(row_id)
         if k is None:
-            h = xxhash.xxh64_intdigest(row_id.encode("utf-8", "surrogatepass"))
+            h = _id_hash(row_id)
             if not self._seen(h):
                 self._add(h)
                 return row_id
             k = 1
         k += 1
+        while self._seen(_id_hash(f"{row_id}~{k}")):
+            k += 1
         self._repeats[row_id] = k
         new = f"{row_id}~{k}"
-        self._add(xxhash.xxh64_intdigest(new.encode("utf-8", "surrogatepass")))  # a later input id `a~2` is renamed
+        self._add(_id_hash(new))  # a later input id `a~2` is renamed in turn
         return new
+
+
+def _id_hash(row_id: str) -> int:
+    return xxhash.xxh64_intdigest(row_id.encode("utf-8", "surrogatepass"))
 
 
 def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,

@@ -92,6 +92,14 @@ def test_id_registry_matches_reference():
     assert reg.unique("id7~2") != "id7~2" or seen.get("id7", 0) < 2  # a generated id is taken
 
 
+def test_id_registry_never_repeats_an_id_that_already_has_a_suffix():
+    for ids in (["a~2", "a", "a"], ["a~3", "a", "a", "a"], ["a", "a", "a~2", "a"]):
+        reg = IdRegistry()
+        out = [reg.unique(i) for i in ids]
+        assert len(set(out)) == len(out), (ids, out)
+        assert out[0] == ids[0]
+
+
 def _rows(n: int, start: int = 0) -> list[dict]:
     return [{"id": f"r{i}", "source": "s", "domain": "math", "prompt": f"p{i}", "response": None, "answer": None,
              "tests": None, "meta": "{}"} for i in range(start, start + n)]
