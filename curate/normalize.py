@@ -158,19 +158,26 @@ _NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]+")
 def _pre(text: str | None) -> str:
     """Per-text steps of `normalize` that must see the text alone: code fences, and for non-ASCII
     texts NFKC, Unicode lower-casing and dropping non-ASCII non-word characters (ASCII texts get
-    those from bytes.lower/translate over the whole batch)."""
+    those from bytes.lower/translate over the whole batch). Non-ASCII texts with LaTeX commands take
+    `normalize` itself (its commands must be rewritten before Unicode lower-casing), whose output the
+    batch steps leave as it is."""
     if not text:
         return ""
-    if "\x00" in text:
-        text = text.replace("\x00", " ")
     ascii_ = text.isascii()
     if not ascii_:
+        if "\\" in text:
+            return normalize(text, _NO_WRAPPERS)
         text = unicodedata.normalize("NFKC", text)
     if "```" in text:
         text = _CODE_FENCE.sub(" ", text)
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
     if not ascii_:
         text = _NON_ASCII_NON_WORD.sub(" ", text.lower())
     return text
+
+
+_NO_WRAPPERS = NormConfig(wrappers=False)
 
 
 # The LaTeX step on bytes, in one pass. Delimiters ($ \( \) \[ \]) and symbol commands (\, \; ...) are
@@ -198,9 +205,8 @@ def normalize_batch(texts: list[str | None], cfg: NormConfig = DEFAULT_NORM) -> 
         return BATCH_SEP.join(norms).encode("utf-8"), norms
     if not texts:
         return b"", []
-    joined = "\n\x00\n".join([t.replace("\x00", " ") if t and "\x00" in t else (t or "") for t in texts])
-    if not joined.isascii() or "```" in joined:  # per-text steps only where they can change something
-        joined = "\n\x00\n".join([_pre(t) for t in joined.split("\n\x00\n")])
+    joined = "\n\x00\n".join([_pre(t) if t and (not t.isascii() or "```" in t or "\x00" in t) else (t or "")
+                               for t in texts])  # per-text steps only where they can change something
     raw = joined.encode("utf-8")
     if b"\\" in raw:
         raw = _LATEX_BYTES.sub(_latex_word, raw)

@@ -71,6 +71,7 @@ def test_batch_normalisation_equals_normalize():
               "Question:", "  \t", "3²", "é", "\\,", "\\text{cm}", "Let's think step by step.", "\x00", "word"]
     texts = [" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(400)]
     texts += PROBLEMS + CLEAN + ["", None]
+    texts += ["Café: \\Le x", "é \\geİ", "α \\textΣ", "\x00```python\nx\n```"]  # found by fuzzing
     _, norms = normalize_batch(texts)
     assert norms == [normalize(t) for t in texts]
 
