@@ -35,11 +35,12 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from curate.benchmarks import BenchmarkItem
 from curate.decontam_index import DecontamConfig, Entry, build_index, text_key
@@ -409,12 +410,16 @@ class DecontamIndex:
 
     def prompt_side(self, prompts: list[str], cfg: DecontamConfig) -> list[list[tuple[int, str, float]]]:
         """Prompt-side matches [(entry, kind, score)] per prompt: exact, n-gram, short item, then fuzzy for
-        prompts nothing else flagged. Each distinct prompt is matched once; verdicts are cached per config."""
+        prompts nothing else flagged. Each distinct prompt is matched once; verdicts are cached per config
+        (a copy of it, so a config changed in place starts a new cache), keyed by a 128-bit hash of the
+        prompt so the cache stays small whatever the prompts' length."""
         if getattr(self, "_cache_cfg", None) != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
-            self._cache: dict[str, list[tuple[int, str, float]]] = {}
-            self._cache_cfg = cfg
-        todo = list(dict.fromkeys(p for p in prompts if p not in self._cache))
-        if todo:
+            self._cache: dict[int, list[tuple[int, str, float]]] = {}
+            self._cache_cfg = replace(cfg)
+        keys = [xxhash.xxh3_128_intdigest(p.encode("utf-8", "surrogatepass")) for p in prompts]
+        todo_at = {k: i for i, k in enumerate(keys) if k not in self._cache}  # distinct uncached prompts
+        if todo_at:
+            todo = [prompts[i] for i in todo_at.values()]
             res: dict[int, dict[int, tuple[str, float]]] = {}  # only flagged prompts get an entry
 
             def add(found: dict[int, list[tuple[int, float]]], kind: str) -> None:
@@ -430,9 +435,9 @@ class DecontamIndex:
             add(self.short_matches(hp), "ngram")
             if cfg.fuzzy:
                 add(self.fuzzy_matches(hp, cfg, [i for i in range(len(todo)) if i not in res]), "fuzzy")
-            for i, p in enumerate(todo):
-                self._cache[p] = [(e, kind, sc) for e, (kind, sc) in res.get(i, {}).items()]
-        return [self._cache[p] for p in prompts]
+            for i, k in enumerate(todo_at):
+                self._cache[k] = [(e, kind, sc) for e, (kind, sc) in res.get(i, {}).items()]
+        return [self._cache[k] for k in keys]
 
     def match_batch(self, prompts: list[str | None], responses: list[str | None],
                     cfg: DecontamConfig) -> list[list[Match]]:
