@@ -10,9 +10,11 @@ from pipelines.train_stages import _evaluate, _rl, _sft
 
 # Stages whose code is split over several modules hash all of them (editing any re-runs the stage).
 DEDUP_CODE = ("curate.dedup", "curate.dedup_core", "curate.dedup_steps", "curate.ingest", "curate.normalize",
-              "curate.hashing")
+              "curate.hashing", "curate.stage", "curate.dt")
+VERIFY_CODE = ("curate.verify.stage", "curate.verify.math", "curate.verify.code", "curate.verify.sandbox",
+               "curate.reasoning")
 DECONTAM_CODE = ("curate.decontam", "curate.decontam_index", "curate.decontam_match", "curate.benchmarks",
-                 "curate.normalize", "curate.hashing", "curate.report")
+                 "curate.normalize", "curate.hashing", "curate.report", "curate.stage", "curate.dt")
 EVAL_CODE = ("train.evaluate", "train.eval_config", "train.eval_items", "train.eval_scoring",
              "train.eval_store", "train.eval_metrics", "train.eval_report")
 
@@ -26,7 +28,7 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec("dedup", "curate", _curate_stage("curate.dedup:run_dedup"), "curate.dedup:DedupConfig",
               after=CURATE_STAGES, code=DEDUP_CODE),
     StageSpec("verify", "curate", _curate_stage("curate.verify.stage:run_verify"), "curate.verify.stage:VerifyConfig",
-              after=CURATE_STAGES, outputs="kept/ (+correct), removed/, stats.json"),
+              after=CURATE_STAGES, outputs="kept/ (+correct), removed/, stats.json", code=VERIFY_CODE),
     StageSpec("difficulty", "curate", _curate_stage("curate.difficulty:run_difficulty"),
               "curate.difficulty:DifficultyConfig", after=CURATE_STAGES,
               outputs="kept/ (+pass_rate, difficulty), stats.json"),
