@@ -83,8 +83,8 @@ class Quarantined:
         prompt = ""
         if isinstance(self.raw, dict):
             for k in ALIASES["prompt"]:
-                if isinstance(self.raw.get(k), str):
-                    prompt = self.raw[k]
+                if isinstance(self.raw.get(k), str):  # shown as is, minus what UTF-8 cannot hold
+                    prompt = self.raw[k].encode("utf-8", "replace").decode("utf-8")
                     break
         return {
             "id": make_id(self.source, f"{self.origin}", raw),
@@ -406,8 +406,22 @@ def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin
     meta["_origin"] = origin.as_meta()
     given_id = rec.get(mapping["id"]) if "id" in mapping else None
     row_id = str(given_id) if given_id not in (None, "") else make_id(source, prompt, response)
-    return {"id": row_id, "source": source, "domain": domain, "prompt": prompt, "response": response,
-            "answer": answer, "tests": tests, "meta": dump_meta(meta)}
+    row = {"id": row_id, "source": source, "domain": domain, "prompt": prompt, "response": response,
+           "answer": answer, "tests": tests, "meta": dump_meta(meta)}
+    _check_unicode(row, mapping, origin)
+    return row
+
+
+def _check_unicode(row: dict[str, Any], mapping: dict[str, str], origin: Origin) -> None:
+    """Text that cannot be written as UTF-8 (a lone surrogate from a JSON `\\ud800` escape) is bad input:
+    raise naming the field, instead of failing later when the shard is written."""
+    for name, value in row.items():
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                field = mapping.get(name, name)
+                raise _err(origin, f"field {field!r}: invalid Unicode (lone surrogate at character {e.start})") from e
 
 
 def read_rows(spec: InputSpec, strict: bool = False) -> Iterator[dict[str, Any] | Quarantined]:

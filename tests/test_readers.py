@@ -161,3 +161,19 @@ def test_mapping_is_redetected_when_the_first_record_has_no_prompt(tmp_path):
     rows = list(read_rows(InputSpec(str(p))))
     assert isinstance(rows[0], Quarantined)
     assert [r["prompt"] for r in rows[1:]] == ["q0", "q1", "q2"]
+
+
+def test_lone_surrogate_is_quarantined_and_the_stage_still_writes(tmp_path):
+    """A JSON `\\ud800` escape decodes to text UTF-8 cannot hold: the row is quarantined naming the field, and
+    the stage writes its removed shard instead of crashing."""
+    from curate.ingest import run_ingest
+
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"id": "x1", "problem": "bad \\ud800 here", "solution": "4"}\n{"id": "x2", "problem": "ok"}\n')
+    got = list(read_rows(InputSpec(str(src))))
+    assert isinstance(got[0], Quarantined) and "field 'problem'" in got[0].reason and "surrogate" in got[0].reason
+    assert got[1]["id"] == "x2"
+    with pytest.raises(InputError, match=r"s.jsonl, line 1: field .problem."):
+        list(read_rows(InputSpec(str(src)), strict=True))
+    stats = run_ingest([InputSpec(str(src))], tmp_path / "out")
+    assert (stats["rows_in"], stats["kept"], stats["removed"]) == (2, 1, 1)
