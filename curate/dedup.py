@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from curate.cli_common import input_options, specs_from_cli
 from curate.dedup_core import (
+    IDX_BITS,
     DedupConfig,
     band_signatures,
     batch_keys,
@@ -147,6 +148,9 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
     cfg = cfg or DedupConfig()
     cfg.validate()
     exec_cfg = exec_cfg or ExecutorConfig()
+    if exec_cfg.rows_per_task > 1 << IDX_BITS:  # a row's place in its task is packed in IDX_BITS bits
+        raise ValueError(f"dedup: rows per task {exec_cfg.rows_per_task} is above the {1 << IDX_BITS} a task can hold; "
+                         "use more tasks")
     t0 = time.time()
     quiet_datatrove()
     specs = sort_specs(specs, cfg.source_priority)
