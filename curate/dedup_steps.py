@@ -252,6 +252,18 @@ def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[n
 # --------------------------------------------------------------------------- step 3: clusters
 
 
+def _groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(key, positions of that key in `keys`) for each distinct key in increasing order, from one stable
+    sort (a scan per key would cost O(len(keys) x keys))."""
+    if not len(keys):
+        return
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    cuts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1], True])
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        yield int(sk[a]), order[a:b]
+
+
 def _read_pairs(folder: Path) -> np.ndarray:
     """All (rank1, idx1, rank2, idx2) candidate pairs from datatrove's `.dups` files, deduplicated."""
     parts = [np.fromfile(f, dtype="<u4").reshape(-1, 4) for f in sorted(folder.glob("*.dups")) if f.stat().st_size]
@@ -329,9 +341,8 @@ class ProblemCluster(PipelineStep):
         pairs = _read_pairs(work / "buckets").astype(np.int64)
         ends = np.concatenate([pairs[:, :2], pairs[:, 2:]])
         pkey, num = np.zeros(len(ends), np.uint64), np.zeros(len(ends), np.uint64)
-        for r in np.unique(ends[:, 0]):
+        for r, sel in _groups(ends[:, 0]):
             head = np.load(work / "heads" / f"{r:05d}.npy")
-            sel = np.flatnonzero(ends[:, 0] == r)
             pos = np.searchsorted(head["idx"], ends[sel, 1])
             pkey[sel], num[sel] = head["pkey"][pos], head["num"][pos]
         n = len(pairs)
@@ -360,8 +371,8 @@ class ProblemCluster(PipelineStep):
         """Normalised prompts of the given endpoints, read task by task (only the `prompt` column)."""
         which = np.unique(which)
         out: dict[int, str] = {}
-        for r in np.unique(ends[which, 0]):
-            sel = which[ends[which, 0] == r]
+        for r, at in _groups(ends[which, 0]):
+            sel = which[at]
             col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
             prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
             out.update(zip(sel.tolist(), normalize_many(prompts, self.cfg.norm), strict=True))
@@ -445,8 +456,7 @@ def lookup_ids(input_folder: str, targets: np.ndarray) -> list[str]:
     rank, idx = unpack_order(targets)
     out = np.empty(len(targets), dtype=object)
     folder = get_datafolder(input_folder)
-    for r in np.unique(rank):
-        sel = np.flatnonzero(rank == r)
+    for r, sel in _groups(rank):
         with folder.open(input_file(int(r)), "rb") as f:
             pf = pq.ParquetFile(f)
             starts = _row_group_starts(pf)
