@@ -51,6 +51,7 @@ from curate.hashing import (
     minhash_matrix,
     ngram_hashes,
     ngram_hashes_at,
+    sorted_lookup,
     word_hashes,
 )
 from curate.normalize import fast_normalize, normalize_batch
@@ -63,9 +64,7 @@ _SMALL_BITS = 1 << 16  # bit table for the first words of short items
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a[i] in b, via a sorted copy of b (cheaper than np.isin for the small arrays used here)."""
-    sb = np.sort(b)
-    pos = np.minimum(np.searchsorted(sb, a), len(sb) - 1)
-    return sb[pos] == a
+    return sorted_lookup(np.sort(b), a)[1]
 
 
 @dataclass
@@ -125,6 +124,8 @@ class DecontamIndex:
             self.exact_map.setdefault(int(k), []).append(int(i))
         self._lsh = None
         self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+        self._cache: dict[int, list[tuple[int, str, float]]] = {}  # prompt hash -> prompt-side verdicts
+        self._cache_cfg: DecontamConfig | None = None  # the config those verdicts were made with
         # prefilter: a bit-per-slot table on the low hash bits skips most binary searches
         self.bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
         self.bitmap[(self.keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
@@ -152,8 +153,7 @@ class DecontamIndex:
             return empty, empty, empty
         order = np.argsort(h)  # sorted queries make the binary searches cache-friendly
         h, hr = h[order], hr[order]
-        pos = np.minimum(np.searchsorted(keys, h), len(keys) - 1)
-        hit = keys[pos] == h
+        pos, hit = sorted_lookup(keys, h)
         if not hit.any():
             return empty, empty, empty
         nk = len(keys)
@@ -413,9 +413,8 @@ class DecontamIndex:
         prompts nothing else flagged. Each distinct prompt is matched once; verdicts are cached per config
         (a copy of it, so a config changed in place starts a new cache), keyed by a 128-bit hash of the
         prompt so the cache stays small whatever the prompts' length."""
-        if getattr(self, "_cache_cfg", None) != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
-            self._cache: dict[int, list[tuple[int, str, float]]] = {}
-            self._cache_cfg = replace(cfg)
+        if self._cache_cfg != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
+            self._cache, self._cache_cfg = {}, replace(cfg)
         keys = [xxhash.xxh3_128_intdigest(p.encode("utf-8", "surrogatepass")) for p in prompts]
         todo_at = {k: i for i, k in enumerate(keys) if k not in self._cache}  # distinct uncached prompts
         if todo_at:

@@ -42,6 +42,7 @@ from curate.dedup_core import (
     unpack_order,
 )
 from curate.dt import NormTokenizer, quiet_datatrove
+from curate.hashing import sorted_lookup
 
 log = logging.getLogger(__name__)
 
@@ -288,14 +289,6 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return connected_components(m, directed=False)[1]
 
 
-def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in sorted_keys, found) of each key."""
-    if not len(sorted_keys):
-        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-    return pos, sorted_keys[pos] == keys
-
-
 class ProblemCluster(PipelineStep):
     """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
 
@@ -394,7 +387,7 @@ class ProblemCluster(PipelineStep):
         part_of = nodes % np.uint64(self.partitions)
         for p in np.unique(part_of):  # pass 1: first row (preference order) of each clustered problem
             keys = self._partition(work, int(p))
-            pos, hit = _lookup(nodes, keys["pkey"])
+            pos, hit = sorted_lookup(nodes, keys["pkey"])
             np.minimum.at(head, pos[hit], keys["order"][hit])
         best = np.full(comp.max() + 1, np.iinfo(np.uint64).max, dtype=np.uint64)
         np.minimum.at(best, comp, head)
@@ -413,7 +406,7 @@ class ProblemCluster(PipelineStep):
             keys = self._partition(work, p)
             stats["rows"] += len(keys)
             stats["problems"] += len(np.unique(keys["pkey"]))
-            pos, near = _lookup(merged, keys["pkey"])
+            pos, near = sorted_lookup(merged, keys["pkey"])
             tgt = np.where(near, target[pos] if len(target) else 0, 0).astype(np.uint64)
             rest = np.flatnonzero(~near)
             srt = rest[np.lexsort((keys["order"][rest], keys["pair"][rest]))]

@@ -141,3 +141,11 @@ def minhash_matrix(shingles: np.ndarray, rows: np.ndarray, n_rows: int, a: np.nd
         ids = rw[bounds]
         out[ids] = np.minimum(out[ids], mins)
     return out
+
+
+def sorted_lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in `sorted_keys`, found) of each of `keys`: one binary search, empty-safe."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return pos, sorted_keys[pos] == keys
