@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from curate.dedup_core import (
     DedupConfig,
@@ -126,3 +127,15 @@ def test_shard_writer_tables_same_bytes_whatever_the_split(tmp_path):
     assert outs[0] == outs[1] == outs[2]
     got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "w0").glob("*.parquet"))])
     assert got["id"].to_pylist() == ["r1000"] + [r["id"] for r in rows]
+
+
+def test_too_many_rows_per_task_is_a_clear_error(tmp_path):
+    from curate.dedup import run_dedup
+    from curate.dedup_core import IDX_BITS
+    from curate.dt import ExecutorConfig
+    from curate.readers import InputSpec
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "problem": "p"}\n')
+    with pytest.raises(ValueError, match="rows per task .* above"):
+        run_dedup([InputSpec(str(src))], tmp_path / "out", exec_cfg=ExecutorConfig(rows_per_task=(1 << IDX_BITS) + 1))

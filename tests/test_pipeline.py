@@ -262,3 +262,12 @@ def test_killed_demo_resumes_with_identical_shards(demo_run):
     finally:
         shutil.rmtree(run, ignore_errors=True)
         ref.rename(run)
+
+
+def test_every_module_a_stage_hashes_exists():
+    """A misspelt module in a stage's `code` tuple would silently drop out of the stage hash."""
+    from pipelines.stages import STAGES
+
+    for name, spec in STAGES.items():
+        for module in spec.code_modules():
+            assert importlib.util.find_spec(module) is not None, (name, module)
