@@ -26,10 +26,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from curate.decontam import DecontamConfig, DecontamIndex  # noqa: E402
-from curate.labelled_contamination import build_labelled_set  # noqa: E402
-from curate.readers import InputSpec  # noqa: E402
-from curate.stage import iter_input_rows  # noqa: E402
+from labelled_contamination import build_labelled_set  # noqa: E402
+
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.match import DecontamIndex  # noqa: E402
+from cotforge.curate.io.inputs import iter_input_rows  # noqa: E402
+from cotforge.curate.io.readers import InputSpec  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

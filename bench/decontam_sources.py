@@ -24,10 +24,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from curate.benchmarks import local_benchmark_names  # noqa: E402
-from curate.decontam import DecontamConfig, run_decontam  # noqa: E402
-from curate.dt import ExecutorConfig  # noqa: E402
-from curate.readers import InputSpec  # noqa: E402
+from cotforge.curate.benchmarks import local_benchmark_names  # noqa: E402
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.stage import run_decontam  # noqa: E402
+from cotforge.curate.engine import ExecutorConfig  # noqa: E402
+from cotforge.curate.io.readers import InputSpec  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

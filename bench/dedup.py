@@ -93,9 +93,10 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
 
 
 def run_ours(path: str, out: str, workers: int) -> dict:
-    from curate.dedup import DedupConfig, run_dedup
-    from curate.dt import ExecutorConfig
-    from curate.readers import InputSpec
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
 
     stats = run_dedup([InputSpec(path, source_name="gen")], out, DedupConfig(),
                       ExecutorConfig(workers=workers, rows_per_task=25_000))
@@ -110,7 +111,8 @@ def run_baseline(path: str, out: str) -> dict:
     import pyarrow.parquet as pq
     from datasketch import MinHash, MinHashLSH
 
-    from curate.dedup import DedupConfig, row_keys
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.core import row_keys
 
     cfg = DedupConfig()
     num_perm = cfg.bands * cfg.rows_per_band
@@ -189,11 +191,12 @@ def measure(method: str, path: Path, workers: int) -> dict:
 def quality(n_per_kind: int) -> None:
     """Precision/recall on the labelled set: pairwise decision and end to end through run_dedup."""
     import polars as pl
+    from labelled_sets import build_labelled_pairs
 
-    from curate.dedup import DedupConfig, PairJudge, run_dedup
-    from curate.dt import ExecutorConfig
-    from curate.labelled_sets import build_labelled_pairs
-    from curate.readers import InputSpec
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.stage import PairJudge, run_dedup
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
 
     t = time.time()
     pairs = build_labelled_pairs(SHARED, n_per_kind=n_per_kind)

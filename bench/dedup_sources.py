@@ -31,7 +31,7 @@ def main() -> None:
         sys.exit(f"no files under {SOURCES}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or Path(tmp) / "dedup")
-        cmd = [sys.executable, "-m", "pipelines.cli", "curate", "dedup", *map(str, files), "-o", str(out),
+        cmd = [sys.executable, "-m", "cotforge.pipelines.cli", "curate", "dedup", *map(str, files), "-o", str(out),
                "--workers", str(args.workers)]
         for f in files:
             cmd += ["--source-name", f"{f}={f.name.removesuffix('.jsonl.gz')}"]

@@ -44,8 +44,8 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from pipelines.config import load_recipe
-    from pipelines.runner import run_recipe
+    from cotforge.pipelines.config import load_recipe
+    from cotforge.pipelines.runner import run_recipe
 
     recipe = load_recipe(args.recipe, [*args.overrides, "publish_cards=null"], args.profile)
     tmp = Path(tempfile.mkdtemp(prefix="demo_walltime-"))

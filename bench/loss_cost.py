@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from train.losses import policy_loss  # noqa: E402
+from cotforge.train.rl.losses import policy_loss  # noqa: E402
 
 
 def loss_cost(batch: int = 64, seq: int = 4096, reps: int = 30,

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
-from curate.profile import ProfileConfig, markdown_table, run_profile  # noqa: E402
-from curate.select import SCORE_COLUMNS, SelectConfig, run_select  # noqa: E402
-from curate.stage import iter_input_rows, resolve_inputs  # noqa: E402
+from cotforge.curate.io.inputs import iter_input_rows, resolve_inputs  # noqa: E402
+from cotforge.curate.select.profile import ProfileConfig, markdown_table, run_profile  # noqa: E402
+from cotforge.curate.select.sources import SCORE_COLUMNS, SelectConfig, run_select  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUICK = ("skyt1_longcot_eval_traces.jsonl.gz", "gsm8k_gpt3_model_solutions.jsonl.gz", "marco_o1_cot_demo.jsonl.gz")
@@ -58,7 +58,8 @@ def main() -> None:
 
     stats_dirs: list[str] = list(args.stats)
     if args.decontam:
-        from curate.decontam import DecontamConfig, run_decontam
+        from cotforge.curate.decontam.config import DecontamConfig
+        from cotforge.curate.decontam.stage import run_decontam
 
         t0 = time.perf_counter()
         dc = DecontamConfig(benchmarks=list(BENCHMARKS), benchmarks_dir=str(Path(args.data) / "benchmarks"))

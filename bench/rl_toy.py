@@ -27,7 +27,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.loss_cost import loss_cost  # noqa: E402
-from train.losses import masked_nll, policy_loss  # noqa: E402
+from cotforge.train.rl.losses import masked_nll, policy_loss  # noqa: E402
 
 VOCAB, DIGITS = 10, 10
 LOSSES = {  # name -> (loss_type, kwargs); eps as in the paper: 0.2 / 0.28

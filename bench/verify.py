@@ -21,7 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-from curate.verify import extract_program, run_tests_batch, tests_from_row, verify_math, verify_math_batch
+from cotforge.curate.verify import (
+    extract_program,
+    run_tests_batch,
+    tests_from_row,
+    verify_math,
+    verify_math_batch,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sft_sources"
 

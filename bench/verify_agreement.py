@@ -18,8 +18,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from curate.verify import SandboxLimits, extract_program, run_tests_batch, tests_from_row, verify_math_batch
-from curate.verify.math import REASONING_MARKERS
+from cotforge.curate.verify import (
+    SandboxLimits,
+    extract_program,
+    run_tests_batch,
+    tests_from_row,
+    verify_math_batch,
+)
+from cotforge.curate.verify.math import REASONING_MARKERS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MATH_FILES = ("baseline_shortcot_eval_outputs", "skyt1_longcot_eval_traces", "qwen25_32b_instruct_aime24",

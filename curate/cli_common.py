@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from curate.readers import InputError, InputSpec
-from curate.stage import DEFAULT_ROWS_PER_SHARD, resolve_inputs
+from cotforge.curate.io.inputs import resolve_inputs
+from cotforge.curate.io.readers import InputError, InputSpec
+from cotforge.curate.io.writer import DEFAULT_ROWS_PER_SHARD
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:

@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
-from train.overrides import parse_set
+from cotforge.train.overrides import parse_set
 
 GENERATED = "generated:"  # path prefix: a file the recipe's `generate:` step writes into the run dir
 # Keys every stage accepts on top of its own config fields: `input` (upstream stage or folder),
 # `enabled`, and for train/eval stages `launch` (a command template run instead of in-process, e.g.
-# "accelerate launch --config_file X -m pipelines.cli train sft --config {config}").
+# "accelerate launch --config_file X -m cotforge.pipelines.cli train sft --config {config}").
 RUNNER_KEYS = ("input", "enabled", "launch")
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import (
+from cotforge.pipelines.config import (
     GENERATED,
     RUNNER_KEYS,
     Recipe,
@@ -18,9 +18,9 @@ from pipelines.config import (
     config_hash,
     unknown_key_error,
 )
-from pipelines.model_stage import ModelConfig, gguf_path
-from pipelines.stage_spec import StageSpec
-from pipelines.stages import ORDER, STAGES
+from cotforge.pipelines.stages import ORDER, STAGES
+from cotforge.pipelines.stages.model import ModelConfig, gguf_path
+from cotforge.pipelines.stages.spec import StageSpec
 
 
 @dataclass
@@ -190,7 +190,7 @@ def _section(recipe: Recipe, name: str) -> Any:
 
 def validate_sources(recipe: Recipe, names: list[str]) -> None:
     """Every source path exists (or is written by `generate:`); domains are known."""
-    from curate.schema import DOMAINS
+    from cotforge.curate.schema import DOMAINS
 
     if "ingest" in names and not recipe.sources:
         raise RecipeError(f"{recipe.path}: stages.ingest needs `sources:` (a list of {{name, path}})")
@@ -211,7 +211,7 @@ def _check_path(recipe: Recipe, value: str, where: str) -> None:
     if value.startswith(GENERATED):
         if recipe.generate is None:
             raise RecipeError(f"{where}: {value!r} is generated, but the recipe has no `generate:` section")
-        from pipelines.demo_data import GENERATED_FILES
+        from cotforge.pipelines.demo_data import GENERATED_FILES
 
         rel = value[len(GENERATED):].rstrip("/")
         if rel not in GENERATED_FILES:
@@ -233,11 +233,11 @@ def validate_benchmarks(recipe: Recipe, names: list[str]) -> None:
         if "decontaminate" in names:
             raise RecipeError(f"{recipe.path}: stages.decontaminate needs benchmarks.names")
         return
-    from curate.benchmarks import REGISTRY, load_registry_yaml
+    from cotforge.curate.benchmarks import REGISTRY, load_registry_yaml
 
     known = set(REGISTRY)
     if b.registry and b.registry.startswith(GENERATED):
-        from pipelines.demo_data import GENERATED_BENCHMARKS
+        from cotforge.pipelines.demo_data import GENERATED_BENCHMARKS
 
         known |= set(GENERATED_BENCHMARKS)
     elif b.registry:

@@ -30,10 +30,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import Recipe, RecipeError, config_hash
-from pipelines.curate_stages import CURATE_STAGES
-from pipelines.model_stage import MODEL_REF, ModelConfig, gguf_path, prepare_model
-from pipelines.planning import (
+from cotforge.pipelines.config import Recipe, RecipeError, config_hash
+from cotforge.pipelines.planning import (
     PlannedStage,
     enabled_stages,
     plan,
@@ -41,8 +39,10 @@ from pipelines.planning import (
     validate_benchmarks,
     validate_sources,
 )
-from pipelines.stage_spec import StageContext, StageSpec
-from pipelines.stages import EVAL_CODE, ORDER, STAGES
+from cotforge.pipelines.stages import EVAL_CODE, ORDER, STAGES
+from cotforge.pipelines.stages.curate import CURATE_STAGES
+from cotforge.pipelines.stages.model import MODEL_REF, ModelConfig, gguf_path, prepare_model
+from cotforge.pipelines.stages.spec import StageContext, StageSpec
 
 __all__ = [
     "CURATE_STAGES", "EVAL_CODE", "MANIFEST", "MARKER", "MODEL_REF", "ORDER", "STAGES", "VERSION_PACKAGES",
@@ -165,7 +165,7 @@ def run_recipe(recipe: Recipe, run_dir: str | Path | None = None, *, until: str 
     manifest["updated"] = _now()
     manifest["complete"] = all(is_complete(run / s.name, s.hash) for s in stages)
     _write_json(run / MANIFEST, manifest)
-    from pipelines.summary import publish_cards, write_summary
+    from cotforge.pipelines.summary import publish_cards, write_summary
 
     if manifest["complete"] and recipe.publish_cards:
         manifest["published_cards"] = publish_cards(run, recipe.resolve_path(recipe.publish_cards))

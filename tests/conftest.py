@@ -28,6 +28,6 @@ def shared_data() -> Path:
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random Qwen2 model + locally trained tokenizer, saved with save_pretrained."""
     pytest.importorskip("torch")
-    from train.tiny import build_tiny_model
+    from cotforge.train.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))

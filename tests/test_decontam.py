@@ -12,16 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from curate.benchmarks import BenchmarkItem, humaneval_from_wheel
-from curate.decontam import (
-    DecontamConfig,
-    DecontamIndex,
-    decontaminate_command,
-    run_decontam,
-)
-from curate.hashing import word_hashes
-from curate.normalize import normalize, normalize_batch
-from curate.readers import InputSpec
+from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.match import DecontamIndex
+from cotforge.curate.decontam.stage import decontaminate_command, run_decontam
+from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.text.hashing import word_hashes
+from cotforge.curate.text.normalize import normalize, normalize_batch
 
 PROBLEMS = [
     "Let $x$, $y$ and $z$ be positive real numbers with $xyz = 32$. Find the minimum value of "
@@ -254,10 +251,10 @@ def _table(out: Path, part: str) -> list[dict]:
 
 def test_stage_outputs_report_and_determinism(tmp_path):
     bench = _bench_dir(tmp_path)
-    src = tmp_path / "train.jsonl"
+    src = tmp_path / "cotforge.train.jsonl"
     _write_rows(src, _train_rows())
     cfg = DecontamConfig(benchmarks=["aime2024"], benchmarks_dir=str(bench))
-    from curate.dt import ExecutorConfig
+    from cotforge.curate.engine import ExecutorConfig
 
     s1 = run_decontam([InputSpec(str(src))], tmp_path / "o1", cfg, ExecutorConfig(workers=1, rows_per_task=2))
     run_decontam([InputSpec(str(src))], tmp_path / "o2", cfg, ExecutorConfig(workers=2, rows_per_task=4))
@@ -287,7 +284,7 @@ def test_stage_outputs_report_and_determinism(tmp_path):
 
 def test_cli(tmp_path):
     bench = _bench_dir(tmp_path)
-    src = tmp_path / "train.jsonl"
+    src = tmp_path / "cotforge.train.jsonl"
     _write_rows(src, _train_rows())
     out = tmp_path / "out"
     res = CliRunner().invoke(decontaminate_command, [str(src), "-o", str(out), "--benchmarks", "aime2024",
@@ -302,7 +299,7 @@ def test_cli(tmp_path):
 def test_shared_eval_outputs_are_fully_contaminated(shared_data, tmp_path):
     """Qwen2.5-32B outputs on AIME 2024 (90 rows): every row removed, all 30 items hit."""
     cfg = DecontamConfig(benchmarks=["aime2024", "gsm8k"], benchmarks_dir=str(shared_data / "benchmarks"))
-    from curate.dt import ExecutorConfig
+    from cotforge.curate.engine import ExecutorConfig
 
     spec = InputSpec(str(shared_data / "sft_sources" / "qwen25_32b_instruct_aime24.jsonl.gz"), "qwen32b")
     stats = run_decontam([spec], tmp_path / "o", cfg, ExecutorConfig(workers=1))

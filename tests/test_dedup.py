@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from curate.dedup import DedupConfig, PairJudge, candidate_verdict, priority_of, row_keys, sort_specs
-from curate.normalize import normalize
-from curate.readers import InputSpec
-from curate.stage import read_stats, read_table, stage_files
-from pipelines.cli import main
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.core import candidate_verdict, priority_of, row_keys, sort_specs
+from cotforge.curate.dedup.stage import PairJudge
+from cotforge.curate.io.inputs import read_stats, read_table, stage_files
+from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.text.normalize import normalize
+from cotforge.pipelines.cli.main import main
 
 P_COWS = ("A farmer has 12 cows and buys 5 more cows at the market on Monday morning. "
           "How many cows does the farmer have now in total on the farm?")
@@ -236,7 +238,7 @@ def test_config_validation():
 
 
 def test_count_rows_for_tasks_option(dedup_run):
-    from curate.dedup import _count_rows
+    from cotforge.curate.dedup.stage import _count_rows
 
     _, inputs, _ = dedup_run
     assert _count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
@@ -248,19 +250,19 @@ def test_count_rows_for_tasks_option(dedup_run):
 def test_document_steps_match_columnar_steps(dedup_run, tmp_path):
     """The Documents path (datatrove ParquetReader -> ProblemSignature; reader -> DedupFilter -> ParquetWriter)
     and the by-column path (what the CLI runs) produce byte-identical stage outputs."""
-    from curate.dedup import run_dedup
+    from cotforge.curate.dedup.stage import run_dedup
 
     _, inputs, out = dedup_run
     docs = tmp_path / "docs"
     run_dedup([InputSpec(p) for p in inputs], docs, DedupConfig(), strict=False, rows_per_shard=4,
-              document_steps=True, exec_cfg=__import__("curate.dt", fromlist=["ExecutorConfig"]).ExecutorConfig(
+              document_steps=True, exec_cfg=__import__("cotforge.curate.engine", fromlist=["ExecutorConfig"]).ExecutorConfig(
                   workers=1, rows_per_task=3))
     assert digest(docs) == digest(out)
 
 
 def test_partitions_and_bucket_ranges_do_not_change_output(dedup_run, tmp_path, monkeypatch):
     """Many key partitions (cluster step) and many band hash ranges (bucket step) give the same shards."""
-    import curate.dedup_steps as steps
+    import cotforge.curate.dedup.steps as steps
 
     _, inputs, out = dedup_run
     monkeypatch.setattr(steps, "PARTITION_ROWS", 2)
@@ -274,8 +276,8 @@ def test_partitions_and_bucket_ranges_do_not_change_output(dedup_run, tmp_path, 
 def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path):
     """B has A's 3-gram set but fails the edit guard against A and C; C is A plus a word. Whatever the task
     split (so however A's head records sit around B in a bucket), C must be found as A's near duplicate."""
-    from curate.dedup import run_dedup
-    from curate.dt import ExecutorConfig
+    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.engine import ExecutorConfig
 
     a = "alpha beta gamma alpha beta gamma"
     rows = [("r1", a), ("r2", "beta gamma alpha beta gamma alpha"), ("r3", a + " delta"), ("r4", a)]

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curate.dedup_core import (
-    DedupConfig,
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.core import (
     band_signatures,
     batch_keys,
     batch_shingles,
@@ -18,10 +18,10 @@ from curate.dedup_core import (
     row_keys,
     unpack_order,
 )
-from curate.ingest import IdRegistry
-from curate.normalize import normalize
-from curate.schema import SCHEMA
-from curate.stage import ShardWriter
+from cotforge.curate.io.ingest import IdRegistry
+from cotforge.curate.io.writer import ShardWriter
+from cotforge.curate.schema import SCHEMA
+from cotforge.curate.text.normalize import normalize
 
 TEXTS = [
     "Please reason step by step, and put your final answer within \\boxed{}. Find $x$ if $2x = 10$.",
@@ -130,10 +130,10 @@ def test_shard_writer_tables_same_bytes_whatever_the_split(tmp_path):
 
 
 def test_too_many_rows_per_task_is_a_clear_error(tmp_path):
-    from curate.dedup import run_dedup
-    from curate.dedup_core import IDX_BITS
-    from curate.dt import ExecutorConfig
-    from curate.readers import InputSpec
+    from cotforge.curate.dedup.core import IDX_BITS
+    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
 
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "problem": "p"}\n')

@@ -10,10 +10,16 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from curate.difficulty import DifficultyConfig, bin_level, bin_pass_rate, parse_level, run_difficulty
-from curate.filter_policy import PolicyConfig
-from curate.select import SelectConfig, run_select
-from curate.stage import read_table, resolve_inputs
+from cotforge.curate.io.inputs import read_table, resolve_inputs
+from cotforge.curate.select.difficulty import (
+    DifficultyConfig,
+    bin_level,
+    bin_pass_rate,
+    parse_level,
+    run_difficulty,
+)
+from cotforge.curate.select.policy import PolicyConfig
+from cotforge.curate.select.sources import SelectConfig, run_select
 
 
 @dataclass
@@ -117,7 +123,7 @@ def test_difficulty_then_policy(tmp_path):
 
 
 def test_difficulty_cli_without_model_leaves_null(tmp_path):
-    from curate.difficulty import difficulty_command
+    from cotforge.pipelines.cli.curate import difficulty_command
 
     res = CliRunner().invoke(difficulty_command, [str(_rows(tmp_path)), "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
@@ -128,14 +134,17 @@ def test_difficulty_cli_without_model_leaves_null(tmp_path):
 
 
 def test_real_generator_and_verifier_path(tmp_path, tiny_model_dir):
-    """End to end through train.rollout (HF backend, the tiny random model) and curate.verify."""
-    pytest.importorskip("train.rollout")
-    pytest.importorskip("curate.verify")
+    """End to end through the generator the CLI builds (train.rollout, HF backend, the tiny random model) and
+    curate.verify."""
+    pytest.importorskip("cotforge.train.rollout")
+    pytest.importorskip("cotforge.curate.verify")
     src = tmp_path / "p.jsonl"
     src.write_text("".join(json.dumps({"problem": f"What is {i} + {i}?", "response": "r", "answer": str(2 * i)}) + "\n"
                            for i in range(2)))
     cfg = DifficultyConfig(model=str(tiny_model_dir), backend="hf", n_samples=2, max_new_tokens=8)
-    stats = run_difficulty(resolve_inputs([str(src)]), tmp_path / "d", cfg)
+    from cotforge.pipelines.cli.curate import difficulty_generator
+
+    stats = run_difficulty(resolve_inputs([str(src)]), tmp_path / "d", cfg, generator=difficulty_generator(cfg))
     t = read_table(tmp_path / "d")
     assert t["difficulty_n"].to_list() == [2, 2]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in t["pass_rate"])

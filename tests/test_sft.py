@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train.logging_utils import CsvJsonLogger, plot_curves, read_jsonl  # noqa: E402
-from train.sft import (  # noqa: E402
+from cotforge.train.callbacks import CsvJsonLogger, plot_curves, read_jsonl  # noqa: E402
+from cotforge.train.sft import (  # noqa: E402
     CotSFTConfig,
     SFTConfigError,
     decide_packing,
@@ -122,7 +122,7 @@ def test_example_configs_load():
 def test_packed_samples_do_not_see_each_other(tiny_model_dir, impl):
     from transformers import AutoModelForCausalLM
 
-    from train.data import packing_leak
+    from cotforge.train.data.sft import packing_leak
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=impl)
     assert packing_leak(model, lengths=(11, 5, 8)) < 1e-4
@@ -136,7 +136,7 @@ def test_packing_fallback_is_explicit(tiny_model_dir, monkeypatch):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     cfg = CotSFTConfig(output_dir="unused", use_cpu=True)
     assert decide_packing(cfg, model) is True
-    monkeypatch.setattr("train.sft.packing_leak", lambda m: 0.5)
+    monkeypatch.setattr("cotforge.train.sft.packing_leak", lambda m: 0.5)
     assert decide_packing(cfg, model) is False
     cfg_err = CotSFTConfig(output_dir="unused", use_cpu=True, packing_fallback="error")
     with pytest.raises(SFTConfigError, match="attend to each other"):
@@ -191,7 +191,7 @@ def test_resume_reproduces_the_uninterrupted_trajectory(tiny_model_dir, shard, t
 def test_cli_trains_unpacked_from_yaml(tiny_model_dir, shard, tmp_path):
     from click.testing import CliRunner
 
-    from train.cli import train
+    from cotforge.pipelines.cli.train import train
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("\n".join(s.replace("=", ": ", 1) for s in FAST) + "\nsave_strategy: no\npacking: false\n")

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from train.data import (  # noqa: E402
+from cotforge.train.data.sft import (  # noqa: E402
     SFTDataError,
     collate,
     load_sft_dataset,
@@ -22,7 +22,7 @@ from train.data import (  # noqa: E402
     row_messages,
     tokenize_conversation,
 )
-from train.tiny import CHAT_TEMPLATE  # noqa: E402
+from cotforge.train.tiny import CHAT_TEMPLATE  # noqa: E402
 
 NO_MARKERS = CHAT_TEMPLATE.replace("{% generation %}", "").replace("{% endgeneration %}", "")
 # Like DeepSeek-R1's template: keeps only the text after </think> in assistant turns.

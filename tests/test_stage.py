@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
-from curate.dt import ExecutorConfig, run_datatrove_stage, schema_writer
-from curate.readers import InputSpec
-from curate.stage import StageWriter, read_stats, read_table, stage_files
-from pipelines.cli import main
+from cotforge.curate.engine import ExecutorConfig, run_datatrove_stage, schema_writer
+from cotforge.curate.io.inputs import read_stats, read_table, stage_files
+from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.writer import StageWriter
+from cotforge.pipelines.cli.main import main
 
 
 class DropOdd(BaseFilter):

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-import curate.verify.math as vm
-from curate.verify.math import extract_answer, split_after_reasoning, verify_math, verify_math_batch
+import cotforge.curate.verify.math as vm
+from cotforge.curate.verify.math import extract_answer, split_after_reasoning, verify_math, verify_math_batch
 
 
 def test_extraction_rules():

@@ -8,9 +8,9 @@ import json
 import polars as pl
 from click.testing import CliRunner
 
-from curate.cli import curate
-from curate.stage import read_stats
-from curate.verify import SandboxLimits, verify_rows
+from cotforge.curate.io.inputs import read_stats
+from cotforge.curate.verify import SandboxLimits, verify_rows
+from cotforge.pipelines.cli.curate import curate
 
 LIM = SandboxLimits(wall_s=3.0, cpu_s=2.0, memory_mb=256)
 STDIO = json.dumps({"kind": "stdio", "cases": [{"input": "3\n", "output": "6"}, {"input": "5\n", "output": "10"}]})
@@ -80,7 +80,7 @@ def test_stage_reads_real_deepcoder_rows(tmp_path, shared_data):
 
 
 def test_extract_program_and_parse_tests():
-    from curate.verify import TestsError, extract_program, parse_tests
+    from cotforge.curate.verify import TestsError, extract_program, parse_tests
 
     resp = "<think>```python\nprint('draft')\n```</think>\n```python\nprint(1)\n```\ntext\n```py\nprint(2)\n```"
     assert extract_program(resp) == "print(2)\n"

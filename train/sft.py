@@ -9,7 +9,7 @@ scheduler, RNG, data position), `report_to` and multi-GPU/multi-node scale-out a
 Usage::
 
     cotforge train sft --config pipelines/sft_example.yaml --set learning_rate=5e-5 --set max_steps=100
-    accelerate launch --config_file pipelines/accelerate/deepspeed_zero3.yaml -m pipelines.cli \
+    accelerate launch --config_file pipelines/accelerate/deepspeed_zero3.yaml -m cotforge.pipelines.cli \
         train sft --config cfg.yaml
 
 Packing: `packing: true` uses TRL's best-fit-decreasing packer with padding-free batches (one row,
@@ -37,7 +37,8 @@ import click
 import yaml
 from trl import SFTConfig, SFTTrainer
 
-from train.data import (
+from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger
+from cotforge.train.data.sft import (
     MASK_MODES,
     OVERLONG_POLICIES,
     PrepareStats,
@@ -46,8 +47,7 @@ from train.data import (
     packing_leak,
     prepare_sft_dataset,
 )
-from train.logging_utils import DEFAULT_CURVES, CsvJsonLogger
-from train.overrides import parse_set
+from cotforge.train.overrides import parse_set
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from curate.verify.code import (
+from cotforge.curate.verify.code import (
     CodeVerdict,
     TestsError,
     extract_program,
@@ -17,8 +17,8 @@ from curate.verify.code import (
     run_tests_batch,
     tests_from_row,
 )
-from curate.verify.math import MathVerdict, extract_answer, verify_math, verify_math_batch
-from curate.verify.sandbox import SandboxLimits
+from cotforge.curate.verify.math import MathVerdict, extract_answer, verify_math, verify_math_batch
+from cotforge.curate.verify.sandbox import SandboxLimits
 
 __all__ = [
     "CodeVerdict", "MathVerdict", "SandboxLimits", "TestsError", "extract_answer", "extract_program",

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from curate.verify.math import split_after_reasoning
-from curate.verify.sandbox import SandboxLimits, run_python
+from cotforge.curate.verify.math import split_after_reasoning
+from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -256,7 +256,7 @@ def tests_from_row(row: dict[str, Any]) -> dict[str, Any] | str | None:
         return tests
     meta = row.get("meta")
     if isinstance(meta, str):
-        from curate.verify.math import load_meta_lenient
+        from cotforge.curate.verify.math import load_meta_lenient
 
         meta = load_meta_lenient(meta)
     if isinstance(meta, dict) and isinstance(meta.get("tests"), str) and "check(" in meta["tests"]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from curate.reasoning import REASONING_MARKERS
+from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,12 @@ from typing import Any
 import click
 import pyarrow as pa
 
-from curate.cli_common import input_options, specs_from_cli
-from curate.readers import InputError, InputSpec, Quarantined
-from curate.stage import StageWriter, input_schema, iter_input_rows
-from curate.verify import verify_rows
-from curate.verify.sandbox import SandboxLimits
+from cotforge.curate.cli_common import input_options, specs_from_cli
+from cotforge.curate.io.inputs import input_schema, iter_input_rows
+from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.writer import StageWriter
+from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify.sandbox import SandboxLimits
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,140 @@
+"""Ingest: read any inputs into work shards of the one schema, quarantining bad rows.
+
+Every datatrove-based stage starts here: inputs are streamed in order into fixed-size Parquet
+work shards (`00000.parquet`, ...). One shard is one datatrove task, so rank order is input order
+and the stage's final output order is deterministic whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from array import array
+from bisect import bisect_left
+from pathlib import Path
+
+import click
+import numpy as np
+import pyarrow as pa
+import xxhash
+
+from cotforge.curate.cli_common import input_options, specs_from_cli
+from cotforge.curate.io.inputs import input_schema, iter_input_rows
+from cotforge.curate.io.readers import InputError, InputSpec, Origin, Quarantined
+from cotforge.curate.io.writer import ShardWriter, StageWriter
+from cotforge.curate.schema import SCHEMA
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROWS_PER_TASK = 20_000
+
+
+class IdRegistry:
+    """Makes row ids unique in one pass with compact memory: the k-th row (k >= 2) carrying a given id gets
+    `id~k`. Ids are remembered as 64-bit hashes (a sorted numpy array, merged from a small set every
+    MERGE_EVERY ids: 8 bytes per row instead of a dict of strings), plus a dict of the ids seen more than
+    once. A hash collision (about n^2 / 2^65: 3e-8 at 1M rows) would rename a first occurrence."""
+
+    MERGE_EVERY = 1 << 16
+
+    def __init__(self) -> None:
+        self._sorted = array("Q")  # bisect on an array of C uint64: ~1 us, vs ~3 us for np.searchsorted per id
+        self._recent: set[int] = set()
+        self._repeats: dict[str, int] = {}
+
+    def _seen(self, h: int) -> bool:
+        if h in self._recent:
+            return True
+        i = bisect_left(self._sorted, h)
+        return i < len(self._sorted) and self._sorted[i] == h
+
+    def _add(self, h: int) -> None:
+        self._recent.add(h)
+        if len(self._recent) >= self.MERGE_EVERY:  # merge the sorted new hashes in: O(n) copies, no full sort
+            new = np.sort(np.fromiter(self._recent, np.uint64, len(self._recent)))
+            old = np.frombuffer(self._sorted, dtype=np.uint64)
+            merged = np.insert(old, np.searchsorted(old, new), new)
+            self._sorted, self._recent = array("Q", merged.tobytes()), set()
+
+    def unique(self, row_id: str) -> str:
+        """`row_id` the first time it is seen, else `row_id~k` with the smallest k >= 2 not taken yet (by an
+        earlier renamed row or by an input id that already looked like `row_id~k`)."""
+        k = self._repeats.get(row_id)
+        if k is None:
+            h = _id_hash(row_id)
+            if not self._seen(h):
+                self._add(h)
+                return row_id
+            k = 1
+        k += 1
+        while self._seen(_id_hash(f"{row_id}~{k}")):
+            k += 1
+        self._repeats[row_id] = k
+        new = f"{row_id}~{k}"
+        self._add(_id_hash(new))  # a later input id `a~2` is renamed in turn
+        return new
+
+
+def _id_hash(row_id: str) -> int:
+    return xxhash.xxh64_intdigest(row_id.encode("utf-8", "surrogatepass"))
+
+
+def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,
+                rows_per_task: int = DEFAULT_ROWS_PER_TASK, schema: pa.Schema | None = None) -> list[Path]:
+    """Stream all inputs into `work_dir/NNNNN.parquet`; count every row in `writer`, send bad ones
+    to its `removed/`. Returns the work shard paths (one per datatrove task)."""
+    schema = schema or input_schema(specs)
+    shards = ShardWriter(work_dir, schema, rows_per_task)
+    ids = IdRegistry()
+    t0, n = time.time(), 0
+    for row in iter_input_rows(specs, strict=strict):
+        n += 1
+        if isinstance(row, Quarantined):
+            writer.quarantine(row)
+            continue
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            # datatrove readers silently skip documents without text: quarantine them here instead
+            origin = Origin(str(row.get("source", "")), n, "row")
+            writer.quarantine(Quarantined(origin, "malformed: field 'prompt' is empty", row,
+                                          str(row.get("source", ""))))
+            continue
+        writer.count_in(row["source"])
+        row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
+        shards.write(row)
+        if n % 100_000 == 0:
+            pa.default_memory_pool().release_unused()  # mimalloc keeps freed pages otherwise (RSS creeps up)
+            log.info("ingest: %d rows read (%.0f rows/s)", n, n / max(time.time() - t0, 1e-9))
+    shards.close()
+    files = sorted(work_dir.glob("*.parquet"))
+    # ShardWriter names files part-NNNNN; datatrove ranks read them in sorted order.
+    log.info("ingest: %d rows -> %d work shards in %.1fs", n, len(files), time.time() - t0)
+    return files
+
+
+def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = False,
+               rows_per_shard: int = 50_000) -> dict:
+    """The `ingest` stage on its own: inputs -> schema shards in OUT/kept, bad rows in OUT/removed."""
+    writer = StageWriter(out_dir, "ingest", schema=input_schema(specs), rows_per_shard=rows_per_shard,
+                         config={"inputs": [s.path for s in specs], "strict": strict})
+    for row in iter_input_rows(specs, strict=strict):
+        if isinstance(row, Quarantined):
+            writer.quarantine(row)
+        else:
+            writer.count_in(row["source"])
+            writer.keep(row)
+    return writer.close()
+
+
+@click.command("ingest")
+@input_options
+def ingest_command(inputs, out, maps, source_names, domain, strict, rows_per_shard) -> None:
+    """Read INPUTS (JSONL, JSONL.gz, Parquet, dataset dirs, hf:org/name[:split]) into the one schema."""
+    specs = specs_from_cli(inputs, maps, source_names, domain)
+    try:
+        stats = run_ingest(specs, out, strict=strict, rows_per_shard=rows_per_shard)
+    except InputError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed -> {out}")
+
+
+__all__ = ["IdRegistry", "materialize", "run_ingest", "ingest_command", "SCHEMA"]

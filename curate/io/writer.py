@@ -1,0 +1,234 @@
+"""The contract every curation stage shares on the way out: `kept/` + `removed/` + `stats.json`.
+
+A stage writes `OUT/kept/part-NNNNN.parquet`, `OUT/removed/part-NNNNN.parquet` (the row plus `reason` and
+`duplicate_of`, and whatever the stage adds) and `OUT/stats.json`. Every row read lands in exactly
+one of kept/removed; `StageWriter.close` checks that the counts add up. Outputs are written to a
+temporary folder and moved into place at the end, so a killed stage leaves no half output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.parquet as pq
+
+from cotforge.curate.io.readers import Quarantined
+from cotforge.curate.schema import SCHEMA, removed_schema
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROWS_PER_SHARD = 50_000
+TABLE_ROW_GROUP = 65_536  # row group size of shards written from whole tables
+
+
+class ShardWriter:
+    """Writes rows into fixed-size Parquet shards `part-00000.parquet`, ... in arrival order."""
+
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD):
+        self.folder, self.schema, self.rows_per_shard = folder, schema, rows_per_shard
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._buf: list[dict[str, Any]] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._in_shard = 0
+        self._tables: list[pa.Table] = []  # buffered by write_table
+        self._pending = 0
+        self.shards = 0
+        self.rows = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._buf.append(row)
+        self.rows += 1
+        if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
+            self._flush()
+
+    def write_table(self, table: pa.Table) -> None:
+        """Append a whole Arrow table (columns matched to the schema by name) after the rows written so far,
+        without per-row Python. Tables are buffered and cut into row groups at fixed places (every
+        TABLE_ROW_GROUP rows and at shard ends), so the bytes do not depend on how the rows were split
+        into tables."""
+        if self._buf:  # rows written one by one go first
+            self._flush()
+        if table.num_rows:
+            self._tables.append(table.select(self.schema.names).cast(self.schema))
+            self._pending += table.num_rows
+            self.rows += table.num_rows
+            self._drain_tables(final=False)
+
+    def _drain_tables(self, final: bool) -> None:
+        """Write buffered tables as row groups; the last partial group only when `final`."""
+        while self._pending:
+            if self._writer is None:
+                self._open_next()
+            size = min(TABLE_ROW_GROUP, self.rows_per_shard - self._in_shard)
+            if self._pending < size and not final:
+                return
+            size = min(size, self._pending)
+            merged = pa.concat_tables(self._tables)
+            self._writer.write_table(merged.slice(0, size), row_group_size=size)
+            rest = merged.slice(size)
+            self._tables, self._pending = ([rest] if rest.num_rows else []), rest.num_rows
+            self._in_shard += size
+            if self._in_shard >= self.rows_per_shard:
+                self._writer.close()
+                self._writer = None
+
+    def _open_next(self) -> None:
+        path = self.folder / f"part-{self.shards:05d}.parquet"
+        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self.shards += 1
+        self._in_shard = 0
+
+    def _flush(self) -> None:
+        self._drain_tables(final=True)
+        while self._buf:
+            if self._writer is None:
+                self._open_next()
+            take = min(len(self._buf), self.rows_per_shard - self._in_shard)
+            chunk, self._buf = self._buf[:take], self._buf[take:]
+            self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
+            self._in_shard += take
+            if self._in_shard >= self.rows_per_shard:
+                self._writer.close()
+                self._writer = None
+
+    def close(self) -> None:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def reason_family(reason: str) -> str:
+    """`malformed: invalid JSON ...` -> `malformed`; stats group reasons by this key."""
+    return reason.split(":", 1)[0].strip()
+
+
+class StageWriter:
+    """Collects a stage's kept and removed rows, counts them, and publishes the stage folder."""
+
+    def __init__(self, out_dir: str | Path, stage: str, *, schema: pa.Schema = SCHEMA,
+                 removed_extra: list[pa.Field] | None = None, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+                 config: dict[str, Any] | None = None):
+        self.out_dir = Path(out_dir)
+        self.stage = stage
+        self.config = config or {}
+        self.tmp = self.out_dir / f".partial-{stage}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        rschema = removed_schema(schema)
+        for f in removed_extra or []:
+            if rschema.get_field_index(f.name) < 0:
+                rschema = rschema.append(f)
+        self.kept = ShardWriter(self.tmp / "kept", schema, rows_per_shard)
+        self.removed = ShardWriter(self.tmp / "removed", rschema, rows_per_shard)
+        self.rows_in: Counter[str] = Counter()
+        self.kept_by_source: Counter[str] = Counter()
+        self.removed_by: dict[str, Counter[str]] = defaultdict(Counter)
+        self.malformed_examples: list[str] = []
+        self.started = time.time()
+
+    def count_in(self, source: str, n: int = 1) -> None:
+        """Count a row read from the inputs (call once per input row)."""
+        self.rows_in[source] += n
+
+    def quarantine(self, record: Quarantined) -> None:
+        """Count a malformed input record and send it to `removed/` with its `malformed: ...` reason."""
+        row = record.to_row()
+        self.count_in(row["source"])
+        self.remove(row)
+
+    def keep(self, row: dict[str, Any]) -> None:
+        self.kept.write(row)
+        self.kept_by_source[row["source"]] += 1
+
+    def keep_table(self, table: pa.Table) -> None:
+        """`keep` for a whole Arrow table of rows (counted per source without per-row Python)."""
+        if table.num_rows:
+            self.kept.write_table(table)
+            self.kept_by_source.update(_value_counts(table, "source"))
+
+    def remove_table(self, table: pa.Table) -> None:
+        """`remove` for a whole Arrow table of rows that already carry `reason` (and `duplicate_of`).
+        Tables holding malformed rows go row by row, so their examples are recorded as with `remove`."""
+        if not table.num_rows:
+            return
+        reasons = table.column("reason")
+        if pa.compute.any(pa.compute.starts_with(reasons, "malformed")).as_py():
+            for row in table.to_pylist():
+                self.remove(row)
+            return
+        self.removed.write_table(table)
+        pairs = table.group_by(["reason", "source"]).aggregate([([], "count_all")])
+        for reason, source, n in zip(*(pairs.column(i).to_pylist() for i in range(3)), strict=True):
+            self.removed_by[reason_family(reason)][source] += n
+
+    def remove(self, row: dict[str, Any], reason: str | None = None, duplicate_of: str | None = None,
+               **extra: Any) -> None:
+        row = dict(row)
+        row["reason"] = reason or row.get("reason") or "unspecified"
+        if duplicate_of is not None:
+            row["duplicate_of"] = duplicate_of
+        row.update(extra)
+        self.removed.write(row)
+        self.removed_by[reason_family(row["reason"])][row["source"]] += 1
+        if row["reason"].startswith("malformed") and len(self.malformed_examples) < 20:
+            meta = json.loads(row.get("meta") or "{}")
+            self.malformed_examples.append(f"{meta.get('_origin', {})}: {row['reason']}")
+
+    def close(self, extra_stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Check the accounting, write stats.json, and move the outputs into `out_dir`."""
+        self.kept.close()
+        self.removed.close()
+        n_in = sum(self.rows_in.values())
+        n_removed = sum(sum(c.values()) for c in self.removed_by.values())
+        n_kept = self.kept.rows
+        if n_in != n_kept + n_removed:
+            raise RuntimeError(f"{self.stage}: accounting error: {n_in} rows in != {n_kept} kept + {n_removed} removed")
+        stats = {
+            "stage": self.stage,
+            "rows_in": n_in,
+            "kept": n_kept,
+            "removed": n_removed,
+            "removed_by_reason": {r: sum(c.values()) for r, c in sorted(self.removed_by.items())},
+            "per_source": {
+                s: {"rows_in": self.rows_in[s], "kept": self.kept_by_source[s],
+                    "removed": {r: c[s] for r, c in sorted(self.removed_by.items()) if c[s]}}
+                for s in sorted(self.rows_in)
+            },
+            "shards": {"kept": self.kept.shards, "removed": self.removed.shards},
+            "config": self.config,
+            **(extra_stats or {}),
+        }
+        if self.malformed_examples:
+            stats["malformed_examples"] = self.malformed_examples
+        wall = round(time.time() - self.started, 3)
+        (self.tmp / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
+        for part in ("kept", "removed", "stats.json"):
+            dst = self.out_dir / part
+            if dst.is_dir():
+                shutil.rmtree(dst)
+            elif dst.exists():
+                dst.unlink()
+            (self.tmp / part).rename(dst)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        bad = stats["removed_by_reason"].get("malformed", 0)
+        if bad:
+            log.warning("%s: %d malformed rows quarantined in %s (first: %s)", self.stage, bad,
+                        self.out_dir / "removed", "; ".join(self.malformed_examples[:3]))
+        log.info("%s: %d rows in, %d kept, %d removed %s in %.1fs -> %s", self.stage, n_in, n_kept,
+                 n_removed, stats["removed_by_reason"], wall, self.out_dir)
+        return stats
+
+
+def _value_counts(table: pa.Table, column: str) -> dict[str, int]:
+    """{value: count} of one string column."""
+    counts = table.column(column).value_counts()
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))

@@ -1,0 +1,212 @@
+"""Label problem difficulty with a reference model's pass rate (Klear-Reasoner §3.1, §5.1.1).
+
+A problem's pass rate p is the share of N sampled responses of a reference model that the verifiers
+accept. Bins (thresholds configurable):
+
+    hard:   p <= t_hard   (default 0.25: at most 2 of 8 samples correct)
+    easy:   p >= t_easy   (default 0.75: at least 6 of 8 samples correct)
+    medium: otherwise
+
+Where p comes from, per row, first match wins:
+1. an existing non-null `pass_rate` column (an earlier run, or data that ships one);
+2. a numeric level in meta (``level_key``, e.g. MATH-style ``"difficulty": 5.0`` or ``"level": "Level 3"``):
+   level >= hard_level -> hard, level <= easy_level -> easy, else medium (pass_rate stays null);
+3. sampling: N responses per unique problem from an injected generator (the pipeline and the CLI pass
+   `cotforge.train.rollout.make_generator(model)`: vLLM with the `gpu` extra and a GPU, HF generate
+   otherwise; curation never imports the trainer), verified with `cotforge.curate.verify.verify_rows`
+   (rows need an `answer` or `tests`);
+4. otherwise null (unknown).
+Output columns: `pass_rate` (float|null), `difficulty` ("hard"|"medium"|"easy"|null), `difficulty_n`
+(samples behind p; 0 for meta levels). All rows are kept; stats.json counts rows per bin and method.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cotforge.curate.io.inputs import input_schema, iter_input_rows
+from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.writer import StageWriter
+from cotforge.curate.schema import load_meta
+
+log = logging.getLogger(__name__)
+
+DEFAULT_T_HARD = 0.25
+DEFAULT_T_EASY = 0.75
+DIFFICULTY_FIELDS = [pa.field("pass_rate", pa.float64()), pa.field("difficulty", pa.string()),
+                     pa.field("difficulty_n", pa.int64())]
+
+
+@dataclass
+class DifficultyConfig:
+    """Thresholds, the meta-level mapping and the sampling settings of the difficulty step."""
+
+    t_hard: float = DEFAULT_T_HARD
+    t_easy: float = DEFAULT_T_EASY
+    level_key: str | None = None  # meta key with a numeric level (MATH: "level" / DeepScaleR: "difficulty")
+    hard_level: float = 5.0  # level >= this -> hard
+    easy_level: float = 2.0  # level <= this -> easy
+    model: str | None = None  # reference model for sampling; None: no sampling
+    backend: str = "auto"  # "auto" | "vllm" | "hf" (the generator the caller builds for `model`)
+    n_samples: int = 8
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_new_tokens: int = 4096
+    seed: int = 0
+    batch_problems: int = 64  # problems per generate() call
+    recompute: bool = False  # ignore existing pass_rate / difficulty columns
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.t_hard < self.t_easy <= 1.0:
+            raise ValueError(f"need 0 <= t_hard < t_easy <= 1, got {self.t_hard}, {self.t_easy}")
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
+
+
+def bin_pass_rate(p: float | None, t_hard: float = DEFAULT_T_HARD, t_easy: float = DEFAULT_T_EASY) -> str | None:
+    """hard (p <= t_hard), easy (p >= t_easy), medium otherwise; None for None."""
+    if p is None:
+        return None
+    return "hard" if p <= t_hard else "easy" if p >= t_easy else "medium"
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def parse_level(value: Any) -> float | None:
+    """A numeric level from 5, 5.0, "5", "Level 5"; None when there is no number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _NUMBER.search(str(value))
+    return float(m.group()) if m else None
+
+
+def bin_level(level: float | None, cfg: DifficultyConfig) -> str | None:
+    """Meta level -> bin with cfg.hard_level / cfg.easy_level."""
+    if level is None:
+        return None
+    return "hard" if level >= cfg.hard_level else "easy" if level <= cfg.easy_level else "medium"
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """What the generator is asked for: the fields of the generation interface's sampling settings
+    (`cotforge.train.rollout.SamplingConfig` reads the same names), filled from a DifficultyConfig."""
+
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+
+
+def _sampling_config(cfg: DifficultyConfig) -> SamplingRequest:
+    return SamplingRequest(n=cfg.n_samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                           max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+
+
+def sample_pass_rates(problems: list[dict[str, Any]], generator: Any, verifier: Callable[[list[dict]], list[dict]],
+                      cfg: DifficultyConfig) -> list[float]:
+    """Pass rate of each problem row: share of cfg.n_samples generated responses the verifier accepts.
+
+    p = (1/N) * sum_i [verify(response_i) is correct]; verifier errors count as incorrect."""
+    sampling = _sampling_config(cfg)
+    out: list[float] = []
+    for start in range(0, len(problems), cfg.batch_problems):
+        chunk = problems[start:start + cfg.batch_problems]
+        prompts = [[{"role": "user", "content": p["prompt"]}] for p in chunk]
+        completions = generator.generate(prompts, sampling)
+        if len(completions) != len(chunk):
+            raise RuntimeError(f"generator returned {len(completions)} prompt results for {len(chunk)} prompts")
+        cand = [{**p, "response": c.text} for p, comps in zip(chunk, completions, strict=True) for c in comps]
+        verdicts = verifier(cand) if cand else []
+        k = 0
+        for comps in completions:
+            ok = sum(1 for v in verdicts[k:k + len(comps)] if v.get("correct") is True)
+            out.append(ok / len(comps) if comps else 0.0)
+            k += len(comps)
+        log.info("difficulty: sampled %d/%d problems", min(start + len(chunk), len(problems)), len(problems))
+    return out
+
+
+def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None, str | None, int | None] | None:
+    """(pass_rate, difficulty, n) when the row already has a usable label, else None."""
+    if cfg.recompute:
+        return None
+    p = row.get("pass_rate")
+    if p is not None:
+        n = row.get("difficulty_n")
+        return float(p), bin_pass_rate(float(p), cfg.t_hard, cfg.t_easy), n
+    if row.get("difficulty") in ("hard", "medium", "easy"):
+        return None, row["difficulty"], row.get("difficulty_n")
+    return None
+
+
+def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyConfig | None = None, *,
+                   generator: Any = None, verifier: Callable[[list[dict]], list[dict]] | None = None,
+                   strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
+    """Label every row with pass_rate / difficulty / difficulty_n; all rows kept (malformed removed)."""
+    from cotforge.curate.select.profile import problem_key
+
+    cfg = cfg or DifficultyConfig()
+    labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}
+    to_sample: dict[str, dict[str, Any]] = {}
+    for row in iter_input_rows(specs, strict=strict):  # pass 1: which problems need sampling
+        if isinstance(row, Quarantined) or _existing(row, cfg) is not None:
+            continue
+        level = parse_level(load_meta(row.get("meta")).get(cfg.level_key)) if cfg.level_key else None
+        key = problem_key(row["prompt"])
+        if level is None and key not in to_sample and (row.get("answer") or row.get("tests")):
+            to_sample[key] = {k: row.get(k) for k in ("id", "source", "domain", "prompt", "answer", "tests", "meta")}
+    if to_sample and generator is None and cfg.model:
+        raise ValueError(f"difficulty: {len(to_sample)} problems need sampling from {cfg.model!r} but no generator "
+                         "was given (the pipeline and `cotforge curate difficulty` build one for `model`)")
+    if to_sample and generator is not None:
+        if verifier is None:
+            from cotforge.curate.verify import verify_rows as verifier
+        keys = list(to_sample)
+        rates = sample_pass_rates([to_sample[k] for k in keys], generator, verifier, cfg)
+        for k, p in zip(keys, rates, strict=True):
+            labels[k] = (p, bin_pass_rate(p, cfg.t_hard, cfg.t_easy), cfg.n_samples, "sampled")
+    elif to_sample:
+        log.warning("difficulty: %d problems have no pass rate or level and no --model was given; "
+                    "their difficulty stays null", len(to_sample))
+    schema = input_schema(specs)
+    for f in DIFFICULTY_FIELDS:
+        if schema.get_field_index(f.name) < 0:
+            schema = schema.append(f)
+    writer = StageWriter(out_dir, "difficulty", schema=schema, rows_per_shard=rows_per_shard, config=asdict(cfg))
+    by_bin: Counter[str] = Counter()
+    by_method: Counter[str] = Counter()
+    for row in iter_input_rows(specs, strict=strict):  # pass 2: write
+        if isinstance(row, Quarantined):
+            writer.quarantine(row)
+            continue
+        writer.count_in(row["source"])
+        got = _existing(row, cfg)
+        method = "column"
+        if got is None:
+            level = parse_level(load_meta(row.get("meta")).get(cfg.level_key)) if cfg.level_key else None
+            if level is not None:
+                got, method = (None, bin_level(level, cfg), 0), "meta_level"
+            else:
+                p, d, n, method = labels.get(problem_key(row["prompt"]), (None, None, None, "none"))
+                got = (p, d, n)
+        row["pass_rate"], row["difficulty"], row["difficulty_n"] = got
+        by_bin[str(got[1])] += 1
+        by_method[method] += 1
+        writer.keep(row)
+    return writer.close({"difficulty_bins": dict(sorted(by_bin.items())), "difficulty_methods": dict(by_method),
+                         "problems_sampled": len(labels)})

@@ -1,0 +1,42 @@
+"""The `cotforge` command: groups `curate`, `train`, `run` (and `eval`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from cotforge.pipelines.cli.lazy import LazyGroup
+
+
+def setup_logging(verbose: int = 0) -> None:
+    """One log format for cotforge and datatrove (whose loguru output is routed to stderr, INFO+)."""
+    level = logging.DEBUG if verbose > 0 else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+    try:
+        from loguru import logger
+
+        logger.remove()
+        logger.add(sys.stderr, level="DEBUG" if verbose > 1 else "WARNING",
+                   format="{time:HH:mm:ss} {level} datatrove: {message}")
+    except ImportError:
+        pass
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # datatrove's worker processes read this (curate/dt.py quiet_datatrove): -vv shows their output too
+    os.environ["COTFORGE_DATATROVE_LOG_LEVEL"] = "DEBUG" if verbose > 1 else "WARNING"
+
+
+@click.group(cls=LazyGroup, lazy={
+    "curate": "cotforge.pipelines.cli.curate:curate",
+    "train": "cotforge.pipelines.cli.train:train",
+    "run": "cotforge.pipelines.cli.run:run",
+    "eval": "cotforge.pipelines.cli.eval:eval_command",
+})
+@click.option("-v", "--verbose", count=True, help="More logging (-vv includes datatrove's).")
+def main(verbose: int) -> None:
+    """cotforge: curate long chain-of-thought data, then SFT and GPPO RL on it."""
+    setup_logging(verbose)
+

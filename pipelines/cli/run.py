@@ -1,0 +1,54 @@
+"""`cotforge run RECIPE`: curation -> SFT -> RL as one job, resumable, with a manifest and a summary."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from cotforge.pipelines.config import RecipeError, load_recipe
+
+log = logging.getLogger(__name__)
+
+
+@click.command("run")
+@click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="Output folder (default: runs/<recipe>-<timestamp>). Re-running into it skips complete stages.")
+@click.option("--resume", is_flag=True, help="Continue the newest runs/<recipe>-* folder.")
+@click.option("--dry-run", is_flag=True, help="Validate the recipe and print the stages, inputs and outputs.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a recipe value, e.g. --set stages.sft.max_steps=2 (YAML value; repeatable).")
+@click.option("--profile", default=None, help="Apply a named profile from the recipe's `profiles:` (e.g. small).")
+@click.option("--until", default=None, metavar="STAGE", help="Stop after this stage.")
+@click.option("--force", multiple=True, metavar="STAGE", help="Re-run this stage and everything after it.")
+def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides: tuple[str, ...],
+        profile: str | None, until: str | None, force: tuple[str, ...]) -> None:
+    """Run the pipeline RECIPE (a YAML file such as pipelines/demo.yaml) end to end."""
+    from cotforge.pipelines.runner import describe_plan, latest_run_dir, run_recipe
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        rec = load_recipe(recipe, overrides, profile)
+        target = Path(run_dir) if run_dir else None
+        if resume and target is None:
+            target = latest_run_dir(rec)
+            if target is None:
+                raise RecipeError(f"--resume: no earlier run of {rec.name!r} under {rec.runs_root}/")
+        if dry_run:
+            click.echo(describe_plan(rec, target))
+            return
+        t0 = time.time()
+        result = run_recipe(rec, target, until=until, force=force, command=sys.argv)
+    except RecipeError as e:
+        raise click.ClickException(str(e)) from e
+    ran = [n for n, s in result.statuses.items() if s == "ran"]
+    skipped = [n for n, s in result.statuses.items() if s == "skipped"]
+    click.echo(f"run {rec.name}: {len(ran)} stage(s) ran, {len(skipped)} skipped"
+               + (f" ({', '.join(skipped)})" if skipped else "") + f" in {time.time() - t0:.1f}s")
+    click.echo(f"summary: {result.run_dir / 'summary.md'}")
+    click.echo(f"manifest: {result.run_dir / 'manifest.json'}")
