@@ -1,0 +1,1 @@
+"""Text shared by dedup and decontamination: normalisation, vectorised word/n-gram hashing, reasoning markers."""
