@@ -14,7 +14,7 @@ from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 @dataclass
 class DedupConfig:
-    """Knobs of problem-level dedup; defaults were chosen on the labelled set (curate/labelled_sets.py,
+    """Knobs of problem-level dedup; defaults were chosen on the labelled set (bench/labelled_sets.py,
     2100 pairs; sweep of n-gram 2-5, bands x rows 14x8/20x5/16x4/25x4/32x3/50x4/10x10, threshold 0-0.8,
     guards on/off).
 
@@ -25,16 +25,25 @@ class DedupConfig:
     as "arrange the letters of TEPEE" vs "... of PROOF" share most shingles); without the number guard
     precision was <= 0.89."""
 
-    ngram: int = 3  # word n-gram shingles of the normalised prompt
-    bands: int = 20  # LSH bands (datatrove num_buckets)
-    rows_per_band: int = 5  # hashes per band (datatrove hashes_per_bucket)
-    threshold: float = 0.6  # min exact n-gram Jaccard of a candidate pair (0 = accept every LSH candidate)
-    number_guard: bool = True  # candidates whose prompts hold different numbers are different problems
-    edit_guard: bool = True  # near-duplicates only add words (instructions, articles); replaced/moved words differ
-    seed: int = 1
-    streaming_buckets: bool = False  # datatrove's constant-memory heap merge instead of the numpy sort
-    source_priority: list[str] = field(default_factory=list)  # source names / globs, first = preferred
-    norm: NormConfig = DEFAULT_NORM
+    ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
+    bands: int = field(default=20, metadata={"help": "LSH bands (datatrove num_buckets)."})
+    rows_per_band: int = field(default=5, metadata={"help": "MinHash values per band (datatrove hashes_per_bucket)."})
+    threshold: float = field(default=0.6, metadata={
+        "help": "Min exact word n-gram Jaccard for an LSH candidate pair to count (0 = every candidate)."})
+    number_guard: bool = field(default=True, metadata={
+        "help": "Candidates whose prompts hold different numbers are different problems."})
+    edit_guard: bool = field(default=True, metadata={
+        "help": "Near-duplicates may only add words (instructions, articles); replaced or moved words differ."})
+    seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
+    streaming_buckets: bool = field(default=False, metadata={
+        "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})
+    source_priority: list[str] = field(default_factory=list, metadata={
+        "help": "Source names (globs ok), best first: the first source of a cluster keeps the problem.",
+        "sep": ",", "metavar": "A,B,..."})
+    norm: NormConfig = field(default=DEFAULT_NORM, metadata={"help": "Text normalisation switches.", "cli": False})
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     @property
     def lsh_threshold(self) -> float:
@@ -54,12 +63,12 @@ class DedupConfig:
                              seed=self.seed, norm_config=off, hash_config=HashConfig(precision=64, hash_fc="xxhash"))
 
     def validate(self) -> None:
-        """Reject settings that cannot work, with a message naming the option."""
+        """Reject settings that cannot work, with a message naming the option (runs on construction)."""
         for name in ("ngram", "bands", "rows_per_band"):
             if getattr(self, name) < 1:
-                raise ValueError(f"dedup: {name} must be >= 1 (got {getattr(self, name)})")
+                raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
         if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"dedup: threshold must be in [0, 1] (got {self.threshold})")
+            raise ValueError(f"threshold: must be in [0, 1] (got {self.threshold})")
 
     def describe(self) -> dict[str, Any]:
         """The config as stamped into stats.json (with the implied LSH threshold)."""

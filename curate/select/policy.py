@@ -19,7 +19,7 @@ A row's bin is its `difficulty` column, else its `pass_rate` binned with t_hard 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -32,21 +32,25 @@ MODES = ("all", "correct", "drop")
 class PolicyConfig:
     """Per-bin keep modes, the per-problem cap and the pass-rate thresholds used when rows have no bin."""
 
-    hard: str = "all"
-    medium: str = "all"
-    easy: str = "correct"
-    unknown: str = "all"
-    max_per_problem: int | None = 16  # None or 0: no cap
-    t_hard: float = DEFAULT_T_HARD
-    t_easy: float = DEFAULT_T_EASY
-    seed: int = 0  # which responses survive the cap (seeded hash of the row id)
+    hard: str = field(default="all", metadata={"help": "Keep mode of hard problems' responses.", "choices": MODES})
+    medium: str = field(default="all", metadata={"help": "Keep mode of medium problems.", "choices": MODES})
+    easy: str = field(default="correct", metadata={"help": "Keep mode of easy problems.", "choices": MODES})
+    unknown: str = field(default="all", metadata={
+        "help": "Keep mode of problems without a difficulty.", "choices": MODES})
+    max_per_problem: int | None = field(default=16, metadata={
+        "help": "At most this many responses per problem (0 or null: no cap)."})
+    t_hard: float = field(default=DEFAULT_T_HARD, metadata={"help": "Rows without a bin: pass rate <= t_hard is hard."})
+    t_easy: float = field(default=DEFAULT_T_EASY, metadata={"help": "Rows without a bin: pass rate >= t_easy is easy."})
+    seed: int = field(default=0, metadata={"help": "Which responses survive the cap (seeded hash of the row id)."})
 
     def __post_init__(self) -> None:
         for b in ("hard", "medium", "easy", "unknown"):
             if getattr(self, b) not in MODES:
                 raise ValueError(f"policy.{b}={getattr(self, b)!r}: expected one of {MODES}")
         if not 0.0 <= self.t_hard < self.t_easy <= 1.0:
-            raise ValueError(f"need 0 <= t_hard < t_easy <= 1, got t_hard={self.t_hard}, t_easy={self.t_easy}")
+            raise ValueError(f"t_hard: need 0 <= t_hard < t_easy <= 1, got t_hard={self.t_hard}, t_easy={self.t_easy}")
+        if self.max_per_problem is not None and self.max_per_problem < 0:
+            raise ValueError(f"max_per_problem: must be >= 0 or null (got {self.max_per_problem})")
 
 
 def seeded_key(seed: int, row_id: str) -> str:

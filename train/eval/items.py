@@ -11,8 +11,6 @@ from typing import Any
 
 from cotforge.train.eval.config import EvalConfig
 
-MATH_SUFFIX_BOXED = "Please reason step by step, and put your final answer within \\boxed{}."
-
 CODE_PROMPT_STDIO = (
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
     "generate a correct Python program that matches the specification and passes all tests.\n\n{problem}\n\n"
