@@ -84,6 +84,8 @@ class EvalConfig:
             self.math_suffix = MATH_SUFFIX_BOXED
         if not self.benchmarks:
             raise ValueError("benchmarks: give at least one benchmark name")
+        if self.k < 1:
+            raise ValueError(f"k: must be >= 1, got {self.k}")
         for name, k in self.benchmark_ks().items():
             if k < 1:
                 raise ValueError(f"benchmarks: k for {name!r} must be >= 1, got {k}")
