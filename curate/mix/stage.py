@@ -19,7 +19,6 @@ Budgets count every drawn row, prompt-only rows included (they feed rl/).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 from cotforge.curate.io.inputs import input_schema, is_stage_dir, iter_input_rows
 from cotforge.curate.io.readers import InputSpec, Quarantined
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import load_meta
+from cotforge.curate.schema import chat_messages, seeded_hash
 from cotforge.curate.select.profile import make_length_fn, problem_key
 
 if TYPE_CHECKING:
@@ -103,8 +102,7 @@ class MixConfig:
 
 def draw_key(seed: int, row_id: str, weight: float) -> float:
     """Efraimidis-Spirakis key ln(u)/w of a row (u from a seeded hash); larger keys are drawn first."""
-    h = int.from_bytes(hashlib.blake2b(f"{seed}\x00{row_id}".encode(), digest_size=8).digest(), "big")
-    u = (h + 1) / (2**64 + 1)
+    u = (seeded_hash(seed, row_id) + 1) / (2**64 + 1)
     return math.log(u) / weight if weight > 0 else -math.inf
 
 
@@ -173,16 +171,6 @@ def draw(frame: pl.DataFrame, cfg: MixConfig) -> tuple[pl.DataFrame, dict[str, A
     got = dict(f.filter("drawn").group_by("domain").agg(pl.col("tokens").sum() if by_tokens else pl.len()).iter_rows())
     plan = {"measure": measure, "available": avail, "targets": targets, "drawn": got, "shortfall": short}
     return f, plan
-
-
-def to_messages(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The row as a chat list: optional system (meta["system"]), user prompt, assistant response."""
-    meta = load_meta(row.get("meta"))
-    msgs = [{"role": "system", "content": meta["system"]}] if isinstance(meta.get("system"), str) else []
-    msgs.append({"role": "user", "content": row["prompt"]})
-    if row.get("response"):
-        msgs.append({"role": "assistant", "content": row["response"]})
-    return msgs
 
 
 def to_rl_row(row: dict[str, Any], index: int, data_sources: dict[str, str]) -> dict[str, Any] | None:
@@ -261,7 +249,7 @@ def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None =
                 rl_seen.add(key)
                 rl_rows.append(rl)
         if row.get("response"):
-            writer.keep({**row, "messages": to_messages(row)})
+            writer.keep({**row, "messages": chat_messages(row)})
         else:
             writer.remove(row, "prompt_only: drawn but has no response (RL prompt only)")
     sft_sources = Counter(drawn_frame.filter(pl.col("drawn") & pl.col("has_response"))["source"].to_list())

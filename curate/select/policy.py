@@ -18,12 +18,12 @@ A row's bin is its `difficulty` column, else its `pass_rate` binned with t_hard 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import polars as pl
 
-from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD
+from cotforge.curate.schema import seeded_hash
+from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD, bin_pass_rate
 
 MODES = ("all", "correct", "drop")
 
@@ -53,16 +53,10 @@ class PolicyConfig:
             raise ValueError(f"max_per_problem: must be >= 0 or null (got {self.max_per_problem})")
 
 
-def seeded_key(seed: int, row_id: str) -> str:
-    """Order-independent pseudo-random sort key of a row (same seed + id -> same key)."""
-    return hashlib.blake2b(f"{seed}\x00{row_id}".encode(), digest_size=8).hexdigest()
-
-
 def difficulty_bin(frame: pl.DataFrame, t_hard: float, t_easy: float) -> pl.Expr:
-    """Expression: the row's bin from `difficulty`, else binned `pass_rate`, else "unknown"."""
-    p = pl.col("pass_rate")
-    from_rate = (pl.when(p.is_null()).then(None).when(p <= t_hard).then(pl.lit("hard"))
-                 .when(p >= t_easy).then(pl.lit("easy")).otherwise(pl.lit("medium")))
+    """Expression: the row's bin from `difficulty`, else `pass_rate` binned by the difficulty stage's own
+    rule (`bin_pass_rate`), else "unknown"."""
+    from_rate = pl.col("pass_rate").map_elements(lambda p: bin_pass_rate(p, t_hard, t_easy), return_dtype=pl.Utf8)
     return pl.coalesce(pl.col("difficulty"), from_rate, pl.lit("unknown")).alias("bin")
 
 
@@ -88,7 +82,7 @@ def policy_reasons(frame: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
         .otherwise(None).alias("policy_reason")
     )
     if cfg.max_per_problem:
-        f = f.with_columns(pl.Series("_k", [seeded_key(cfg.seed, i) for i in f["id"]], dtype=pl.Utf8))
+        f = f.with_columns(pl.Series("_k", [seeded_hash(cfg.seed, i) for i in f["id"]], dtype=pl.UInt64))
         f = f.with_columns(
             pl.when(pl.col("policy_reason").is_null() & resp).then(pl.col("_k")).otherwise(None).alias("_k"))
         f = f.with_columns(pl.col("_k").rank("ordinal").over("problem").alias("_r"))

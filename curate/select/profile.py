@@ -10,7 +10,6 @@ OUT/profile.md and OUT/plots/*.png next to stats.json.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -21,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from cotforge.curate.dedup.core import row_keys
 from cotforge.curate.io.inputs import input_schema, iter_input_rows, read_stats
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
-from cotforge.curate.text.normalize import normalize
 from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 if TYPE_CHECKING:
@@ -38,9 +37,10 @@ DIFFICULTY_BINS = ("hard", "medium", "easy")
 META_CORRECT_KEYS = ("is_correct", "correct")
 
 
-def problem_key(prompt: str | None) -> str:
-    """Key of "the same problem": a hash of the shared normalisation of the prompt."""
-    return hashlib.blake2b(normalize(prompt).encode("utf-8"), digest_size=10).hexdigest()
+def problem_key(prompt: str | None) -> int:
+    """Key of "the same problem": the dedup stage's problem key (64-bit hash of the normalised prompt), so
+    profile, difficulty, the policy's cap and the mix's RL rows count problems the way dedup does."""
+    return row_keys(prompt or "", None)[1]
 
 
 def has_closed_reasoning(text: str | None) -> bool:
@@ -159,7 +159,7 @@ def rows_frame(rows: Iterable[dict[str, Any]], length_fn: Callable[[list[str]], 
         if len(pending) >= batch:
             flush()
     flush()
-    schema = {"id": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "problem": pl.Utf8, "has_response": pl.Boolean,
+    schema = {"id": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "problem": pl.UInt64, "has_response": pl.Boolean,
               "length": pl.Int64, "closed_reasoning": pl.Boolean, "correct": pl.Boolean,
               "pass_rate": pl.Float64, "difficulty": pl.Utf8}
     return pl.DataFrame(cols, schema=schema)

@@ -16,9 +16,7 @@ and `verify_math_batch` enforces a per-item deadline in a pool of killable worke
 
 from __future__ import annotations
 
-import ast
 import atexit
-import json
 import logging
 import multiprocessing as mp
 import os
@@ -59,19 +57,6 @@ class _DropTimeoutWarnings(logging.Filter):
 
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropTimeoutWarnings())
-
-
-def load_meta_lenient(text: str | None) -> dict[str, Any]:
-    """Parse meta text that is JSON or a Python repr (some real sources store `str(dict)`); {} otherwise."""
-    if not text:
-        return {}
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return value if isinstance(value, dict) else {}
-    return {}
 
 
 def split_after_reasoning(response: str, think_end: str | None = "</think>") -> str | None:

@@ -6,8 +6,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cotforge.curate.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
-from cotforge.train.eval.items import EvalItem, _json_or_empty
+from cotforge.train.eval.items import EvalItem
 
 
 @dataclass
@@ -58,7 +59,7 @@ def _program_for(item: EvalItem, response: str, cfg: EvalConfig) -> str | None:
     program = extract_program(response, cfg.think_end or None)
     if not program:
         return None
-    ep = _json_or_empty(item.tests).get("entry_point")
+    ep = load_meta(item.tests).get("entry_point")
     if ep and not re.search(rf"def\s+{re.escape(str(ep))}\s*\(", program):
         program = item.problem + program
     return program
