@@ -21,13 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from cotforge.curate.verify import (
-    extract_program,
-    run_tests_batch,
-    tests_from_row,
-    verify_math,
-    verify_math_batch,
-)
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.math import verify_math, verify_math_batch
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sft_sources"
 
