@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
+from cotforge.curate.io.inputs import counted_rows, input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
 from cotforge.curate.io.writer import ShardWriter, StageWriter
 
@@ -118,12 +118,8 @@ def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = Fa
     """The `ingest` stage on its own: inputs -> schema shards in OUT/kept, bad rows in OUT/removed."""
     writer = StageWriter(out_dir, "ingest", schema=input_schema(specs), rows_per_shard=rows_per_shard,
                          config={"inputs": [s.path for s in specs], "strict": strict})
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-        else:
-            writer.count_in(row["source"])
-            writer.keep(row)
+    for row in counted_rows(specs, writer, strict):
+        writer.keep(row)
     return writer.close()
 
 

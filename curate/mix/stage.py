@@ -32,8 +32,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cotforge.curate.io.inputs import input_schema, is_stage_dir, iter_input_rows
-from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema, is_stage_dir
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import chat_messages, seeded_hash
 from cotforge.curate.select.profile import make_length_fn, problem_key
@@ -195,9 +195,7 @@ def _frame(specs: list[InputSpec], cfg: MixConfig, strict: bool) -> tuple[pl.Dat
     cols: dict[str, list[Any]] = {k: [] for k in ("idx", "id", "source", "domain", "has_response", "pass_rate", "difficulty")}
     texts_p: list[str] = []
     texts_r: list[str] = []
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            continue
+    for row in counted_rows(specs, None, strict):
         cols["idx"].append(len(cols["idx"]))
         cols["id"].append(str(row["id"]))
         cols["source"].append(row["source"])
@@ -233,11 +231,7 @@ def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None =
     rl_rows: list[dict[str, Any]] = []
     rl_seen: set[str] = set()
     i = -1
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         i += 1
         if i not in drawn_idx:
             writer.remove(row, f"budget: not drawn ({plan['measure']} budget, seed {cfg.seed})")

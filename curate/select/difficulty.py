@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
 
@@ -174,8 +174,8 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
     cfg = cfg or DifficultyConfig()
     labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}
     to_sample: dict[str, dict[str, Any]] = {}
-    for row in iter_input_rows(specs, strict=strict):  # pass 1: which problems need sampling
-        if isinstance(row, Quarantined) or _existing(row, cfg) is not None:
+    for row in counted_rows(specs, None, strict):  # pass 1: which problems need sampling
+        if _existing(row, cfg) is not None:
             continue
         level = parse_level(load_meta(row.get("meta")).get(cfg.level_key)) if cfg.level_key else None
         key = problem_key(row["prompt"])
@@ -201,11 +201,7 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
     writer = StageWriter(out_dir, "difficulty", schema=schema, rows_per_shard=rows_per_shard, config=asdict(cfg))
     by_bin: Counter[str] = Counter()
     by_method: Counter[str] = Counter()
-    for row in iter_input_rows(specs, strict=strict):  # pass 2: write
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):  # pass 2: write
         got = _existing(row, cfg)
         method = "column"
         if got is None:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from cotforge.curate.dedup.core import row_keys
-from cotforge.curate.io.inputs import input_schema, iter_input_rows, read_stats
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema, read_stats
+from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
 from cotforge.curate.text.reasoning import REASONING_MARKERS
@@ -256,13 +256,8 @@ PROFILE_MD_COLUMNS = ["source", "domain", "rows", "unique_problems", "responses_
 
 def _valid_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool) -> Iterator[dict[str, Any]]:
     """Rows of the inputs; malformed ones go to removed/ (when writing) and are not profiled."""
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            if writer is not None:
-                writer.quarantine(row)
-            continue
+    for row in counted_rows(specs, writer, strict):
         if writer is not None:
-            writer.count_in(row["source"])
             writer.keep(row)
         yield row
 

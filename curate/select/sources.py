@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.select.policy import PolicyConfig, policy_reasons
 from cotforge.curate.select.profile import (
@@ -194,19 +194,14 @@ def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     length_fn, unit = make_length_fn(cfg.tokenizer)
-    valid = (r for r in iter_input_rows(specs, strict=strict) if not isinstance(r, Quarantined))
-    frame = rows_frame(valid, length_fn, cfg.correct_from_meta)
+    frame = rows_frame(counted_rows(specs, None, strict), length_fn, cfg.correct_from_meta)
     table = select_table(profile_frame(frame, stage_rates(cfg.stats_dirs), unit), cfg)
     decisions = row_decisions(frame, table, cfg.policy)
     reasons = decisions["final_reason"].to_list()
     writer = StageWriter(out, "select", schema=input_schema(specs), rows_per_shard=rows_per_shard,
                          config=_config_dict(cfg))
     i = 0
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         if reasons[i] is None:
             writer.keep(row)
         else:

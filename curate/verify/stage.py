@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
 from cotforge.curate.verify.sandbox import SandboxLimits
@@ -89,11 +89,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     by_status: Counter[str] = Counter()
     by_source: dict[str, Counter[str]] = defaultdict(Counter)
     batch: list[dict[str, Any]] = []
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         batch.append(row)
         if len(batch) >= cfg.batch_rows:
             _flush(batch, cfg, writer, by_status, by_source)
