@@ -58,6 +58,10 @@ class BenchmarksConfig:
     dir: str | None = None  # local folder laid out like ../shared/data/benchmarks (<name>.jsonl ...)
     registry: str | None = None  # YAML of extra benchmark specs (curate.benchmarks.load_registry_yaml)
 
+    def __post_init__(self) -> None:
+        if len(set(self.names)) != len(self.names) or not all(n.strip() for n in self.names):
+            raise ValueError(f"names: expected distinct, non-empty benchmark names, got {self.names}")
+
 
 @dataclass
 class Recipe:

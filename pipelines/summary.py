@@ -92,7 +92,7 @@ def stage_table(manifest: dict[str, Any]) -> list[str]:
         rows = e.get("rows", {})
         reasons = ", ".join(f"{k}: {v}" for k, v in (rows.get("removed_by_reason") or {}).items())
         kept = rows.get("kept", rows.get("rows_out", rows.get("steps")))
-        if name in ("sft", "rl") and "steps" in rows:
+        if "steps" in rows and "kept" not in rows:  # a training stage
             kept = f"{rows['steps']} steps"
         lines.append(f"| {name} | {e.get('status', '')} | {_fmt(e.get('wall_s'))} | {_fmt(rows.get('rows_in'))} "
                      f"| {_fmt(kept)} | {_fmt(rows.get('removed'))} | {reasons} |")
