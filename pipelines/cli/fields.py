@@ -39,7 +39,7 @@ def field_help(cls: type, name: str) -> str:
     for klass in cls.__mro__:
         f = getattr(klass, "__dataclass_fields__", {}).get(name)
         if f is not None and f.metadata.get("help"):
-            return str(f.metadata["help"])
+            return str(f.metadata["help"]).replace("%%", "%")  # TRL's help is written for argparse
     return ""
 
 
