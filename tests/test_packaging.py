@@ -120,6 +120,7 @@ def test_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path):
     (--no-deps, on top of this environment's packages), and run `cotforge run demo --profile small` from an
     empty folder: the installed package is what runs, and nothing is written outside the run folder."""
     src = tmp_path / "src"
+    src.mkdir()
     for name in ("pyproject.toml", "README.md", "curate", "train", "pipelines"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(src),
