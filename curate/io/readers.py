@@ -230,19 +230,26 @@ class Detection:
     preset: Preset | None
     how: str  # explicit | detected | none | mapping | unknown (hub inputs are only opened when read)
 
-    def describe(self) -> str:
-        fmt = ", ".join(sorted(set(self.formats)))
-        files = f"{self.units} file{'s' if self.units != 1 else ''}" if fmt not in ("hub", "save_to_disk") else fmt
+    def describe(self, spec: InputSpec | None = None) -> str:
+        kinds = sorted(set(self.formats))
+        if kinds == ["hub"]:
+            where = "Hub dataset, " + ("streamed" if spec is None or spec.streaming else "downloaded first")
+            if spec is not None and (spec.config_name or spec.revision or spec.data_files):
+                where += "".join(f", {k} {v}" for k, v in (("config", spec.config_name), ("revision", spec.revision),
+                                                          ("data_files", spec.data_files)) if v)
+        elif kinds == ["save_to_disk"]:
+            where = "save_to_disk folder (Arrow files, streamed)"
+        else:
+            where = f"{', '.join(kinds)} ({self.units} file{'s' if self.units != 1 else ''})"
         if self.preset is not None:
-            pre = f"preset {self.preset.name} ({self.how})"
+            pre = f"preset {self.preset.name} ({self.how}{' from the columns' if self.how == 'detected' else ''})"
         elif self.how == "unknown":
-            pre = "preset: detected from the columns when read"
+            pre = "preset: detected from the first record's columns when read"
         elif self.how == "mapping":
             pre = "no preset (explicit field mapping)"
         else:
             pre = "no preset (field detection)"
-        return f"{fmt if fmt not in ('hub', 'save_to_disk') else ''}{' ' if fmt not in ('hub', 'save_to_disk') else ''}" \
-               f"[{files}]; {pre}".strip()
+        return f"{where}; {pre}"
 
 
 def _explicit(spec: InputSpec) -> tuple[Preset | None, str] | None:
@@ -307,7 +314,7 @@ def validate_input(spec: InputSpec) -> Detection:
 
 def describe_input(spec: InputSpec) -> str:
     """One line for `--dry-run`: formats and the preset (and how it was chosen)."""
-    return validate_input(spec).describe()
+    return validate_input(spec).describe(spec)
 
 
 # --------------------------------------------------------------------------- rows
