@@ -248,3 +248,16 @@ def test_difficulty_uses_shipped_pass_rates(tmp_path):
     assert gen.prompts == ["Find the smallest prime."]  # the two rows with a shipped pass rate were not sampled
     assert t["pass_rate"].to_list() == [0.25, 0.25, 1.0] and t["difficulty"].to_list() == ["hard", "hard", "easy"]
     assert stats["difficulty_methods"] == {"column": 2, "sampled": 1}
+
+
+def test_klear_recipe_dry_run_shows_the_preset_of_each_source():
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.run import run
+
+    recipe = Path(__file__).resolve().parents[1] / "pipelines" / "klear_math_code.yaml"
+    res = CliRunner().invoke(run, [str(recipe), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    for name in ("openthoughts3", "opencodereasoning", "openr1_math"):
+        assert f"preset {name} (explicit)" in res.output
+    assert res.output.count("Hub dataset, streamed") == 3
