@@ -33,6 +33,7 @@ from typing import Any
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
 from cotforge.pipelines.planning import (
     PlannedStage,
+    check_source_input,
     enabled_stages,
     plan,
     source_hash,
@@ -268,6 +269,7 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, check_code: bool = True)
         lines.append("sources:")
         for s in recipe.sources:
             lines.append(f"  - {s.name}: {recipe.resolve_path(s.path, run)}" + (f" [{s.domain}]" if s.domain else ""))
+            lines.append(f"      read as: {check_source_input(recipe, s, s.name)}")
     if recipe.benchmarks.names:
         lines.append(f"benchmarks: {', '.join(recipe.benchmarks.names)}"
                      + (f" (dir {recipe.resolve_path(recipe.benchmarks.dir, run)})" if recipe.benchmarks.dir else ""))

@@ -67,6 +67,7 @@ from cotforge.curate.engine import (
 from cotforge.curate.io.ingest import DEFAULT_ROWS_PER_TASK, materialize
 from cotforge.curate.io.inputs import input_schema
 from cotforge.curate.io.readers import InputError, InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def _count_rows(specs: list[InputSpec]) -> int:
     return total
 
 
+@remote_output
 def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | None = None,
               exec_cfg: ExecutorConfig | None = None, *, strict: bool = False, rows_per_shard: int = 50_000,
               tasks: int | None = None, keep_work: bool = False, document_steps: bool = False) -> dict[str, Any]:

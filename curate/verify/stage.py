@@ -43,6 +43,7 @@ class VerifyConfig:
     math_timeout_s: float = 5.0
     batch_rows: int = 2048
     limits: SandboxLimits | None = None
+    recompute: bool = False  # also verify rows whose source shipped a `correct` label (ingest presets)
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -55,9 +56,14 @@ def output_schema(base: pa.Schema) -> pa.Schema:
 
 def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
            by_status: Counter[str], by_source: dict[str, Counter[str]]) -> None:
-    """Verify one batch of rows and keep them with their verdict columns."""
-    verdicts = verify_rows(batch, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                           math_timeout_s=cfg.math_timeout_s)
+    """Verify one batch of rows and keep them with their verdict columns. Rows whose source shipped a
+    correctness label (`correct` set at ingest, no verdict yet) keep it: status `shipped`, not re-run."""
+    shipped = [not cfg.recompute and r.get("correct") is not None and r.get("verify_status") is None for r in batch]
+    todo = [r for r, s in zip(batch, shipped, strict=True) if not s]
+    done = iter(verify_rows(todo, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
+                            math_timeout_s=cfg.math_timeout_s) if todo else [])
+    verdicts = [{"correct": r["correct"], "verify_status": "shipped", "tests_passed": None, "tests_total": None}
+                if s else next(done) for r, s in zip(batch, shipped, strict=True)]
     for row, v in zip(batch, verdicts, strict=True):
         row.update(v)
         by_status[v["verify_status"]] += 1

@@ -43,8 +43,8 @@ class StageContext:
         from cotforge.curate.io.readers import InputSpec
 
         if not self.inputs:
-            return [InputSpec(self.recipe.resolve_path(s.path, self.run_dir), s.name, dict(s.mapping), s.domain)
-                    for s in self.recipe.sources]
+            return [InputSpec(self.recipe.resolve_path(s.path, self.run_dir), s.name, dict(s.mapping), s.domain,
+                              **s.reader_options()) for s in self.recipe.sources]
         return resolve_inputs(self.input_dirs())
 
     def exec_cfg(self) -> Any:
