@@ -262,11 +262,12 @@ def test_document_steps_match_columnar_steps(dedup_run, tmp_path):
 
 def test_partitions_and_bucket_ranges_do_not_change_output(dedup_run, tmp_path, monkeypatch):
     """Many key partitions (cluster step) and many band hash ranges (bucket step) give the same shards."""
-    import cotforge.curate.dedup.steps as steps
+    import cotforge.curate.dedup.buckets as buckets
+    import cotforge.curate.dedup.workdir as workdir
 
     _, inputs, out = dedup_run
-    monkeypatch.setattr(steps, "PARTITION_ROWS", 2)
-    monkeypatch.setattr(steps, "BUCKET_CHUNK", 2)
+    monkeypatch.setattr(workdir, "PARTITION_ROWS", 2)
+    monkeypatch.setattr(buckets, "BUCKET_CHUNK", 2)
     small = tmp_path / "small"
     run_cli([*inputs, "-o", str(small), "--workers", "1", "--rows-per-shard", "4", "--rows-per-task", "5"])
     assert read_stats(small)["dedup"]["partitions"] > 4
