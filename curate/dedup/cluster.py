@@ -13,7 +13,8 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.core import candidate_verdict, normalize_many, release_arrow_memory, unpack_order
+from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
+from cotforge.curate.dedup.pairs import REJECT_REASONS, PromptView, candidate_verdict, prompt_view
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
 from cotforge.curate.text.hashing import sorted_lookup
 
@@ -46,7 +47,7 @@ class ProblemCluster(PipelineStep):
     """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
 
     Candidate pairs (O(candidates) memory) are mapped to problem keys through the tasks' head files, checked
-    (number guard, edit guard, exact n-gram Jaccard) once per distinct problem pair and joined into
+    (number guard, graded pair check of curate/dedup/pairs.py) once per distinct problem pair and joined into
     connected components. The per-row work then streams over the key partitions (all rows of a problem key
     are in one partition, ~PARTITION_ROWS rows each): pass 1 finds the first row (preference order) of each
     clustered problem, pass 2 marks rows `near_duplicate` (their problem's cluster is represented by another
@@ -75,9 +76,10 @@ class ProblemCluster(PipelineStep):
         lo, hi = self._checked_edges(work, stats)
         merged, target = self._representatives(work, lo, hi, stats)
         self._decide(work, merged, target, stats)
-        out = {k: int(stats[k]) for k in ("rows", "problems", "candidate_pairs", "pairs_rejected_number_guard",
-                                          "pairs_rejected_edit_guard", "pairs_below_threshold", "pairs_accepted",
-                                          "clusters", "problems_merged", "exact_duplicate", "near_duplicate")}
+        keys = ("rows", "problems", "candidate_pairs", "pairs_rejected_number_guard", "pairs_rejected_edit_guard",
+                *(f"pairs_rejected_{r}" for r in REJECT_REASONS if r != "below_threshold"), "pairs_below_threshold",
+                "pairs_accepted", "clusters", "problems_merged", "exact_duplicate", "near_duplicate")
+        out = {k: int(stats[k]) for k in keys}
         out["partitions"] = self.partitions
         (work / "cluster_stats.json").write_text(json.dumps(out, indent=2, sort_keys=True))
         return out
@@ -104,24 +106,33 @@ class ProblemCluster(PipelineStep):
         stats["pairs_rejected_number_guard"] = int((~ok).sum())
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
-            texts = self._norm_prompts(work, ends, np.concatenate([a[idx], b[idx]]))
+            texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
+            views: dict[int, PromptView] = {}
+
+            def view(e: int) -> PromptView:
+                if e not in views:
+                    views[e] = prompt_view(texts[e][0], texts[e][1], self.cfg.norm)
+                return views[e]
+
             for i in idx:
-                why = candidate_verdict(texts[int(a[i])], texts[int(b[i])], self.cfg)
+                ea, eb = int(a[i]), int(b[i])
+                why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, views=(view(ea), view(eb)))
                 if why:
                     ok[i] = False
-                    stats[f"pairs_{'rejected_edit_guard' if why == 'edit_guard' else why}"] += 1
+                    stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
+                    stats["pairs_rejected_edit_guard"] += why != "below_threshold"
         stats["pairs_accepted"] = int(ok.sum())
         return pkey[a[ok]], pkey[b[ok]]
 
-    def _norm_prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, str]:
-        """Normalised prompts of the given endpoints, read task by task (only the `prompt` column)."""
+    def _prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, tuple[str, str]]:
+        """(normalised, raw) prompts of the given endpoints, read task by task (only the `prompt` column)."""
         which = np.unique(which)
-        out: dict[int, str] = {}
+        out: dict[int, tuple[str, str]] = {}
         for r, at in key_groups(ends[which, 0]):
             sel = which[at]
             col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
             prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
-            out.update(zip(sel.tolist(), normalize_many(prompts, self.cfg.norm), strict=True))
+            out.update(zip(sel.tolist(), zip(normalize_many(prompts, self.cfg.norm), prompts, strict=True), strict=True))
         return out
 
     def _partition(self, work: Path, p: int) -> np.ndarray:
