@@ -191,7 +191,8 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     ka, kb = [x for x in ka if x[1] != "format"], [x for x in kb if x[1] != "format"]
     if not ka and not kb:
         return None, 0
-    mathy = any(k == "math" and t not in _AMBIGUOUS for t, k in ka + kb)
+    mathy = any(k == "math" and t not in _AMBIGUOUS for t, k in ka + kb) or (
+        bool(ka) and bool(kb) and all(len(t) == 1 for t, _ in ka + kb))  # "a_i" -> "a_a": letters for letters
     ka = [(t, "word" if k == "math" and t in _AMBIGUOUS and not mathy else k) for t, k in ka]
     kb = [(t, "word" if k == "math" and t in _AMBIGUOUS and not mathy else k) for t, k in kb]
     one_sided = not ka or not kb
@@ -270,7 +271,9 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
     for k, (tag, i1, i2, j1, j2) in enumerate(ops):
         if tag == "equal":
             continue
-        edge = not first <= k <= last
+        # before the first / after the last anchor; added or dropped text is lenient (a wrapper) only as the
+        # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
+        edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
         why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core)
         if why:
             return why
