@@ -14,7 +14,7 @@ from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
-from cotforge.curate.dedup.pairs import REJECT_REASONS, PromptView, candidate_verdict, prompt_view
+from cotforge.curate.dedup.pairs import REJECT_REASONS, candidate_verdict
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
 from cotforge.curate.text.hashing import sorted_lookup
 
@@ -107,16 +107,9 @@ class ProblemCluster(PipelineStep):
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
             texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
-            views: dict[int, PromptView] = {}
-
-            def view(e: int) -> PromptView:
-                if e not in views:
-                    views[e] = prompt_view(texts[e][0], texts[e][1], self.cfg.norm)
-                return views[e]
-
-            for i in idx:
+            for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
                 ea, eb = int(a[i]), int(b[i])
-                why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, views=(view(ea), view(eb)))
+                why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
                 if why:
                     ok[i] = False
                     stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
