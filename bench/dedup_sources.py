@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = REPO.parent / "shared" / "data" / "sft_sources"
+SOURCES = next((d / "shared" / "data" / "sft_sources" for d in (REPO.parent, REPO.parent.parent)
+                if (d / "shared" / "data").is_dir()), REPO.parent / "shared" / "data" / "sft_sources")
 
 
 def main() -> None:

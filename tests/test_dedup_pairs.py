@@ -34,7 +34,8 @@ def test_graded_check_merges_rewordings(b):
     (GSM.replace("sold half", "bought half"), "question_changed"),
     (GSM.replace("April", "June"), "name_changed"),
     (GSM + " Then find the sum of the digits of the result.", "question_changed"),
-    (TEPEE, "name_changed"),  # a different problem altogether: caught before any rewording budget
+    (TEPEE, "name_changed"),
+    (GSM.replace("How many clips did", "How many friends did"), "question_changed"),  # friends: in both prompts  # a different problem altogether: caught before any rewording budget
 ])
 def test_graded_check_keeps_changed_problems_apart(b, why):
     a = GSM if b != TEPEE else TEPEE.replace("TEPEE", "PROOF")

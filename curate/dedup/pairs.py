@@ -221,8 +221,17 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
         if cat == "negation" and sum(c == cat for c, _ in ga) != sum(c == cat for c, _ in gb):
             return "question_changed", 0
+    if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
+        return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
+
+
+def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
+    """A content word (>= 4 letters) of one side of a change that the other prompt uses too. When both sides
+    pass, the words were swapped for ones the problem already talks about (how many girls -> how many boys,
+    with girls and boys in both prompts), not for synonyms."""
+    return any(k == "word" and len(t) >= 4 and t not in STARTERS and t in other.tokens for t, k in side)
 
 
 _NEG_PREFIXES = ("in", "un", "non", "im", "il", "ir", "dis")
