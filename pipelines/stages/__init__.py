@@ -17,7 +17,8 @@ from cotforge.pipelines.stages.spec import StageSpec
 from cotforge.pipelines.stages.train import _evaluate, _rl, _sft
 
 # Stages whose code is split over several modules hash all of them (editing any re-runs the stage).
-DEDUP_CODE = ("cotforge.curate.dedup.stage", "cotforge.curate.dedup.core", "cotforge.curate.dedup.steps", "cotforge.curate.io.ingest", "cotforge.curate.text.normalize",
+DEDUP_CODE = ("cotforge.curate.dedup.stage", "cotforge.curate.dedup.core", "cotforge.curate.dedup.steps", "cotforge.curate.dedup.workdir", "cotforge.curate.dedup.signature",
+              "cotforge.curate.dedup.buckets", "cotforge.curate.dedup.cluster", "cotforge.curate.dedup.split", "cotforge.curate.io.ingest", "cotforge.curate.text.normalize",
               "cotforge.curate.text.hashing", "cotforge.curate.io.writer", "cotforge.curate.io.inputs", "cotforge.curate.engine")
 VERIFY_CODE = ("cotforge.curate.verify.stage", "cotforge.curate.verify.math", "cotforge.curate.verify.code", "cotforge.curate.verify.sandbox",
                "cotforge.curate.text.reasoning")
