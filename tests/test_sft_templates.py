@@ -51,9 +51,11 @@ def _ids(tok, text):
 
 
 def _dataset(rows):
+    """A datasets.Dataset with the union of the rows' keys (missing values None)."""
     import datasets
 
-    return datasets.Dataset.from_list(rows)
+    keys = sorted({k for r in rows for k in r})
+    return datasets.Dataset.from_list([{k: r.get(k) for k in keys} for r in rows])
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
