@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = ["DROP_REASONS", "MASK_MODES", "OVERLONG_POLICIES", "REASONING_MODES", "ChatFormat", "PackingProbe",
            "PrepareStats",
            "RowLocator", "SFTDataError", "chat_format", "collate", "load_sft_dataset", "packing_leak",
-           "packing_probe", "padding_share", "prepare_sft_dataset", "resolve_mask_mode", "row_messages",
+           "packing_probe", "padding_share", "prepare_sft_dataset", "render_row", "resolve_mask_mode", "row_messages",
            "tokenize_conversation"]
 
 OVERLONG_POLICIES = ("drop", "truncate")
@@ -357,9 +357,11 @@ def prepare_sft_dataset(dataset, tokenizer, *, max_length: int | None, mask_mode
     stats.max_tokens = max(lengths, default=0)
     stats.assistant_tokens = int(sum(out["n_assistant"]))
     if stats.rows_kept == 0:
-        raise SFTDataError(f"no SFT rows left after preparation ({stats.dropped_overlong} longer than "
+        err = SFTDataError(f"no SFT rows left after preparation ({stats.dropped_overlong} longer than "
                            f"max_length={max_length}; dropped: {stats.dropped or 'none'}); raise max_length, set "
                            "overlong: truncate, or see the dropped reasons")
+        err.stats = stats  # what was dropped, for callers that report instead of training
+        raise err
     log.info("SFT data: %d rows in, %d kept (%d overlong, %d unfaithful dropped), %d tokens, %.1f%% assistant, "
              "mask=%s", stats.rows_in, stats.rows_kept, stats.dropped_overlong, sum(stats.dropped.values()),
              stats.tokens, 100.0 * stats.assistant_tokens / max(stats.tokens, 1), mode)
