@@ -419,6 +419,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
     logger = CsvJsonLogger(cfg.output_dir, curves=cfg.log_curves)
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
                          processing_class=tok, callbacks=[logger, *callbacks])
+    stop_at_end_of_turn(trainer.model, tok, stats.end_of_turn_id)  # again: the Trainer re-aligns special tokens
     return trainer, stats
 
 
