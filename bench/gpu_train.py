@@ -208,12 +208,16 @@ def sft_case(model, tok, shape: str, seq_len: int, attn: str, args, work: Path, 
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     meter = StepMeter(device)
-    trainer, stats = build_trainer(cfg, [meter.callback()], model=model, tokenizer=tok)
-    meter.wrap(trainer)
-    trainer.train()
-    ran = str(model.config._attn_implementation)
-    del trainer
-    gc.collect()
+    try:
+        trainer, stats = build_trainer(cfg, [meter.callback()], model=model, tokenizer=tok)
+        meter.wrap(trainer)
+        trainer.train()
+        ran = str(model.config._attn_implementation)
+        del trainer
+    finally:  # the next case reuses the model: drop the forward wrappers TRL (fused LM head) and accelerate added
+        for attr in ("forward", "_original_forward"):
+            model.__dict__.pop(attr, None)
+        gc.collect()
     terms = flop_terms(model.config)
     head_tokens = "labels"  # TRL 1.16's fused LM head projects only positions with a label
     steps = list(zip(meter.times, meter.batches, strict=False))[args.warmup:]
