@@ -26,6 +26,9 @@ RL: one GPPO optimizer step (`cotforge.train.rl.losses.policy_loss` on the model
 are random, which does not change the cost), same FLOP count. Rollout: HF `generate` throughput (sampling,
 KV cache, sdpa) for `--gen-batch` prompts x `--gen-tokens` new tokens.
 
+One file (~470 lines) on purpose: it is the single script carried to and run on an offline GPU node, and the
+test suite loads it by path.
+
     python bench/gpu_train.py --out-dir out/gpu            # GPU defaults (see bench/gpu_run.sh)
     python bench/gpu_train.py --shapes tiny --seq-lens 128,256 --steps 2 --rl-completion-len 32 --gen-tokens 8
 """

@@ -139,7 +139,7 @@ def test_packing_fallback_is_explicit(tiny_model_dir, monkeypatch):
     assert decide_packing(cfg, model) is True
     leaky = PackingProbe(leak=0.5, vs_alone=0.5, scale=3.0, dtype="torch.float32", device="cpu",
                          attn_implementation="sdpa")
-    monkeypatch.setattr("cotforge.train.sft.packing_probe", lambda m, **kw: leaky)
+    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: leaky)
     assert decide_packing(cfg, model) is False
     cfg_err = CotSFTConfig(output_dir="unused", use_cpu=True, packing_fallback="error")
     with pytest.raises(SFTConfigError, match="does not isolate packed samples"):
@@ -324,7 +324,7 @@ def test_gpu_defaults_one_packed_row_and_flash_when_installed(monkeypatch, caplo
             return iter([torch.zeros(1)])
 
     wide = CotSFTConfig(output_dir="unused", use_cpu=True, per_device_train_batch_size=8, packing_fallback="error")
-    monkeypatch.setattr("cotforge.train.sft.packing_probe", lambda m, **kw: PackingProbe(0.0, 0.0, 1.0, "f", "c", "sdpa"))
+    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: PackingProbe(0.0, 0.0, 1.0, "f", "c", "sdpa"))
     with caplog.at_level("WARNING", logger="cotforge.train.sft"):
         packed, info = check_packing(wide, Model())
     assert packed and info["probe"]["isolated"] and "flattens 8 packed rows" in caplog.text
