@@ -148,3 +148,18 @@ def test_r1_generation_prompt_split_is_where_inference_splits():
     first = next(i for i, t in enumerate(out["labels"]) if t != -100)
     assert first == len(prompt) and out["input_ids"][:first] == prompt
     assert tok.decode(out["input_ids"][first:]) == FULL.removeprefix("<think>\n") + "<｜end▁of▁sentence｜>"
+
+
+def test_generation_prompt_that_closes_reasoning_qwen3_no_thinking():
+    """Qwen3 with enable_thinking=False: the prompt ends with an empty think block, so only answers are trained."""
+    tok = tok_of("qwen3")
+    plain = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4."}]
+    rows = [{"messages": CASES["single turn"]}, {"messages": plain}]
+    out, stats = prepare_sft_dataset(_dataset(rows), tok, max_length=None,
+                                     template_kwargs={"enable_thinking": False})
+    assert (stats.rows_kept, stats.dropped) == (1, {"prompt_closes_reasoning": 1})
+    prompt = list(tok.apply_chat_template(plain[:1], add_generation_prompt=True, enable_thinking=False,
+                                          tokenize=True, return_dict=True)["input_ids"])
+    assert tok.decode(prompt).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert out[0]["input_ids"] == prompt + _ids(tok, "4.<|im_end|>")
+    assert out[0]["labels"] == [-100] * len(prompt) + _ids(tok, "4.<|im_end|>")
