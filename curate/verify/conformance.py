@@ -2,8 +2,10 @@
 
 The suites live in tests/data/math_conformance/*.jsonl (built by bench/math_conformance_build.py; the first
 line of each file is a header naming the source repository, commit and licence). A case is
-``{"id", "gold", "prediction", "expected", "settings"}``; `settings` holds the comparison settings the peer
-test states (e.g. math-verify's ``precision=4`` -> ``decimal_places=4``), applied on top of the caller's.
+``{"id", "gold", "prediction", "expected", "settings", "match_types"}``; `settings` holds the comparison
+settings the peer test states (math-verify's ``precision=4`` -> ``decimal_places=4``, ``strict`` ->
+``strict_variables``, ``allow_set_relation_comp``), applied on top of the caller's; a math-verify test that
+extracts with LaTeX targets only (``match_types == ["latex"]``) runs with ``plain_numbers=False``.
 
 How a prediction becomes a response (`embed`), so that it is read the way a model's output is:
   * a prediction that carries its own ``</think>`` is used as it is;
@@ -43,6 +45,13 @@ class Case:
     settings: dict[str, Any] = field(default_factory=dict)
     group: str = ""
     why: str = ""
+    match_types: list[str] = field(default_factory=list)
+
+    def effective_settings(self) -> dict[str, Any]:
+        """The case's settings; a math-verify test that extracts with LaTeX targets only (match_types
+        ["latex"]) also gets plain_numbers=False, the same extraction in our lenient fallback."""
+        extra = {"plain_numbers": False} if self.match_types == ["latex"] else {}
+        return {**extra, **self.settings}
 
 
 @dataclass
@@ -125,7 +134,7 @@ def run_cases(cases: Iterable[Case], suite: str, **kwargs: Any) -> list[CaseResu
     base = kwargs.pop("compare", None) or MathCompare()
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(cases):
-        groups.setdefault(json.dumps(c.settings, sort_keys=True), []).append(i)
+        groups.setdefault(json.dumps(c.effective_settings(), sort_keys=True), []).append(i)
     out: list[CaseResult | None] = [None] * len(cases)
     for key, idx in groups.items():
         compare = dataclasses.replace(base, **json.loads(key))
