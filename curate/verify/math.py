@@ -93,11 +93,15 @@ def _check_mode(mode: str) -> None:
 
 def extract_answer(response: str, think_end: str | None = "</think>", mode: str = "lenient") -> str | None:
     """The final-answer text of a response in `mode` (rules in `math_extract`), or None. In lenient mode
-    without any answer marker this is the whole answer part (math-verify reads the answer in it)."""
+    without any answer marker this is the string math-verify's own extraction reads in the answer part."""
     _check_mode(mode)
     text = answer_part(response or "", think_end, mode)
     found = extract(text, mode) if text is not None else None
-    return found.text if found else None
+    if found is None:
+        return None
+    if found.kind == "math_verify":
+        return _extracted_text(found, _parse(found.text)) or None
+    return found.text
 
 
 def _parse(text: str, box_first: bool = False, plain_numbers: bool = True) -> list[Any]:

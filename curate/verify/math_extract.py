@@ -129,7 +129,10 @@ def extract(text: str, mode: str = "lenient") -> Extracted | None:
         return _from_group(group) if group else None
     finals = [m for m in _FINAL_PHRASE.finditer(text) if m.group(1).strip()]
     if finals and (group is None or finals[-1].start() >= group[0]):
-        return Extracted(finals[-1].group(1).strip(), "final")
+        content = finals[-1].group(1).strip()
+        while (inner := _FINAL_PHRASE.search(content)) and inner.group(1).strip():  # "Final Answer: The final
+            content = inner.group(1).strip()                                         # answer is X" -> X
+        return Extracted(content, "final")
     if group:
         return _from_group(group)
     for kind, pattern in (("phrase", _ANSWER_IS), ("hashes", _HASHES), ("line", _ANSWER_LINE)):

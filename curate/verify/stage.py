@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from cotforge.curate.cli_common import input_options, specs_from_cli
 from cotforge.curate.io.inputs import input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify import MODES, MathCompare, verify_rows
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,16 @@ class VerifyConfig:
     math_timeout_s: float = 5.0
     batch_rows: int = 2048
     limits: SandboxLimits | None = None
+    math_mode: str = field(default="lenient", metadata={
+        "help": "Math answer extraction: lenient (labels: boxes, 'the answer is', ####, Answer lines, "
+                "math-verify's own extraction) or strict (only a box after the reasoning block)."})
+    math_compare: MathCompare = field(default_factory=MathCompare, metadata={
+        "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
+
+    def __post_init__(self) -> None:
+        if self.math_mode not in MODES:
+            raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
+        self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -57,7 +67,8 @@ def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
            by_status: Counter[str], by_source: dict[str, Counter[str]]) -> None:
     """Verify one batch of rows and keep them with their verdict columns."""
     verdicts = verify_rows(batch, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                           math_timeout_s=cfg.math_timeout_s)
+                           math_timeout_s=cfg.math_timeout_s, math_mode=cfg.math_mode,
+                           math_compare=cfg.math_compare)
     for row, v in zip(batch, verdicts, strict=True):
         row.update(v)
         by_status[v["verify_status"]] += 1
