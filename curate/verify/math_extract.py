@@ -18,7 +18,8 @@ Two modes (`MODES`), chosen by the caller:
     closed (a truncated trace) -> no answer; no markers at all -> the whole response;
   * the answer is the first of: a "final answer is X" / "Final Answer: X" phrase that comes *after* the last
     box group; the last box group; the last "the answer is X" phrase; a GSM8K ``#### X``; a final
-    ``Answer: X`` / ``A: X`` line; else whatever math-verify's own extraction reads in the answer part (its
+    ``Answer: X`` / ``A: X`` line; else, when the answer part has no box at all (only empty or unclosed
+    ones: no answer), whatever math-verify's own extraction reads in its last 3,000 characters (its
     ``parse`` with LaTeX + expression targets: "answer" with or without a colon, the last math span, the
     last number with currency, units or a percent sign).
 """
@@ -37,6 +38,7 @@ _JOINER = re.compile(
     r"(?:\s|[,;.:&]|\$|\\[()\[\]]|\\\\|\\[qQ]?quad\b|\\[,;!> ]|\\hspace\*?\{[^{}]*\}"
     r"|\\(?:text|textrm|mathrm|mbox)\s*\{[^{}]{0,40}\}|\band\b|\bor\b|&|[A-Za-z](?:_\{?\w+\}?)?\s*=)*")
 _MAX_GAP = 80
+FALLBACK_CHARS = 3000
 _FINAL_PHRASE = re.compile(r"final answer\s*(?:is|:)\s*(?:\*\*)?\s*:?\s*(.+?)(?:\.?\s*I hope|\.\s|\.?\s*$|\n)",
                            re.IGNORECASE | re.DOTALL)
 _ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?\s*(.+?)(?:\.\s|\.?\s*$|\n)",
@@ -139,9 +141,19 @@ def extract(text: str, mode: str = "lenient") -> Extracted | None:
         found = pattern.findall(text)
         if found and found[-1].strip():
             return Extracted(found[-1].strip(), kind)
-    if text.strip():
-        return Extracted(text.strip(), "math_verify")
+    if text.strip() and not _BOXED.search(text):  # only empty/unclosed boxes: the writer boxed nothing
+        return Extracted(_tail(text.strip()), "math_verify")
     return None
+
+
+def _tail(text: str, limit: int = FALLBACK_CHARS) -> str:
+    """The last `limit` characters of `text`, cut at whitespace (math-verify's regexes get slow on long,
+    repetitive text; its extraction prefers the rightmost match anyway)."""
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    space = re.search(r"\s", cut)
+    return cut[space.end():] if space else cut
 
 
 def answer_part(response: str, think_end: str | None, mode: str) -> str | None:
