@@ -133,6 +133,11 @@ def test_lenient_reads_markers_and_math_verify_extraction():
     ("\\boxed{1.000,5}", "1000.5", {"decimal_comma": True}, True),
     ("\\boxed{1, 2}", "1,2", {"decimal_comma": True}, False),
     ("\\boxed{7,425,000}", "7425000", {}, True),
+    # e-notation golds; cut-off fallback strings of unreadable answers never match each other
+    ("\\boxed{0.00001}", "1e-5", {}, True),
+    ("\\boxed{3 \\times 10^8}", "3e8", {}, True),
+    ("\\boxed{3e8}", "3 \\times 10^{8}", {}, True),
+    ("\\boxed{\\lambda_{\\text{red}} \\sqrt{3 - 2\\sqrt{2}}}", "\\lambda_{\\text{red}}/\\sqrt{2}", {}, False),
     # math-verify's flags
     ("\\boxed{f(y)}", "f(x)", {}, False),
     ("\\boxed{f(y)}", "f(x)", {"strict_variables": False}, True),

@@ -156,6 +156,12 @@ def _norm(s: str) -> str:
     return re.sub(r"\s+|\\[,;! ]|\$|\\text\{([^}]*)\}", lambda m: m.group(1) or "", s).strip().lower()
 
 
+def _whole_strings(parsed: list[Any]) -> list[Any]:
+    """Drop math-verify's fallback strings that are cut-off fragments (unbalanced braces, e.g. "\\lambda_{"
+    from a gold it failed to read): two such fragments compare equal as strings and made a false accept."""
+    return [p for p in parsed if not isinstance(p, str) or p.count("{") == p.count("}")]
+
+
 def _extracted_text(found: Extracted, pred: list[Any]) -> str:
     """What to report as extracted: math-verify's matched string when it did the extraction."""
     if found.kind == "math_verify":
@@ -199,6 +205,9 @@ def _compare(found: Extracted, answer: str, gold_text: str, cfg: MathCompare, pr
     if not pred:  # math-verify found nothing it could read: no answer; a marker it cannot parse: wrong
         return MathVerdict("no_answer" if found.kind == "math_verify" else "incorrect",
                            None if found.kind == "math_verify" else False, extracted or None)
+    gold, pred = _whole_strings(gold), _whole_strings(pred)
+    if not gold or not pred:
+        return MathVerdict("incorrect", False, extracted)
     if gold_list_ordered(gold, bare_lists_ordered(problem, cfg), is_unordered_gold(gold_text)):
         gold, pred = as_tuples(gold), as_tuples(pred)
     ok = verify(gold, pred, float_rounding=cfg.decimal_places, strict=cfg.strict_variables,

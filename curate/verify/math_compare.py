@@ -26,6 +26,8 @@
   thousands separators, ``0,111`` is 0.111, otherwise a comma separates items: ``1000,99`` is {1000, 99}).
   True (data written with decimal commas): a comma between two digits is a decimal point in both gold and
   prediction (``1000,99`` = 1000.99, ``1.000,5`` = 1000.5); items must then be separated by ``;`` or ``, ``.
+* **E-notation.** A whole answer written ``1e-5`` / ``3e8`` is 1·10^-5 / 3·10^8 (math-verify alone reads the
+  ``e`` as Euler's number).
 * **Variables, relations, intervals** as math-verify: `strict_variables` [True] (``f(x)`` != ``f(y)``; False
   matches variables by position), `allow_set_relation_comp` [False] (True lets a gold set ``x \\in [-2, 7]``
   match a predicted relation ``-2 <= x <= 7``; a predicted set always matches a gold relation); interval ends
@@ -216,8 +218,15 @@ _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)")
 _FONT = re.compile(r"\\(?:textbf|mathbf|bf)\s*\{([^{}]*)\}")
 
 
+_E_NOTATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)[eE]([+-]?\d+)\s*$")
+
+
 def localize(text: str, cfg: MathCompare) -> str:
-    """Decimal commas to points when `cfg.decimal_comma` (module docstring); `text` unchanged otherwise."""
+    """A whole answer in e-notation (``1e-5``, ``3e8``; math-verify reads ``e`` as Euler's number) as
+    ``1\\times10^{-5}``; decimal commas to points when `cfg.decimal_comma` (module docstring)."""
+    m = _E_NOTATION.match(text)
+    if m:
+        text = f"{m.group(1)}\\times10^{{{int(m.group(2))}}}"
     if not cfg.decimal_comma:
         return text
     text = _THOUSANDS_DOT.sub(lambda m: m.group(0).replace(".", ""), text)
