@@ -137,6 +137,13 @@ def test_lenient_reads_markers_and_math_verify_extraction():
     ("\\boxed{0.00001}", "1e-5", {}, True),
     ("\\boxed{3 \\times 10^8}", "3e8", {}, True),
     ("\\boxed{3e8}", "3 \\times 10^{8}", {}, True),
+    ("\\boxed{2.89 \\times 10^{-19}}", "2.88e-19", {}, False),   # small numbers: places from the leading digit
+    ("\\boxed{3.313 \\times 10^{-22}}", "1.325e-27", {}, False),
+    ("\\boxed{2.88 \\times 10^{-19}}", "2.88e-19", {}, True),
+    ("\\boxed{0.0833333}", "\\frac{1}{12}", {}, True),
+    ("\\boxed{0.0000001}", "0", {}, False),
+    ("\\boxed{2.89 \\times 10^{-6}}", "2.88e-6", {}, False),
+    ("\\boxed{4.57 \\times 10^{-24}}", "4.6e-24", {}, True),      # the gold gives 2 significant digits
     ("\\boxed{\\lambda_{\\text{red}} \\sqrt{3 - 2\\sqrt{2}}}", "\\lambda_{\\text{red}}/\\sqrt{2}", {}, False),
     # math-verify's flags
     ("\\boxed{f(y)}", "f(x)", {}, False),

@@ -3,7 +3,10 @@
 `MathCompare` holds the settings (defaults in brackets; examples in the README's math-verification section):
 
 * **Numbers.** math-verify decides first: exact/symbolic equality, or, when one side is a decimal, equality
-  after rounding both to `decimal_places` [6] places (math-verify's ``float_rounding``). Then:
+  after rounding both to `decimal_places` [6] places (math-verify's ``float_rounding``). Where that rounding
+  would keep fewer significant digits of the larger number than F = min(`min_sig_digits`, the digits the
+  decimal is written with), both are compared at F significant digits instead: 2.88e-19 != 2.89e-19 (plain
+  rounding makes both 0.000000), 4.6e-24 = 4.57e-24 (the gold gives 2 digits), 1e-7 != 0. Then:
   - `round_to_written` [on]: a decimal written with d >= 1 places stands for every number that rounds to it
     at d places (half away from zero), when the other side is more precise: exact with a decimal expansion
     longer than d + 2 places or none (1/3, 100/3, sqrt 2, pi/4), or a decimal written with >= d + 3 places;
@@ -177,11 +180,45 @@ def written_places_eq(a: Any, b: Any, min_sig_digits: int = 3) -> bool:
     return False
 
 
+def _written_digits(e: Any) -> int | None:
+    """Significant digits the decimals in `e` were written with (the most of its Float atoms); None if none."""
+    import sympy
+
+    floats = [f for f in sympy.preorder_traversal(e) if isinstance(f, sympy.Float)]
+    return max(_sig_digits(f) for f in floats) if floats else None
+
+
+def _significant_eq(a: Any, b: Any, places: int, min_sig_digits: int) -> bool | None:
+    """Two real numbers, at least one written as a decimal: when rounding at `places` decimal places keeps
+    fewer significant digits of the larger than F = min(min_sig_digits, the digits the decimals were written
+    with), both are compared at F significant digits of the larger instead (2.88e-19 != 2.89e-19, which
+    plain rounding to 6 places makes equal as 0.000000). None when the rule does not apply."""
+    import sympy
+
+    written = [d for d in (_written_digits(a), _written_digits(b)) if d is not None]
+    if not written or not (getattr(a, "is_number", False) and getattr(b, "is_number", False)):
+        return None
+    da, db = (decimal.Decimal(str(sympy.N(v, 30))) for v in (a, b))
+    m = max(abs(da), abs(db))
+    if m == 0:
+        return None
+    floor = min([min_sig_digits, *written])
+    if places + m.adjusted() + 1 >= floor:  # plain rounding keeps enough digits: math-verify decides
+        return None
+    q = decimal.Decimal(1).scaleb(m.adjusted() - floor + 1)
+    return da.quantize(q, decimal.ROUND_HALF_UP) == db.quantize(q, decimal.ROUND_HALF_UP)
+
+
 def _numeric_eq(a: Any, b: Any, float_rounding: int, numeric_precision: int) -> bool:
-    """math-verify's `sympy_numeric_eq`, then the written-places rule and `rel_tol` of the active settings."""
-    if _ORIGINAL_NUMERIC_EQ(a, b, float_rounding, numeric_precision):
-        return True
+    """math-verify's `sympy_numeric_eq` (or `_significant_eq` where rounding to decimal places would keep too
+    few digits), then the written-places rule and `rel_tol` of the active settings."""
     cfg = _ACTIVE.get() or _DEFAULT
+    try:
+        sig = _significant_eq(a, b, float_rounding, cfg.min_sig_digits)
+    except (TypeError, ValueError, ArithmeticError, decimal.InvalidOperation):
+        sig = None
+    if sig if sig is not None else _ORIGINAL_NUMERIC_EQ(a, b, float_rounding, numeric_precision):
+        return True
     if not (cfg.round_to_written or cfg.rel_tol):
         return False
     x, y = _as_number(a), _as_number(b)
