@@ -30,6 +30,7 @@ from cotforge.curate.verify import (
     verify_math_batch,
 )
 from cotforge.curate.verify.conformance import SUITES, embed, load_suite
+from cotforge.curate.verify.math import split_after_reasoning
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "sft_sources"
@@ -84,9 +85,12 @@ def bench_math_on(name: str, pairs: list[tuple[str, str]], workers: int, base_n:
     """Verdicts/s of the pool in both modes vs in-process math-verify on one core (first base_n pairs)."""
     verify_math_batch(pairs[:8], workers=workers)  # start the pool
     rates, verdicts = {}, {}
-    for mode in ("lenient", "strict"):
+    # strict: the box rule after the reasoning block; these sources mark it in several ways or not at all, so
+    # the text after it (split_after_reasoning) is passed with think_end=None (as bench/verify_agreement.py)
+    strict_pairs = [(split_after_reasoning(r) or "", a) for r, a in pairs]
+    for mode, items, think_end in (("lenient", pairs, "</think>"), ("strict", strict_pairs, None)):
         t0 = time.perf_counter()
-        verdicts[mode] = verify_math_batch(pairs, workers=workers, timeout_s=10.0, mode=mode)
+        verdicts[mode] = verify_math_batch(items, think_end=think_end, workers=workers, timeout_s=10.0, mode=mode)
         rates[mode] = len(pairs) / (time.perf_counter() - t0)
     base = pairs[:base_n]
     t0 = time.perf_counter()
