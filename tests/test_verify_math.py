@@ -239,3 +239,14 @@ def test_real_labels_agree_on_a_sample(shared_data):
     got = verify_math_batch([(r["response"], r["ground_truth"]) for r in rows], workers=2)
     agree = sum(bool(v.correct) == r["is_correct"] for v, r in zip(got, rows, strict=True))
     assert agree / len(rows) >= 0.97
+
+
+def test_verify_config_math_fields():
+    from cotforge.curate.verify.stage import VerifyConfig
+
+    cfg = VerifyConfig(math_compare={"rel_tol": 1e-4})  # a recipe mapping
+    assert cfg.math_mode == "lenient" and cfg.math_compare == MathCompare(rel_tol=1e-4)
+    with pytest.raises(ValueError, match="VerifyConfig.math_mode"):
+        VerifyConfig(math_mode="loose")
+    with pytest.raises(ValueError, match="VerifyConfig.math_compare"):
+        VerifyConfig(math_compare={"tolerance": 1})
