@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from cotforge.curate.cli_common import input_options, specs_from_cli
 from cotforge.curate.io.inputs import input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify import MODES, MathCompare, verify_rows
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,16 @@ class VerifyConfig:
     batch_rows: int = 2048
     limits: SandboxLimits | None = None
     recompute: bool = False  # also verify rows whose source shipped a `correct` label (ingest presets)
+    math_mode: str = field(default="lenient", metadata={
+        "help": "Math answer extraction: lenient (labels: boxes, 'the answer is', ####, Answer lines, "
+                "math-verify's own extraction) or strict (only a box after the reasoning block)."})
+    math_compare: MathCompare = field(default_factory=MathCompare, metadata={
+        "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
+
+    def __post_init__(self) -> None:
+        if self.math_mode not in MODES:
+            raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
+        self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -61,7 +71,8 @@ def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
     shipped = [not cfg.recompute and r.get("correct") is not None and r.get("verify_status") is None for r in batch]
     todo = [r for r, s in zip(batch, shipped, strict=True) if not s]
     done = iter(verify_rows(todo, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                            math_timeout_s=cfg.math_timeout_s) if todo else [])
+                            math_timeout_s=cfg.math_timeout_s, math_mode=cfg.math_mode,
+                            math_compare=cfg.math_compare) if todo else [])
     verdicts = [{"correct": r["correct"], "verify_status": "shipped", "tests_passed": None, "tests_total": None}
                 if s else next(done) for r, s in zip(batch, shipped, strict=True)]
     for row, v in zip(batch, verdicts, strict=True):

@@ -21,7 +21,8 @@ DEDUP_CODE = ("cotforge.curate.dedup.stage", "cotforge.curate.dedup.core", "cotf
               "cotforge.curate.dedup.buckets", "cotforge.curate.dedup.cluster", "cotforge.curate.dedup.split", "cotforge.curate.io.ingest", "cotforge.curate.text.normalize",
               "cotforge.curate.text.hashing", "cotforge.curate.io.writer", "cotforge.curate.io.inputs", "cotforge.curate.engine")
 VERIFY_CODE = ("cotforge.curate.verify.stage", "cotforge.curate.verify.math", "cotforge.curate.verify.code", "cotforge.curate.verify.sandbox",
-               "cotforge.curate.text.reasoning")
+               "cotforge.curate.text.reasoning", "cotforge.curate.verify.math_extract", "cotforge.curate.verify.math_compare",
+               "cotforge.curate.verify.math_pool")
 DECONTAM_CODE = ("cotforge.curate.decontam.stage", "cotforge.curate.decontam.index", "cotforge.curate.decontam.match", "cotforge.curate.benchmarks",
                  "cotforge.curate.text.normalize", "cotforge.curate.text.hashing", "cotforge.curate.decontam.report", "cotforge.curate.io.writer", "cotforge.curate.io.inputs", "cotforge.curate.engine")
 EVAL_CODE = ("cotforge.train.eval.run", "cotforge.train.eval.config", "cotforge.train.eval.items", "cotforge.train.eval.scoring",
