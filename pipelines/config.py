@@ -36,12 +36,25 @@ class RecipeError(ConfigError):
 
 @dataclass
 class SourceConfig:
-    """One raw input: a path (relative to the recipe file), `generated:<file>` or `hf:org/name[:split]`."""
+    """One raw input: a path (relative to the recipe file), an fsspec URL (`s3://b/p/*.jsonl.gz`, globs),
+    `generated:<file>` or `hf:org/name[:split]`, with the reader options of `curate.io.spec.InputSpec`."""
 
     name: str
     path: str
     domain: str | None = None
     mapping: dict[str, str] = field(default_factory=dict)
+    preset: str | None = None  # source preset (curate/io/presets.py); None: detected from the columns
+    format: str = "auto"
+    config_name: str | None = None  # Hub dataset config
+    split: str | None = None
+    revision: str | None = None
+    data_files: str | list[str] | None = None
+    streaming: bool = True
+
+    def reader_options(self) -> dict[str, Any]:
+        """The InputSpec fields this source sets beyond path/name/mapping/domain."""
+        return {k: getattr(self, k) for k in ("preset", "format", "config_name", "split", "revision", "data_files",
+                                              "streaming")}
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -96,7 +109,7 @@ class Recipe:
 
     def resolve_path(self, value: str, run_dir: Path | None = None) -> str:
         """A recipe path made absolute: `generated:` lives in RUN/data, hf: stays, else relative to the file."""
-        if value.startswith("hf:"):
+        if value.startswith("hf:") or "://" in value:  # Hub ids and fsspec URLs stay as given
             return value
         if value.startswith(GENERATED):
             base = run_dir / "data" if run_dir is not None else Path("<run>/data")

@@ -164,10 +164,25 @@ def validate_sources(recipe: Recipe, stages: list[Stage]) -> None:
             raise RecipeError(f"{where}: duplicate source name {s.name!r}")
         seen.add(s.name)
         _check_path(recipe, s.path, where + ".path")
+        check_source_input(recipe, s, where)
+
+
+def check_source_input(recipe: Recipe, s: Any, where: str) -> str:
+    """The one detection step at plan time: every file's format is known and the preset is valid (a bad one
+    is a RecipeError naming the source, never a traceback later). Returns the --dry-run description."""
+    from cotforge.curate.io.readers import InputError, InputSpec, describe_input
+
+    if s.path.startswith(GENERATED):
+        return "written by `generate:`"
+    try:
+        spec = InputSpec(recipe.resolve_path(s.path), s.name, dict(s.mapping), s.domain, **s.reader_options())
+        return describe_input(spec)
+    except (InputError, ValueError) as e:
+        raise RecipeError(f"{where}: {e}") from e
 
 
 def _check_path(recipe: Recipe, value: str, where: str) -> None:
-    if value.startswith("hf:"):
+    if value.startswith("hf:") or "://" in value:  # existence checked by check_source_input (sources)
         return
     if value.startswith(GENERATED):
         if recipe.generate is None:

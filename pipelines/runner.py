@@ -33,7 +33,7 @@ from typing import Any
 from cotforge.curate.config import build
 from cotforge.curate.context import StageContext
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
-from cotforge.pipelines.planning import PlannedStage, plan, recipe_defaults
+from cotforge.pipelines.planning import PlannedStage, check_source_input, plan, recipe_defaults
 from cotforge.pipelines.stages.spec import make_generator
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def stage_context(st: PlannedStage, recipe: Recipe, run: Path, names: list[str])
 
     dirs = [str(Path(n) if Path(n).is_absolute() else run / n) for n in st.inputs]
     if st.stage.reads == "sources" and not st.inputs:
-        specs = [InputSpec(recipe.resolve_path(s.path, run), s.name, dict(s.mapping), s.domain)
+        specs = [InputSpec(recipe.resolve_path(s.path, run), s.name, dict(s.mapping), s.domain, **s.reader_options())
                  for s in recipe.sources]
     elif st.stage.reads in ("shards", "sources"):
         specs = resolve_inputs(dirs)
@@ -287,6 +287,7 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | Non
         lines.append("sources:")
         for s in recipe.sources:
             lines.append(f"  - {s.name}: {recipe.resolve_path(s.path, run)}" + (f" [{s.domain}]" if s.domain else ""))
+            lines.append(f"      read as: {check_source_input(recipe, s, s.name)}")
     if recipe.benchmarks.names:
         lines.append(f"benchmarks: {', '.join(recipe.benchmarks.names)}"
                      + (f" (dir {recipe.resolve_path(recipe.benchmarks.dir, run)})" if recipe.benchmarks.dir else ""))

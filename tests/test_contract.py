@@ -155,7 +155,7 @@ def test_help_is_generated_from_field_metadata():
         if f.metadata.get("cli") is not False:
             words = f.metadata["help"].split()[:3]
             assert " ".join(words) in " ".join(res.output.split()), f.name
-    assert "LSH bands (datatrove num_buckets). [default: 20]" in " ".join(res.output.split())  # from the field
+    assert "LSH bands (datatrove num_buckets). [default: 25]" in " ".join(res.output.split())  # from the field
 
 
 def test_curate_help_does_not_import_torch():

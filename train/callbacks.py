@@ -142,14 +142,18 @@ def _read_series(csv_path: str | Path, key: str) -> tuple[list[float], list[floa
 def plot_curves(csv_path: str | Path, keys: Sequence[str], png_path: str | Path) -> Path | None:
     """Plot each key of a step-indexed CSV log in its own panel and save a PNG.
 
-    Keys without data are skipped; returns None (and writes nothing) when no key has data.
+    Keys without data are skipped; returns None (and writes nothing) when no key has data, or when
+    matplotlib is not installed (a GPU node may lack it: the CSV/JSON logs are still written).
     """
-    from matplotlib.figure import Figure
-
     series = [(k, *_read_series(csv_path, k)) for k in keys]
     series = [s for s in series if s[1]]
     if not series:
         log.info("plot_curves: none of %s has data in %s", list(keys), csv_path)
+        return None
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        log.warning("plot_curves: matplotlib is not installed; %s not drawn (the CSV log is written)", png_path)
         return None
     fig = Figure(figsize=(6, 2.2 * len(series)))
     fig.subplots_adjust(left=0.16, right=0.97, top=0.97, bottom=0.12 / len(series) + 0.04, hspace=0.35)

@@ -13,18 +13,25 @@ Usage::
         train sft --config cfg.yaml
 
 Packing: `packing: true` uses TRL's best-fit-decreasing packer with padding-free batches (one row,
-`position_ids` restart per sample). FlashAttention (`attn_implementation: flash_attention_2`) keeps
-samples apart with varlen kernels. For `sdpa`/`eager` (CPU, or GPU without flash-attn) transformers
-builds a block-diagonal mask from the restarting position ids when no KV cache is used; before
-training, `decide_packing` measures on the real model that packed logits equal unpacked ones. If
-they do not, `packing_fallback: unpacked` (default) trains unpacked with a warning and `error` stops.
+`position_ids` restart per sample). FlashAttention (`attn_implementation: flash_attention_2`, the default
+on CUDA when flash-attn is installed) keeps samples apart with varlen kernels. For `sdpa`/`eager`/
+`flex_attention` transformers builds a block-diagonal mask from the restarting position ids when no KV
+cache is used; before training, `check_packing` probes the real model on its device and compute dtype
+(`train.data.packing_probe`: the last sample's logits must not depend on the other samples' tokens, and
+must match the sample run alone). If the probe fails, `packing_fallback: unpacked` (default) trains unpacked
+with a warning and `error` stops. The padding-free collator flattens `per_device_train_batch_size` packed
+rows into one sequence, so without varlen kernels attention costs (batch * max_length)^2: the default batch
+is one packed row; scale with gradient_accumulation_steps.
+
+Generation: the saved `generation_config.eos_token_id` lists the chat template's end-of-turn token (e.g.
+`<|im_end|>` for a Qwen base model whose eos is `<|endoftext|>`) so the trained model stops where it was
+trained to stop.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +39,24 @@ from typing import TYPE_CHECKING, Any
 
 from trl import SFTConfig, SFTTrainer
 
-from cotforge.curate.config import ConfigError, load
+from cotforge.curate.config import load
 from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, train_stats
 from cotforge.train.data.sft import (
     MASK_MODES,
     OVERLONG_POLICIES,
+    REASONING_MODES,
     PrepareStats,
     load_sft_dataset,
-    packing_leak,
     prepare_sft_dataset,
+)
+from cotforge.train.sft_model import (
+    PACKING_FALLBACKS,
+    SFTConfigError,
+    _dist_type,
+    check_packing,
+    decide_packing,
+    default_attn_implementation,
+    stop_at_end_of_turn,
 )
 
 if TYPE_CHECKING:
@@ -48,13 +64,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PACKING_FALLBACKS = ("unpacked", "error")
-_FLASH_HINTS = ("flash", "varlen")
+__all__ = ["PACKING_FALLBACKS", "CotSFTConfig", "SFTConfigError", "SFTResult", "build_trainer", "check_packing",
+           "decide_packing", "default_attn_implementation", "load_sft_config", "run_sft",
+           "stop_at_end_of_turn"]
 _MIN_LR_SCHEDULERS = ("cosine_with_min_lr", "cosine_warmup_with_min_lr")
-
-
-class SFTConfigError(ConfigError):
-    """A bad SFT config: unknown key, bad value or bad override; the message names the key."""
 
 
 @dataclass
@@ -71,13 +84,27 @@ class CotSFTConfig(SFTConfig):
     data: list[str] | str | None = field(
         default=None, metadata={"help": "SFT shards: Parquet/JSONL files, folders, a save_to_disk folder or hf:org/name."})
     eval_data: list[str] | str | None = field(default=None, metadata={"help": "Optional eval shards (same forms)."})
-    mask_mode: str = field(default="auto", metadata={"help": f"Assistant-label mode: {MASK_MODES}."})
+    mask_mode: str = field(default="auto", metadata={
+        "help": "Assistant labels: auto (= diff) | diff (prompt = the generation prompt, labels = the completion up "
+                "to the end-of-turn token) | generation (the template's {% generation %} markers) | none (all)."})
     overlong: str = field(default="drop", metadata={"help": f"Rows longer than max_length: {OVERLONG_POLICIES}."})
     system_prompt: str | None = field(default=None, metadata={"help": "System turn for rows without one."})
     packing_fallback: str = field(
         default="unpacked", metadata={"help": f"When packed samples would leak: {PACKING_FALLBACKS}."})
-    attn_implementation: str | None = field(
-        default=None, metadata={"help": "sdpa | eager | flash_attention_2 | ... (None: the model's default)."})
+    reasoning_markers: str = field(default="keep", metadata={
+        "help": "Reasoning markers in responses: keep | auto (rewrite to the target template's, e.g. "
+                "<|begin_of_thought|> -> <think>, counted in sft_data_stats.json) | an opening marker, e.g. <think>."})
+    repair_rows: bool = field(default=True, metadata={
+        "help": "Open closing-only traces and rebuild a row whose template rendering loses the trained turn's "
+                "reasoning or does not extend the generation prompt; false: drop such rows."})
+    strict: bool = field(default=False, metadata={
+        "help": "Stop at the first row that would be dropped (default: drop it, with its reason counted and "
+                "sampled in sft_data_stats.json)."})
+    chat_template_kwargs: dict | None = field(default=None, metadata={
+        "help": "Extra chat-template variables for rendering, e.g. {enable_thinking: false}."})
+    attn_implementation: str | None = field(default=None, metadata={
+        "help": "sdpa | eager | flex_attention | flash_attention_2 | ... (None: flash_attention_2 on CUDA when "
+                "flash-attn is installed, else the model's default)."})
     dtype: str = field(default="float32", metadata={
         "help": "Weights dtype: float32 (master weights; bf16 autocast on GPU) | bfloat16 | float16 | auto."})
     log_curves: list[str] = field(default_factory=lambda: list(DEFAULT_CURVES),
@@ -92,6 +119,7 @@ class CotSFTConfig(SFTConfig):
     num_train_epochs: float = 4.0
     max_length: int | None = 32768
     packing: bool = True
+    per_device_train_batch_size: int = 1  # one packed row per step: padding-free flattens the batch into one row
     bf16: bool | None = None  # None: on when a CUDA device supports it and use_cpu is off
     logging_steps: float = 10
     save_total_limit: int | None = 3
@@ -121,9 +149,14 @@ class CotSFTConfig(SFTConfig):
     def _check_choices(self) -> None:
         """Validate the cotforge-only enumerations with a message naming the key."""
         for key, allowed in (("mask_mode", MASK_MODES), ("overlong", OVERLONG_POLICIES),
-                             ("packing_fallback", PACKING_FALLBACKS)):
+                             ("packing_fallback", PACKING_FALLBACKS), ("reasoning_markers", REASONING_MODES)):
             if getattr(self, key) not in allowed:
                 raise SFTConfigError(f"{key}: {getattr(self, key)!r} is not one of {allowed}")
+        for key in ("repair_rows", "strict"):
+            if not isinstance(getattr(self, key), bool):
+                raise SFTConfigError(f"{key}: expected true or false, got {getattr(self, key)!r}")
+        if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
+            raise SFTConfigError(f"chat_template_kwargs: expected a mapping, got {self.chat_template_kwargs!r}")
 
 
 def _bf16_available(use_cpu: bool) -> bool:
@@ -162,8 +195,9 @@ def load_model_and_tokenizer(cfg: CotSFTConfig):
     kwargs = dict(cfg.model_init_kwargs or {})
     kwargs.setdefault("dtype", cfg.dtype)
     kwargs.setdefault("trust_remote_code", cfg.trust_remote_code)
-    if cfg.attn_implementation:
-        kwargs.setdefault("attn_implementation", cfg.attn_implementation)
+    attn = cfg.attn_implementation or default_attn_implementation(cfg)
+    if attn:
+        kwargs.setdefault("attn_implementation", attn)
     if _dist_type(cfg) in ("MULTI_GPU", "DEEPSPEED", "FSDP"):
         kwargs["device_map"] = None
     model = create_model_from_path(cfg.model, **kwargs)
@@ -183,51 +217,6 @@ def _read_template(path: str) -> str:
     return p.read_text(encoding="utf-8")
 
 
-def _is_sharded(cfg: CotSFTConfig) -> bool:
-    """DeepSpeed/FSDP runs: parameters are partitioned, so a probe forward outside the engine is impossible."""
-    env = any(os.environ.get(k, "false").lower() in ("1", "true")
-              for k in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"))
-    return bool(env or cfg.deepspeed or cfg.fsdp
-                or _dist_type(cfg) in ("DEEPSPEED", "FSDP"))
-
-
-def _dist_type(cfg: CotSFTConfig) -> str:
-    """accelerate's distributed type as a plain string ("NO", "MULTI_GPU", "DEEPSPEED", ...)."""
-    kind = cfg.distributed_state.distributed_type
-    return str(getattr(kind, "value", kind))
-
-
-def decide_packing(cfg: CotSFTConfig, model) -> bool:
-    """Whether to pack: yes for FlashAttention varlen; for other backends only if a probe shows no leak.
-
-    The probe compares logits of two samples packed into one padding-free row with the samples run
-    alone (`train.data.packing_leak`). A leak triggers `packing_fallback`: `unpacked` or `error`.
-    """
-    if not cfg.packing:
-        return False
-    if cfg.packing_strategy == "wrapped":
-        log.warning("packing_strategy 'wrapped' cuts samples mid-sequence and lets their pieces see each other; "
-                    "use bfd or bfd_split for isolated samples")
-    impl = str(getattr(model.config, "_attn_implementation", None) or "")
-    if any(h in impl for h in _FLASH_HINTS):
-        return True
-    if _is_sharded(cfg):
-        log.warning("packing with attn_implementation=%s under DeepSpeed/FSDP relies on transformers' "
-                    "position_ids block mask and is not probed; prefer flash_attention_2", impl)
-        return True
-    leak = packing_leak(model)
-    tol = 1e-2 if str(model.dtype) == "torch.float32" else 1e-1  # leaks show up as O(0.1-10) differences
-    if leak <= tol:
-        log.info("packing: attn_implementation=%s isolates packed samples (max logit diff %.2e)", impl, leak)
-        return True
-    msg = (f"packing: attn_implementation={impl} lets packed samples attend to each other "
-           f"(max logit diff {leak:.3g} > {tol})")
-    if cfg.packing_fallback == "error":
-        raise SFTConfigError(msg + "; set packing: false, or use flash_attention_2")
-    log.warning("%s; training UNPACKED instead (packing_fallback: unpacked)", msg)
-    return False
-
-
 @dataclass
 class SFTResult:
     """What an SFT run produced (for the pipeline runner's manifest)."""
@@ -240,28 +229,40 @@ class SFTResult:
     metrics: dict[str, Any]
 
 
-def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = ()) -> tuple[SFTTrainer, PrepareStats]:
-    """Load model + data, decide packing and return a ready SFTTrainer plus the data statistics."""
+def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=None,
+                  tokenizer=None) -> tuple[SFTTrainer, PrepareStats]:
+    """Load model + data, decide packing and return a ready SFTTrainer plus the data statistics.
+
+    `model` + `tokenizer` skip loading from `cfg.model` (benches build models from a config in memory).
+    """
     if not cfg.data:
         raise SFTConfigError("data: required (SFT shards: files, folders or hf:org/name)")
-    model, tok = load_model_and_tokenizer(cfg)
-    cfg.packing = decide_packing(cfg, model)
+    if model is None:
+        model, tok = load_model_and_tokenizer(cfg)
+    elif tokenizer is None:
+        raise SFTConfigError("build_trainer: a preloaded model needs its tokenizer")
+    else:
+        tok = tokenizer
+    cfg.packing, packing_info = check_packing(cfg, model)
     if not cfg.packing:
         cfg.padding_free = False
+    prep = dict(max_length=cfg.max_length, mask_mode=cfg.mask_mode, overlong=cfg.overlong,
+                system_prompt=cfg.system_prompt, num_proc=cfg.dataset_num_proc, reasoning_markers=cfg.reasoning_markers,
+                repair=cfg.repair_rows, strict=cfg.strict, template_kwargs=cfg.chat_template_kwargs)
     with cfg.main_process_first(desc="SFT data preparation"):
         raw, locator = load_sft_dataset(cfg.data)
-        train_ds, stats = prepare_sft_dataset(
-            raw, tok, max_length=cfg.max_length, mask_mode=cfg.mask_mode, overlong=cfg.overlong,
-            locator=locator, system_prompt=cfg.system_prompt, num_proc=cfg.dataset_num_proc)
+        train_ds, stats = prepare_sft_dataset(raw, tok, locator=locator, **prep)
         eval_ds = None
         if cfg.eval_data:
             raw_eval, eval_locator = load_sft_dataset(cfg.eval_data)
-            eval_ds, _ = prepare_sft_dataset(
-                raw_eval, tok, max_length=cfg.max_length, mask_mode=cfg.mask_mode, overlong=cfg.overlong,
-                locator=eval_locator, system_prompt=cfg.system_prompt, num_proc=cfg.dataset_num_proc)
+            eval_ds, _ = prepare_sft_dataset(raw_eval, tok, locator=eval_locator, **prep)
+    stats.packing = packing_info
+    stops = stop_at_end_of_turn(model, tok, stats.end_of_turn_id)
+    log.info("generation stops at %s (end of turn %r)", stops, stats.end_of_turn)
     logger = CsvJsonLogger(cfg.output_dir, curves=cfg.log_curves)
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
                          processing_class=tok, callbacks=[logger, *callbacks])
+    stop_at_end_of_turn(trainer.model, tok, stats.end_of_turn_id)  # again: the Trainer re-aligns special tokens
     return trainer, stats
 
 

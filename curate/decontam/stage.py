@@ -26,6 +26,7 @@ from cotforge.curate.benchmarks import (
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import build_index
 from cotforge.curate.decontam.match import DecontamIndex
+from cotforge.curate.io.remote import remote_output
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -103,6 +104,7 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     return loaded, {n: get_spec(n, extra) for n in cfg.benchmarks}
 
 
+@remote_output
 def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
                  rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
                  benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:

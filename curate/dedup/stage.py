@@ -63,6 +63,7 @@ from cotforge.curate.engine import (
     start_stage,
 )
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 
 if TYPE_CHECKING:
@@ -78,8 +79,8 @@ STAGE = "dedup"
 
 class PairJudge:
     """The pipeline's decision for one pair of prompts, without running it: same problem key, or an LSH
-    candidate (some band equal) that passes the number guard and the Jaccard threshold. Used to choose
-    defaults on the labelled set (clusters add transitivity on top of this)."""
+    candidate (some band equal) that passes the number guard and the graded pair check (with the raw prompts,
+    as the cluster step does). Used to choose defaults on the labelled set (clusters add transitivity)."""
 
     def __init__(self, cfg: DedupConfig | None = None):
         self.cfg = cfg or DedupConfig()
@@ -97,25 +98,37 @@ class PairJudge:
 
     def is_duplicate(self, a: str, b: str) -> bool:
         """True when the pipeline would put prompts `a` and `b` in one problem cluster (pairwise)."""
-        ka, kb = self.sketches([a, b])
-        return self.judge_sketches(ka, kb)
+        return self.verdict(a, b) is None
 
-    def judge_sketches(self, ka: tuple, kb: tuple) -> bool:
-        """`is_duplicate` on precomputed sketches (for sweeps over many pairs)."""
+    def verdict(self, a: str, b: str) -> str | None:
+        """None when the pipeline would merge prompts `a` and `b` (pairwise), else why not: `lsh_miss` (no
+        band equal), `number_guard`, or the graded check's reason (curate/dedup/pairs.py)."""
+        ka, kb = self.sketches([a, b])
+        return self.verdict_sketches(ka, kb, a, b)
+
+    def verdict_sketches(self, ka: tuple, kb: tuple, raw_a: str | None = None, raw_b: str | None = None) -> str | None:
+        """`verdict` on precomputed sketches (for sweeps over many pairs); raw prompts give names / math tokens."""
         (ta, pa_, na, sa), (tb, pb, nb, sb) = ka, kb
         if pa_ == pb:
-            return True
-        if sa is None or sb is None or (self.cfg.number_guard and na != nb):
-            return False
+            return None
+        if sa is None or sb is None:
+            return "lsh_miss"
+        if self.cfg.number_guard and na != nb:
+            return "number_guard"
         r = self.cfg.rows_per_band
         if not (sa.reshape(-1, r) == sb.reshape(-1, r)).all(axis=1).any():
-            return False
-        return candidate_verdict(ta, tb, self.cfg) is None
+            return "lsh_miss"
+        return candidate_verdict(ta, tb, self.cfg, raw_a, raw_b)
+
+    def judge_sketches(self, ka: tuple, kb: tuple, raw_a: str | None = None, raw_b: str | None = None) -> bool:
+        """`is_duplicate` on precomputed sketches (for sweeps over many pairs)."""
+        return self.verdict_sketches(ka, kb, raw_a, raw_b) is None
 
 
 # --------------------------------------------------------------------------- runner
 
 
+@remote_output
 def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | None = None,
               exec_cfg: ExecutorConfig | None = None, *, strict: bool = False, rows_per_shard: int = 50_000,
               document_steps: bool = False) -> dict[str, Any]:

@@ -19,8 +19,10 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from cotforge.curate.io import fs
 from cotforge.curate.io.inputs import counted_rows, input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import ShardWriter, StageWriter
 
 if TYPE_CHECKING:
@@ -89,7 +91,8 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     shards = ShardWriter(work_dir, schema, rows_per_task)
     ids = IdRegistry()
     t0, n = time.time(), 0
-    for row in iter_input_rows(specs, strict=strict):
+    presets: dict = writer.config.setdefault("presets", {})  # filled while reading: per source, the preset used
+    for row in iter_input_rows(specs, strict=strict, report=presets):
         n += 1
         if isinstance(row, Quarantined):
             writer.quarantine(row)
@@ -113,14 +116,21 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     return files
 
 
+@remote_output
 def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = False,
                rows_per_shard: int = 50_000) -> dict:
-    """The `ingest` stage on its own: inputs -> schema shards in OUT/kept, bad rows in OUT/removed."""
+    """The `ingest` stage on its own: inputs -> schema shards in OUT/kept, bad rows in OUT/removed.
+
+    Inputs and OUT may be fsspec URLs; stats.json records per source the preset used and how it was chosen
+    (`presets`), next to the row counts."""
+    presets: dict = {}
     writer = StageWriter(out_dir, "ingest", schema=input_schema(specs), rows_per_shard=rows_per_shard,
-                         config={"inputs": [s.path for s in specs], "strict": strict})
-    for row in counted_rows(specs, writer, strict):
+                         config={"inputs": [fs.shown(s.path) for s in specs], "strict": strict,
+                                 "presets": presets})
+    t0 = time.time()
+    for row in counted_rows(specs, writer, strict, report=presets):
         writer.keep(row)
-    return writer.close()
+    return writer.close({"ingest_s": round(time.time() - t0, 3)})
 
 
 @dataclass

@@ -20,6 +20,7 @@ from cotforge.curate.io.inputs import counted_rows, input_schema
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify.math import MODES, MathCompare
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 if TYPE_CHECKING:
@@ -46,6 +47,14 @@ class VerifyConfig:
     math_timeout_s: float = field(default=5.0, metadata={"help": "Seconds per math verdict.", "flag": "--math-timeout"})
     batch_rows: int = field(default=2048, metadata={"help": "Rows verified per batch."})
     limits: SandboxLimits | None = field(default=None, metadata={"help": "Sandbox limits of one code run."})
+    recompute: bool = field(default=False, metadata={
+        "help": "Also verify rows whose source shipped a `correct` label (ingest presets); by default they "
+                "keep it (status `shipped`)."})
+    math_mode: str = field(default="lenient", metadata={
+        "help": "Math answer extraction: lenient (labels: boxes, 'the answer is', ####, Answer lines, "
+                "math-verify's own extraction) or strict (only a box after the reasoning block)."})
+    math_compare: MathCompare = field(default_factory=MathCompare, metadata={
+        "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
 
     def __post_init__(self) -> None:
         if self.think_end == "":
@@ -56,6 +65,9 @@ class VerifyConfig:
             raise ValueError(f"math_timeout_s: must be > 0 (got {self.math_timeout_s})")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows: must be >= 1 (got {self.batch_rows})")
+        if self.math_mode not in MODES:
+            raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
+        self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -68,9 +80,15 @@ def output_schema(base: pa.Schema) -> pa.Schema:
 
 def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
            by_status: Counter[str], by_source: dict[str, Counter[str]]) -> None:
-    """Verify one batch of rows and keep them with their verdict columns."""
-    verdicts = verify_rows(batch, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                           math_timeout_s=cfg.math_timeout_s)
+    """Verify one batch of rows and keep them with their verdict columns. Rows whose source shipped a
+    correctness label (`correct` set at ingest, no verdict yet) keep it: status `shipped`, not re-run."""
+    shipped = [not cfg.recompute and r.get("correct") is not None and r.get("verify_status") is None for r in batch]
+    todo = [r for r, s in zip(batch, shipped, strict=True) if not s]
+    done = iter(verify_rows(todo, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
+                            math_timeout_s=cfg.math_timeout_s, math_mode=cfg.math_mode,
+                            math_compare=cfg.math_compare) if todo else [])
+    verdicts = [{"correct": r["correct"], "verify_status": "shipped", "tests_passed": None, "tests_total": None}
+                if s else next(done) for r, s in zip(batch, shipped, strict=True)]
     for row, v in zip(batch, verdicts, strict=True):
         row.update(v)
         by_status[v["verify_status"]] += 1

@@ -1,7 +1,8 @@
 """`cotforge curate ...`: one command per curation stage, generated from its Stage object.
 
 Every command takes the same input flags (INPUTS..., -o/--out, --map, --source-name, --domain, --strict,
---rows-per-shard), the datatrove executor flags for datatrove-based stages (--executor, --workers, --tasks,
+--rows-per-shard, and the reader options of `InputSpec`: --preset, --format, --config-name, --split,
+--revision, --data-files, --no-streaming), the datatrove executor flags for datatrove-based stages (--executor, --workers, --tasks,
 --rows-per-task, --executor-option KEY=VALUE, --keep-work), one flag per field of the stage's config, and
 --config YAML / --set KEY=VALUE for any field. All of them go through the one config loader, and the
 command calls the same `run(cfg, ctx)` as `cotforge run`.
@@ -9,6 +10,7 @@ command calls the same `run(cfg, ctx)` as `cotforge run`.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from cotforge.curate.config import ConfigError, build, load
 from cotforge.curate.context import StageContext
 from cotforge.curate.engine import ExecutorConfig
 from cotforge.curate.io.inputs import resolve_inputs
-from cotforge.curate.io.readers import InputError
+from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.schema import DOMAINS
 from cotforge.pipelines.cli.fields import FlagSet
 from cotforge.pipelines.stages import group
@@ -36,16 +38,24 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     return out
 
 
+# the per-input reader options of InputSpec, as flags (their help comes from the InputSpec fields)
+READER_FIELDS = ("preset", "format", "config_name", "split", "revision", "data_files", "streaming")
+
+
 def input_specs(inputs: tuple[str, ...], maps: tuple[str, ...], source_names: tuple[str, ...],
-                domain: str | None) -> list[Any]:
-    """Resolve command-line inputs into InputSpecs; a bad path is a usage error (exit 2), not a traceback."""
+                domain: str | None, reader: dict[str, Any] | None = None) -> list[Any]:
+    """Resolve command-line inputs into InputSpecs with the reader options `reader` (raw inputs only: a stage
+    folder's shards are already in the schema); a bad path or value is a usage error (exit 2)."""
     names: dict[str, str] = {}
     for v in source_names:
         names.update(_pairs((v,), "--source-name") if "=" in v else {p: v for p in inputs})
     try:
-        return resolve_inputs(inputs, source_names=names, mapping=_pairs(maps, "--map"), domain=domain)
-    except InputError as e:
+        specs = resolve_inputs(inputs, source_names=names, mapping=_pairs(maps, "--map"), domain=domain)
+        if reader:
+            specs = [dataclasses.replace(s, **reader) if s.path in inputs else s for s in specs]
+    except (InputError, ValueError) as e:
         raise click.UsageError(str(e)) from e
+    return specs
 
 
 INPUT_PARAMS = [
@@ -70,14 +80,16 @@ CONFIG_PARAMS = [
 def stage_command(stage: Stage) -> click.Command:
     """The `cotforge curate <stage>` command: flags from the stage's config (and the executor's)."""
     context_flags = FlagSet(StageContext, "ctx", include=("strict", "rows_per_shard"))
+    reader_flags = FlagSet(InputSpec, "in", include=READER_FIELDS)
     executor_flags = FlagSet(ExecutorConfig, "exec") if stage.datatrove else None
     config_flags = FlagSet(stage.config, "cfg")
-    params = [*INPUT_PARAMS, *context_flags.options, *(executor_flags.options if executor_flags else []),
+    params = [*INPUT_PARAMS, *reader_flags.options, *context_flags.options, *(executor_flags.options if executor_flags else []),
               *config_flags.options, *CONFIG_PARAMS]
 
     def callback(**params: Any) -> None:
         ctx = click.get_current_context()
-        specs = input_specs(params["inputs"], params["maps"], params["source_names"], params["domain"])
+        specs = input_specs(params["inputs"], params["maps"], params["source_names"], params["domain"],
+                            reader_flags.values(ctx))
         try:
             cfg = load(stage.config, params["config_path"], params["overrides"], config_flags.values(ctx),
                        where=params["config_path"] or "command line")
