@@ -23,14 +23,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cotforge.curate.verify import (
-    extract_program,
-    run_tests_batch,
-    tests_from_row,
-    verify_math_batch,
-)
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
 from cotforge.curate.verify.conformance import SUITES, embed, load_suite
-from cotforge.curate.verify.math import split_after_reasoning
+from cotforge.curate.verify.math import split_after_reasoning, verify_math_batch
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "sft_sources"

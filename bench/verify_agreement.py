@@ -20,14 +20,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cotforge.curate.verify import (
-    SandboxLimits,
-    extract_program,
-    run_tests_batch,
-    tests_from_row,
-    verify_math_batch,
-)
-from cotforge.curate.verify.math import REASONING_MARKERS, split_after_reasoning
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.math import REASONING_MARKERS, split_after_reasoning, verify_math_batch
+from cotforge.curate.verify.sandbox import SandboxLimits
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # --data overrides
 MATH_FILES = ("baseline_shortcot_eval_outputs", "skyt1_longcot_eval_traces", "qwen25_32b_instruct_aime24",

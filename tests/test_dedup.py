@@ -201,10 +201,10 @@ def test_config_validation():
 
 
 def test_count_rows_for_tasks_option(dedup_run):
-    from cotforge.curate.dedup.stage import _count_rows
+    from cotforge.curate.engine import count_rows
 
     _, inputs, _ = dedup_run
-    assert _count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
+    assert count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
 
 
 # --------------------------------------------------------------------------- scaling paths give the same output

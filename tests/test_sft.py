@@ -92,7 +92,7 @@ def test_yaml_config_overrides_and_errors(tmp_path):
     assert cfg.learning_rate == 5e-5 and cfg.num_train_epochs == 3 and cfg.data == ["d"]
     assert str(cfg.save_strategy.value) == "no" and cfg.lr_scheduler_kwargs == {"min_lr": 2e-5}
     assert cfg.output_dir == "o"
-    with pytest.raises(SFTConfigError, match=r"learning_rat.*did you mean learning_rate"):
+    with pytest.raises(SFTConfigError, match=r"learning_rat.*did you mean 'learning_rate'"):
         load_sft_config(cfg_file, ["learning_rat=1"])
     with pytest.raises(SFTConfigError, match="mask_mode"):
         load_sft_config(cfg_file, ["mask_mode=everything"])

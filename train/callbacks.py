@@ -167,3 +167,18 @@ def plot_curves(csv_path: str | Path, keys: Sequence[str], png_path: str | Path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     return out
+
+
+def train_stats(out_dir: str | Path, global_step: int | None = None) -> dict[str, Any]:
+    """Steps and last logged values of a training run, from its output folder's log.jsonl (what the
+    pipeline's manifest records for a train stage, also when it ran through a launcher)."""
+    out = Path(out_dir)
+    rows = read_jsonl(out / "log.jsonl")
+    stats: dict[str, Any] = {"stage": out.name, "log_rows": len(rows)}
+    if rows:
+        stats["steps"] = max(int(r.get("step", 0)) for r in rows)
+        last = {k: v for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"}
+        stats["last"] = {k: last[k] for k in sorted(last)}
+    if global_step is not None:
+        stats["steps"] = int(global_step)
+    return stats

@@ -3,7 +3,7 @@
 cotforge adds the data handling (`train.data`: rendering, assistant-only labels, overlong policy), the
 paper's recipe as defaults (Klear-Reasoner §4.1: peak lr 8e-5, cosine decay to a floor of 4e-5, 4 epochs,
 32k tokens), a packing guard for attention backends that could leak across packed samples, plain
-CSV/JSON/PNG logs, and the `cotforge train sft` command. Training, checkpointing, resume (optimizer,
+CSV/JSON/PNG logs (the `cotforge train sft` command is generated from these fields in pipelines/cli). Training, checkpointing, resume (optimizer,
 scheduler, RNG, data position), `report_to` and multi-GPU/multi-node scale-out are the Trainer's own.
 
 Usage::
@@ -30,31 +30,25 @@ trained to stop.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import json
 import logging
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-import yaml
 from trl import SFTConfig, SFTTrainer
 
-from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger
+from cotforge.curate.config import load
+from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, train_stats
 from cotforge.train.data.sft import (
     MASK_MODES,
     OVERLONG_POLICIES,
     REASONING_MODES,
     PrepareStats,
-    SFTDataError,
     load_sft_dataset,
     prepare_sft_dataset,
 )
-from cotforge.train.overrides import parse_set
 from cotforge.train.sft_model import (
     PACKING_FALLBACKS,
     SFTConfigError,
@@ -65,10 +59,13 @@ from cotforge.train.sft_model import (
     stop_at_end_of_turn,
 )
 
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
+
 log = logging.getLogger(__name__)
 
 __all__ = ["PACKING_FALLBACKS", "CotSFTConfig", "SFTConfigError", "SFTResult", "build_trainer", "check_packing",
-           "config_from_dict", "decide_packing", "default_attn_implementation", "load_sft_config", "run_sft",
+           "decide_packing", "default_attn_implementation", "load_sft_config", "run_sft",
            "stop_at_end_of_turn"]
 _MIN_LR_SCHEDULERS = ("cosine_with_min_lr", "cosine_warmup_with_min_lr")
 
@@ -172,77 +169,12 @@ def _bf16_available(use_cpu: bool) -> bool:
 # --------------------------------------------------------------------------- config loading
 
 
-def _set_dotted(target: dict[str, Any], dotted: str, value: Any) -> None:
-    """`a.b=v` sets target["a"]["b"] (creating dicts); `a=v` sets target["a"]."""
-    *parents, leaf = dotted.split(".")
-    node = target
-    for p in parents:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise SFTConfigError(f"--set {dotted}: {p!r} is not a mapping")
-    node[leaf] = value
-
-
-def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, Any]]:
-    """`key=value` strings -> (key, YAML-parsed value); e.g. `max_steps=10`, `lr_scheduler_kwargs.min_lr=1e-5`."""
-    try:
-        return [parse_set(item) for item in overrides]
-    except ValueError as e:
-        raise SFTConfigError(str(e)) from e
-
-
-def config_from_dict(values: Mapping[str, Any], origin: str = "config") -> CotSFTConfig:
-    """Build a CotSFTConfig from a flat mapping; unknown keys and bad values raise SFTConfigError."""
-    names = {f.name for f in dataclasses.fields(CotSFTConfig) if f.init}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        hints = {k: difflib.get_close_matches(k, names, n=1) for k in unknown}
-        text = ", ".join(f"{k}" + (f" (did you mean {h[0]}?)" if h else "") for k, h in hints.items())
-        raise SFTConfigError(f"{origin}: unknown SFT config key(s): {text}")
-    values = {k: _coerce(k, v) for k, v in values.items()}
-    try:
-        return CotSFTConfig(**values)
-    except SFTConfigError as e:
-        raise SFTConfigError(f"{origin}: {e}") from e
-    except (TypeError, ValueError) as e:
-        raise SFTConfigError(f"{origin}: {e}") from e
-
-
-_EXP_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
-
-
-def _coerce(key: str, value: Any) -> Any:
-    """Undo two YAML 1.1 surprises: `8e-5` parsed as a string, `no` as False (`save_strategy: no`)."""
-    ftype = str(_FIELD_TYPES.get(key, ""))
-    if isinstance(value, dict):
-        return {k: _coerce("", v) for k, v in value.items()}
-    if isinstance(value, str) and _EXP_FLOAT.match(value.strip()) and (not ftype or "float" in ftype):
-        return float(value)
-    if isinstance(value, bool) and ftype and "bool" not in ftype:
-        return "yes" if value else "no"
-    return value
-
-
-_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(CotSFTConfig)}
-
-
 def load_sft_config(path: str | Path | None = None, overrides: Sequence[str] = (),
                     **shortcuts: Any) -> CotSFTConfig:
-    """YAML file (flat keys, or under a top-level `sft:`) + `--set key=value` overrides + CLI shortcuts."""
-    values: dict[str, Any] = {}
-    origin = str(path) if path else "config"
-    if path:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise SFTConfigError(f"{path}: not valid YAML ({e})") from e
-        if not isinstance(loaded, dict):
-            raise SFTConfigError(f"{path}: expected a mapping of config keys, got {type(loaded).__name__}")
-        values = dict(loaded.get("sft", loaded)) if isinstance(loaded.get("sft"), dict) else dict(loaded)
-    for key, value in parse_overrides(overrides):
-        _set_dotted(values, key, value)
-    values.update({k: v for k, v in shortcuts.items() if v not in (None, (), [])})
-    return config_from_dict(values, origin)
+    """YAML file (flat keys, or under a top-level `sft:`) + `--set key=value` overrides + keyword shortcuts
+    (None / empty ones are ignored), through the one config loader (`cotforge.curate.config`)."""
+    values = {k: v for k, v in shortcuts.items() if v not in (None, (), [])}
+    return load(CotSFTConfig, path, overrides, values, section="sft", what="SFT config key", error=SFTConfigError)
 
 
 # --------------------------------------------------------------------------- model, packing, trainer
@@ -351,10 +283,8 @@ def resolve_resume(cfg: CotSFTConfig) -> str | None:
     return str(value)
 
 
-def run_sft(cfg: CotSFTConfig | Mapping[str, Any], callbacks: Sequence[Any] = ()) -> SFTResult:
+def run_sft(cfg: CotSFTConfig, callbacks: Sequence[Any] = ()) -> SFTResult:
     """Train (or resume), save the final model + tokenizer to output_dir, write run files; the pipeline stage."""
-    if not isinstance(cfg, CotSFTConfig):
-        cfg = config_from_dict(cfg)
     trainer, stats = build_trainer(cfg, callbacks)
     out = Path(cfg.output_dir)
     resume = resolve_resume(cfg)
@@ -369,34 +299,9 @@ def run_sft(cfg: CotSFTConfig | Mapping[str, Any], callbacks: Sequence[Any] = ()
                      data=stats.as_dict(), metrics=dict(result.metrics))
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-@click.command("sft")
-@click.option("-c", "--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="YAML config (flat CotSFTConfig keys; see pipelines/sft_example.yaml).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key (YAML value; dotted keys go into dicts). Repeatable.")
-@click.option("--model", default=None, help="Shortcut for --set model=...")
-@click.option("--data", multiple=True, help="Shortcut for --set data=... (repeatable).")
-@click.option("-o", "--output-dir", default=None, help="Shortcut for --set output_dir=...")
-@click.option("--resume", default=None, help="Checkpoint folder, or 'latest'.")
-@click.option("--dry-run", is_flag=True, help="Validate and print the resolved config; do not train.")
-def sft_command(config_path: str | None, overrides: tuple[str, ...], model: str | None, data: tuple[str, ...],
-                output_dir: str | None, resume: str | None, dry_run: bool) -> None:
-    """Supervised fine-tuning on curated long-CoT shards (TRL SFTTrainer; works under `accelerate launch`)."""
-    try:
-        cfg = load_sft_config(config_path, overrides, model=model, data=list(data) or None,
-                              output_dir=output_dir, resume=resume)
-    except SFTConfigError as e:
-        raise click.UsageError(str(e)) from e
-    if dry_run:
-        click.echo(cfg.to_json_string())
-        return
-    try:
-        result = run_sft(cfg)
-    except (SFTConfigError, SFTDataError) as e:
-        raise click.ClickException(str(e)) from e
-    click.echo(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
-                           "train_loss": result.train_loss, "packed": result.packed,
-                           "rows": result.data.get("rows_kept")}))
+def run(cfg: CotSFTConfig, ctx: StageContext) -> dict[str, Any]:
+    """The sft stage: TRL SFTTrainer on the mix's SFT shards; the model is saved in place in output_dir."""
+    result = run_sft(cfg)
+    stats = train_stats(cfg.output_dir)
+    stats.update({"steps": result.global_step, "train_loss": result.train_loss, "data": result.data})
+    return stats

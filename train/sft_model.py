@@ -10,6 +10,7 @@ import logging
 import os
 from typing import Any
 
+from cotforge.curate.config import ConfigError
 from cotforge.train.data.sft import packing_probe
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ PACKING_FALLBACKS = ("unpacked", "error")
 _FLASH_HINTS = ("flash", "varlen")
 
 
-class SFTConfigError(ValueError):
+class SFTConfigError(ConfigError):
     """A bad SFT config: unknown key, bad value or bad override; the message names the key."""
 
 

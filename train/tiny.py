@@ -93,23 +93,3 @@ def build_tiny_model(out_dir: str | Path, *, corpus: Iterable[str] | None = None
     log.info("tiny model (%d params, vocab %d) saved to %s", sum(p.numel() for p in model.parameters()),
              len(tok), out)
     return out
-
-
-def _command():
-    import click
-
-    @click.command("tiny-model")
-    @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
-    @click.option("--layers", default=2, show_default=True)
-    @click.option("--hidden-size", default=64, show_default=True)
-    @click.option("--vocab-size", default=512, show_default=True)
-    @click.option("--seed", default=0, show_default=True)
-    def tiny_model_command(out: str, layers: int, hidden_size: int, vocab_size: int, seed: int) -> None:
-        """Build a tiny random Qwen2 model with a locally trained tokenizer (offline)."""
-        path = build_tiny_model(out, layers=layers, hidden_size=hidden_size, vocab_size=vocab_size, seed=seed)
-        click.echo(str(path))
-
-    return tiny_model_command
-
-
-tiny_model_command = _command()

@@ -25,19 +25,28 @@ class DedupConfig:
     replaces the old all-or-nothing edit guard ("one prompt is the other plus words"), which rejected every
     synonym and every unseen wrapper swap; the number guard stays (without it precision was <= 0.89)."""
 
-    ngram: int = 3  # word n-gram shingles of the normalised prompt
-    bands: int = 25  # LSH bands (datatrove num_buckets)
-    rows_per_band: int = 4  # hashes per band (datatrove hashes_per_bucket)
-    threshold: float = 0.5  # min n-gram Jaccard of a candidate pair without its edge text (0 = no minimum)
-    number_guard: bool = True  # candidates whose prompts hold different numbers are different problems
-    edit_guard: bool = True  # graded pair check (curate/dedup/pairs.py); False = n-gram Jaccard only
+    ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
+    bands: int = field(default=25, metadata={"help": "LSH bands (datatrove num_buckets)."})
+    rows_per_band: int = field(default=4, metadata={"help": "MinHash values per band (datatrove hashes_per_bucket)."})
+    threshold: float = field(default=0.5, metadata={
+        "help": "Min word n-gram Jaccard of an LSH candidate pair without its edge text (0 = every candidate)."})
+    number_guard: bool = field(default=True, metadata={
+        "help": "Candidates whose prompts hold different numbers are different problems."})
+    edit_guard: bool = field(default=True, metadata={
+        "help": "Graded pair check (curate/dedup/pairs.py) on candidates; off = n-gram Jaccard only."})
     max_reworded: float = field(default=0.2, metadata={"help": (
         "Graded pair check: most ordinary words that may change inside the common problem, as a share of its "
         "tokens (at least 2 always may); numbers, variables, names and question words never may.")})
-    seed: int = 1
-    streaming_buckets: bool = False  # datatrove's constant-memory heap merge instead of the numpy sort
-    source_priority: list[str] = field(default_factory=list)  # source names / globs, first = preferred
-    norm: NormConfig = DEFAULT_NORM
+    seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
+    streaming_buckets: bool = field(default=False, metadata={
+        "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})
+    source_priority: list[str] = field(default_factory=list, metadata={
+        "help": "Source names (globs ok), best first: the first source of a cluster keeps the problem.",
+        "sep": ",", "metavar": "A,B,..."})
+    norm: NormConfig = field(default=DEFAULT_NORM, metadata={"help": "Text normalisation switches.", "cli": False})
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     @property
     def lsh_threshold(self) -> float:
@@ -56,18 +65,16 @@ class DedupConfig:
         return MinhashConfig(n_grams=self.ngram, num_buckets=self.bands, hashes_per_bucket=self.rows_per_band,
                              seed=self.seed, norm_config=off, hash_config=HashConfig(precision=64, hash_fc="xxhash"))
 
-    def __post_init__(self) -> None:
-        self.validate()
 
     def validate(self) -> None:
-        """Reject settings that cannot work, with a message naming the option."""
+        """Reject settings that cannot work, with a message naming the option (runs on construction)."""
         for name in ("ngram", "bands", "rows_per_band"):
             if getattr(self, name) < 1:
-                raise ValueError(f"dedup: {name} must be >= 1 (got {getattr(self, name)})")
+                raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
         if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"dedup: threshold must be in [0, 1] (got {self.threshold})")
+            raise ValueError(f"threshold: must be in [0, 1] (got {self.threshold})")
         if not 0.0 <= self.max_reworded <= 1.0:
-            raise ValueError(f"dedup: max_reworded must be in [0, 1] (got {self.max_reworded})")
+            raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
 
     def describe(self) -> dict[str, Any]:
         """The config as stamped into stats.json (with the implied LSH threshold)."""

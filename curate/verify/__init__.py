@@ -1,39 +1,19 @@
 """Verifiers: math answer checking (math-verify in killable worker processes) and sandboxed code tests.
 
-The same functions serve curation (`cotforge curate verify`) and RL rewards (`verify_rows`,
-`verify_math_batch`, `run_tests_batch`). Math verdicts take an extraction mode: "lenient" (default: SFT
-labels, evaluation) or "strict" (RL rewards: boxed after the reasoning block), and `MathCompare` settings
-(see `cotforge.curate.verify.math`).
+The same functions serve curation (`cotforge curate verify`), difficulty, RL rewards and evaluation:
+`verify_rows` (here: a row's kind -> its verdict), `verify.math.verify_math_batch`, `verify.code.run_tests_batch`
+(sandboxed through `verify.sandbox`). Import each from the module that defines it. Math verdicts take an
+extraction mode: "lenient" (default: SFT labels, evaluation) or "strict" (RL rewards: boxed after the
+reasoning block), and `MathCompare` settings (see `cotforge.curate.verify.math`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cotforge.curate.verify.code import (
-    CodeVerdict,
-    TestsError,
-    extract_program,
-    parse_tests,
-    run_tests,
-    run_tests_batch,
-    tests_from_row,
-)
-from cotforge.curate.verify.math import (
-    MODES,
-    MathCompare,
-    MathVerdict,
-    extract_answer,
-    verify_math,
-    verify_math_batch,
-)
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.math import MathCompare, verify_math_batch
 from cotforge.curate.verify.sandbox import SandboxLimits
-
-__all__ = [
-    "MODES", "CodeVerdict", "MathCompare", "MathVerdict", "SandboxLimits", "TestsError", "extract_answer", "extract_program",
-    "parse_tests", "run_tests", "run_tests_batch", "row_kind", "verify_math", "verify_math_batch",
-    "verify_rows",
-]
 
 MATH_CORRECT = {"correct": True, "incorrect": False, "no_answer": False}
 

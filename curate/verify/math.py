@@ -22,8 +22,6 @@ LaTeX; phrase/line answers as LaTeX, then as free text; in lenient mode without 
 
 from __future__ import annotations
 
-import ast
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -53,7 +51,7 @@ from cotforge.curate.verify.math_extract import (
 from cotforge.curate.verify.math_pool import MathPool, MathVerdict, get_pool, shutdown_pool
 
 __all__ = [
-    "MODES", "REASONING_MARKERS", "MathCompare", "MathPool", "MathVerdict", "extract_answer", "load_meta_lenient",
+    "MODES", "REASONING_MARKERS", "MathCompare", "MathPool", "MathVerdict", "extract_answer",
     "parse_gold", "shutdown_pool", "split_after_reasoning", "strict_answer_part", "verify_math",
     "verify_math_batch",
 ]
@@ -71,19 +69,6 @@ class _DropTimeoutWarnings(logging.Filter):
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropTimeoutWarnings())
 _install_numeric_hook()
-
-
-def load_meta_lenient(text: str | None) -> dict[str, Any]:
-    """Parse meta text that is JSON or a Python repr (some real sources store `str(dict)`); {} otherwise."""
-    if not text:
-        return {}
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return value if isinstance(value, dict) else {}
-    return {}
 
 
 def _check_mode(mode: str) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.schema import chat_messages
 from cotforge.train.data.sft_packing import PackingProbe, collate, packing_leak, packing_probe, padding_share
 from cotforge.train.data.sft_render import (
     DROP_REASONS,
@@ -141,19 +142,6 @@ def load_sft_dataset(spec: str | Sequence[str]):
 # --------------------------------------------------------------------------- messages
 
 
-def _loads_meta(text: Any) -> dict[str, Any]:
-    """Parse a row's `meta` JSON text (dicts pass through); anything unparsable gives {}."""
-    if isinstance(text, dict):
-        return text
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def row_messages(row: dict[str, Any], where: str = "row", system_prompt: str | None = None) -> list[dict[str, str]]:
     """The conversation of one shard row: its `messages`, or one built from `prompt`/`response`.
 
@@ -173,9 +161,7 @@ def row_messages(row: dict[str, Any], where: str = "row", system_prompt: str | N
             raise SFTDataError(f"{where}: field 'prompt' is empty and there is no 'messages' column value")
         if not isinstance(response, str) or not response.strip():
             raise SFTDataError(f"{where}: field 'response' is empty (an SFT row needs the assistant's answer)")
-        system = _loads_meta(row.get("meta")).get("system") or system_prompt
-        out = ([{"role": "system", "content": str(system)}] if system else [])
-        out += [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+        out = chat_messages(row, system_prompt)  # the same messages the mix stage writes
     if system_prompt and out[0]["role"] != "system":
         out = [{"role": "system", "content": system_prompt}, *out]
     return out
