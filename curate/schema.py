@@ -75,6 +75,22 @@ def dump_meta(meta: dict[str, Any]) -> str:
     return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def as_bool(value: Any) -> bool | None:
+    """A correctness label (bool, "True"/"false", "Yes"/"No", "correct"/"incorrect", 1/0) as bool; anything
+    else None (unverified). The one reader of shipped labels: ingest presets and the profile stage call it."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("true", "yes", "1", "correct"):
+            return True
+        if v in ("false", "no", "0", "incorrect"):
+            return False
+    return None
+
+
 def load_meta(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """A JSON-object column (`meta`, and `tests` specs) as a dict: a dict passes through; text is read as
     JSON, else as a Python literal (some real sources store `str(dict)`); anything else gives {}.

@@ -65,7 +65,7 @@ def _table(folder: str, part: str) -> list[dict]:
     for f in stage_files(folder, part):
         with fs.open_binary(str(f)) as fh:
             out += pq.read_table(fh).to_pylist()
-    for r in out:  # the file each row came from differs between s3:// and the local copy
+    for r in (r for r in out if "meta" in r):  # the file each row came from differs between s3:// and local
         meta = json.loads(r["meta"] or "{}")
         meta.pop("_origin", None)
         r["meta"] = json.dumps(meta, sort_keys=True)
@@ -95,8 +95,8 @@ def test_memory_filesystem_glob_and_folder():
 
 
 def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
-    """ingest -> decontaminate -> dedup with every input and output on S3; the published shards equal a
-    local run's; the secret key appears in no log line and no stats.json."""
+    """ingest -> decontaminate -> dedup -> verify -> profile -> select -> mix with every input and output on
+    S3; the published shards equal a local run's; the secret key appears in no log line and no stats.json."""
     from cotforge.curate.benchmarks import BenchmarkItem
     from cotforge.curate.decontam.config import DecontamConfig
     from cotforge.curate.decontam.stage import run_decontam
@@ -104,6 +104,10 @@ def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.ingest import run_ingest
     from cotforge.curate.io.inputs import read_stats, resolve_inputs
+    from cotforge.curate.mix.stage import MixConfig, run_mix
+    from cotforge.curate.select.profile import run_profile
+    from cotforge.curate.select.sources import run_select
+    from cotforge.curate.verify.stage import VerifyConfig, run_verify
 
     s, bucket = s3
     leaky = "Let n be the number of ordered pairs of positive integers whose product is exactly 360; find n please"
@@ -130,11 +134,15 @@ def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
                     InputSpec(fs.join(root, "raw/plain/*.jsonl*"), "plain")], fs.join(run, "ingest"))
         run_decontam(resolve_inputs([fs.join(run, "ingest")]), fs.join(run, "decontaminate"), cfg, ex, benchmarks=bench)
         run_dedup(resolve_inputs([fs.join(run, "decontaminate")]), fs.join(run, "dedup"), exec_cfg=ex)
+        run_verify(resolve_inputs([fs.join(run, "dedup")]), fs.join(run, "verify"), VerifyConfig(workers=1))
+        run_profile(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "profile"))
+        run_select(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "select"))
+        run_mix(resolve_inputs([fs.join(run, "select")]), fs.join(run, "mix"), MixConfig(card=False))
 
     with caplog.at_level(logging.DEBUG):
         curate(f"s3://{bucket}", f"s3://{bucket}/run")
     curate(str(local), str(tmp_path / "run"))
-    for stage in ("ingest", "decontaminate", "dedup"):
+    for stage in ("ingest", "decontaminate", "dedup", "verify", "select", "mix"):
         remote, here = f"s3://{bucket}/run/{stage}", str(tmp_path / "run" / stage)
         for part in ("kept", "removed"):
             assert _table(remote, part) == _table(here, part), (stage, part)
@@ -144,6 +152,10 @@ def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
         with fs.open_text(f"s3://{bucket}/run/{stage}/stats.json") as f:
             assert SECRET not in f.read()
     assert s.exists(f"{bucket}/run/decontaminate/contamination_report.md")
+    assert s.exists(f"{bucket}/run/profile/profile.md") and s.exists(f"{bucket}/run/select/selection.md")
+    for part in ("sft", "rl"):  # the mix's training shards, published like the stage folders
+        rows = _table(f"s3://{bucket}/run/mix", part)
+        assert rows and rows == _table(str(tmp_path / "run" / "mix"), part), part
     st = read_stats(f"s3://{bucket}/run/ingest")
     assert st["rows_in"] == 5 + 14 and st["config"]["presets"]["openr1"]["preset"] == "openr1_math"
     assert read_stats(f"s3://{bucket}/run/decontaminate")["removed"] == 1

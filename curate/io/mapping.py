@@ -107,7 +107,9 @@ def chat_to_pair(msgs: Any, origin: Origin, key: str) -> tuple[str, str | None, 
 
 
 def parse_meta(value: Any) -> dict[str, Any]:
-    """A `meta` column as a dict (JSON text or a Python repr, as some datasets ship it)."""
+    """A raw input's `meta` column as a dict (JSON text or a Python repr, as some datasets ship it). Unlike
+    `schema.load_meta` (which reads cotforge's own meta column and drops what is not an object), a value that
+    is not an object is kept under "meta": ingest loses nothing of the input."""
     if isinstance(value, dict):
         return value
     if isinstance(value, str) and value.strip():

@@ -15,6 +15,7 @@ from typing import Any
 from cotforge.curate.io.codetests import normalize_tests, pytest_file
 from cotforge.curate.io.mapping import chat_to_pair, chat_turns, parse_meta, text_field
 from cotforge.curate.io.records import Origin, err
+from cotforge.curate.schema import as_bool
 from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 
@@ -66,21 +67,6 @@ def with_marker(text: str | None) -> str | None:
     if "</think>" in text:
         return "<think>\n" + text
     return text
-
-
-def as_bool(value: Any) -> bool | None:
-    """A shipped correctness label (bool, "True"/"false", "Yes"/"No", 1/0) as bool; anything else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "yes", "1", "correct"):
-            return True
-        if v in ("false", "no", "0", "incorrect"):
-            return False
-    return None
 
 
 def as_float(value: Any) -> float | None:

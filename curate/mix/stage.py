@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from cotforge.curate.io.inputs import counted_rows, input_schema, is_stage_dir
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import chat_messages, seeded_hash
 from cotforge.curate.select.profile import make_length_fn, problem_key
@@ -213,6 +214,7 @@ def _frame(specs: list[InputSpec], cfg: MixConfig, strict: bool) -> tuple[pl.Dat
     return f, unit
 
 
+@remote_output
 def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None = None, *, strict: bool = False,
             rows_per_shard: int = 50_000, input_paths: list[str] | None = None) -> dict[str, Any]:
     """Draw the mix and write sft/, rl/, removed/, stats.json and README.md (the card)."""

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from cotforge.curate.io.inputs import counted_rows, input_schema
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
 
@@ -165,6 +166,7 @@ def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None,
     return None
 
 
+@remote_output
 def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyConfig | None = None, *,
                    generator: Any = None, verifier: Callable[[list[dict]], list[dict]] | None = None,
                    strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:

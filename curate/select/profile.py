@@ -23,8 +23,9 @@ import polars as pl
 from cotforge.curate.dedup.core import row_keys
 from cotforge.curate.io.inputs import counted_rows, input_schema, read_stats
 from cotforge.curate.io.readers import InputError, InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import load_meta
+from cotforge.curate.schema import as_bool, load_meta
 from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 if TYPE_CHECKING:
@@ -53,21 +54,6 @@ def has_closed_reasoning(text: str | None) -> bool:
             return True
     # Some traces start inside the block (the template opened it): a lone closing marker counts.
     return "</think>" in text and "<think>" not in text
-
-
-def as_bool(value: Any) -> bool | None:
-    """Parse a correctness label (bool, "True"/"false", 1/0); anything else is None (unverified)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "1", "yes"):
-            return True
-        if v in ("false", "0", "no"):
-            return False
-    return None
 
 
 def row_correct(row: dict[str, Any], meta: dict[str, Any], use_meta: bool) -> bool | None:
@@ -262,6 +248,7 @@ def _valid_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool
         yield row
 
 
+@remote_output
 def run_profile(specs: list[InputSpec], out_dir: str | Path, cfg: ProfileConfig | None = None, *,
                 strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
     """Profile the inputs; writes profile.parquet/.md, plots and stats.json (and kept/ when passthrough)."""

@@ -30,6 +30,7 @@ import polars as pl
 
 from cotforge.curate.io.inputs import counted_rows, input_schema
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.select.policy import PolicyConfig, policy_reasons
 from cotforge.curate.select.profile import (
@@ -187,6 +188,7 @@ def row_decisions(frame: pl.DataFrame, table: pl.DataFrame, policy: PolicyConfig
     return f.with_columns(pl.col("policy_reason").alias("final_reason"))
 
 
+@remote_output
 def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | None = None, *,
                strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
     """The select stage: profile, score, rank, top-k, difficulty policy; kept/removed/stats + selection."""

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from cotforge.curate.io.inputs import counted_rows, input_schema
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
 from cotforge.curate.verify.math import MODES, MathCompare
@@ -96,6 +97,7 @@ def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
         writer.keep(row)
 
 
+@remote_output
 def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | None = None, *,
                strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
     """Run the verify stage over `specs` into `out_dir`; returns the stats dict."""
