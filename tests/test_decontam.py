@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.match import DecontamIndex
+from cotforge.curate.decontam.index import DecontamIndex
+from cotforge.curate.decontam.match import Matcher
 from cotforge.curate.decontam.stage import decontaminate_command, run_decontam
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import word_hashes
@@ -49,7 +50,7 @@ def _items() -> dict[str, list[BenchmarkItem]]:
 @pytest.fixture(scope="module")
 def index(tmp_path_factory) -> tuple[DecontamIndex, DecontamConfig]:
     cfg = DecontamConfig(benchmarks=["synth", "humaneval"])
-    return DecontamIndex.build(_items(), cfg, tmp_path_factory.mktemp("idx")), cfg
+    return Matcher(DecontamIndex.build(_items(), cfg, tmp_path_factory.mktemp("idx"))), cfg
 
 
 def _flag(index, prompts, responses=None, cfg=None):
@@ -122,7 +123,7 @@ def test_reformatted_copy_is_caught_by_the_fuzzy_tier(index):
     edited = (p.replace("Every morning", "Each morning").replace("afterwards", "after that")
               .replace("constant", "steady").replace("Find", "Determine"))
     idx, cfg = index
-    only_fuzzy = replace(cfg, threshold=1.01)  # n-gram tier off: the MinHash-LSH tier alone must find it
+    only_fuzzy = replace(cfg, threshold=1.0)  # n-gram tier off for an edited copy (score < 1): the MinHash-LSH tier alone must find it
     ms = idx.match_batch([edited], [None], only_fuzzy)[0]
     assert ms and ms[0].benchmark_id == "m2" and ms[0].match_kind == "fuzzy" and ms[0].score >= cfg.fuzzy_threshold
     assert not idx.match_batch([edited], [None], replace(only_fuzzy, fuzzy=False))[0]
@@ -195,7 +196,7 @@ def test_statement_copied_without_examples_is_caught(tmp_path):
         + LEETCODE_STUB
     items = {"lc": [BenchmarkItem("lc0", item, None, None, None, {}, "synth")]}
     cfg = DecontamConfig(benchmarks=["lc"])
-    idx = DecontamIndex.build(items, cfg, tmp_path / "idx")
+    idx = Matcher(DecontamIndex.build(items, cfg, tmp_path / "idx"))
     wrapper = "Please solve the programming task below using a self-contained code snippet in a markdown code block."
     copy = f"{wrapper}\n\n{LEETCODE_STATEMENT}Please complete the following python code precisely:\n{LEETCODE_STUB}"
     other = (f"{wrapper}\n\nGiven a 0-indexed string s, return the number of vowels in s that are immediately "
@@ -213,7 +214,7 @@ def test_short_deletion_is_another_problem(tmp_path):
     item = f"Find the curve defined by the equation\n\\[r^2 \\cos 2 \\theta = 4.\\]{options}"
     row = f"Find the curve defined by the equation\n\\[r = 4.\\]{options}"
     cfg = DecontamConfig(benchmarks=["m"])
-    idx = DecontamIndex.build({"m": [BenchmarkItem("m0", item, "E", None, None, {}, "synth")]}, cfg, tmp_path / "i")
+    idx = Matcher(DecontamIndex.build({"m": [BenchmarkItem("m0", item, "E", None, None, {}, "synth")]}, cfg, tmp_path / "i"))
     assert idx.match_batch([row, item], [None, None], cfg)[0] == []
     assert idx.match_batch([row, item], [None, None], DecontamConfig(benchmarks=["m"], min_deleted_words=1))[0]
 

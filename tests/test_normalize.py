@@ -83,15 +83,16 @@ def test_unicode_math_keeps_what_differs(a, b):
 
 
 def test_math_mapping_is_switchable():
-    assert normalize("x²", NormConfig(math=False)) == "x2"
-    assert normalize("x²") == "x 2"
+    assert normalize("x²", NormConfig(math=False, split_digits=False)) == "x2"
+    assert normalize("x²") == "x 2" == normalize("x2") == normalize("x_2")
+    assert normalize("holds420 and 3x") == normalize("holds $420 and $3 x$") == "holds 420 and 3 x"
 
 
 PIECES = ["Problem:", "$x^{2}$", "\\(a\\le b\\)", "\\left(", "```python\n", "\n```", "İstanbul", "—", "x_1", "½",
           "\\dfrac{1}{2}", "Please reason step by step, and put your final answer within \\boxed{}.", "x²³", "√",
           "Question:", "  \t", "3²", "é", "\\,", "\\text{cm}", "Let's think step by step.", "\x00", "word", "≤", "<=",
           "πr²", "∑ᵢ", "ΣΑΣ", "ς", "\\frac12", "\\begin{align}", "\\end{align}", "ﬁ", "Ω", "°C", "\\LEFT(", "_", "a/b",
-          "\ua7cb", "\U0001ccd6", "⇒", "\\Rightarrow", "αβ", "x⁻¹", "∛", "ℝ", "𝑥", "Ⅻ", "①", "ǅ", "ß", "Ⅸ", "\r\n"]
+          "\ua7cb", "\U0001ccd6", "⇒", "\\Rightarrow", "αβ", "x⁻¹", "∛", "ℝ", "𝑥", "Ⅻ", "①", "ǅ", "ß", "Ⅸ", "\r\n", "a1b2", "420x", "x7"]
 
 
 def test_batch_path_equals_normalize_on_fuzzed_text():
@@ -106,7 +107,8 @@ def test_batch_path_equals_normalize_on_fuzzed_text():
              for _ in range(1500)]
     texts += list(SELF_CHECK) + [a for a, _ in UNICODE_LATEX] + [b for _, b in UNICODE_LATEX] + ["", None]
     texts += ["Café: \\Le x", "é \\geİ", "α \\textΣ", "\x00```python\nx\n```"]  # found by fuzzing earlier
-    for cfg in (DEFAULT_NORM, NormConfig(wrappers=False), NormConfig(numbers=False), NormConfig(math=False)):
+    for cfg in (DEFAULT_NORM, NormConfig(wrappers=False), NormConfig(numbers=False), NormConfig(math=False),
+                NormConfig(split_digits=False)):
         y, norms = normalize_batch(texts, cfg)
         assert norms == [normalize(t, cfg) for t in texts]
         assert y == " \x00 ".join(norms).encode("utf-8")

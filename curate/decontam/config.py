@@ -7,13 +7,15 @@ from typing import Any
 
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
-DECONTAM_DEFAULTS_NOTE = """Chosen on the labelled set of curate/labelled_contamination.py (positives:
+DECONTAM_DEFAULTS_NOTE = """Chosen on the labelled set of bench/labelled_contamination.py (positives:
 verbatim / case+whitespace / LaTeX re-spacing / instruction-wrapped / first-60% truncations / re-indented code
 docstrings / light rewording / restating responses of benchmark items; negatives: training-pool problems that
 are not copies plus stock-phrase hard negatives) and on the full ../shared/data run (templated MATH-train
 variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at equal FPR; a plain
 containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
-(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note."""
+(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
+substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
+its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them."""
 
 
 @dataclass
@@ -31,12 +33,12 @@ class DecontamConfig:
     full_fraction: float = 0.9  # chunks covering this share of the item need no minimum length
     row_fraction: float = 0.8  # ...or a copy of >= diverge_chunk_words making up this share of the row
     min_deleted_words: int = 10  # a copy may skip parts of the item this long (examples), not a short condition
-    max_substitutions: int = 2  # non-numeric words a copy may change inside the chunk ("Find" -> "Determine")
+    max_substitutions: int = 2  # distinct non-numeric phrases (<= 4 words) a copy may change, each as often as it occurs
     prefilter: float = 0.25  # containment of the item's n-grams needed before the chunk check
     min_ngrams: int = 3  # shared n-grams needed (capped at the item's own count)
     max_item_df: int = 8  # n-grams found in more benchmark items than this are stop n-grams
     check_response: bool = True
-    response_chars: int = 4000  # response side looks at the first N characters (0 = all); restatements come first
+    response_chars: int = 0  # response side: whole responses (0); N > 0 caps it at the first N characters
     include_solutions: bool = False  # also index benchmark reference solutions
     short_min_words: int = 3  # items shorter than n words are matched whole on the prompt side from this length
     verify_numbers: bool = True  # reject chunks bounded by differing numbers / fuzzy matches missing numbers
@@ -46,9 +48,42 @@ class DecontamConfig:
     lsh_threshold: float = 0.5
     fuzzy_threshold: float = 0.75  # containment of the item's shingles in the prompt
     fuzzy_min_shingles: int = 15  # shorter items are left to the exact / n-gram tiers
-    batch_size: int = 512
+    batch_size: int = 8192  # rows per matcher batch (also bounded by batch_bytes)
     seed: int = 1
     norm: NormConfig = DEFAULT_NORM
+    short_item_words: int = field(default=24, metadata={
+        "help": "Request-style items of at most this many words (\"Write a function to <verb> ...\", MBPP) also match "
+                "by their content (the words after the request and its verb) behind any other request template."})
+    short_content_words: int = field(default=6, metadata={
+        "help": "The content of a short request-style item must be this many words long to count on its own "
+                "(shorter ones are stock phrases such as \"the maximum of two numbers\")."})
+    response_short_words: int = field(default=5, metadata={
+        "help": "Whole short items and short-item contents match on the response side only from this many words "
+                "(long responses say short things like \"simplify sqrt 8\" by themselves)."})
+    reorder_min_words: int = field(default=6, metadata={
+        "help": "Reordered copies: every part of the item found elsewhere in the row must be at least this many "
+                "words; together they must cover full_fraction of the item and all of its numbers."})
+    batch_bytes: int = field(default=8 << 20, metadata={
+        "help": "Matcher batches hold at most this many bytes of text (and batch_size rows); the arrays of one "
+                "batch take about 15x this (bounds the matcher's memory, whatever the responses' length)."})
+    prompt_cache: bool = field(default=True, metadata={
+        "help": "Remember prompt-side verdicts of up to 100k distinct prompts per task (SFT data repeats each "
+                "problem once per sampled response)."})
+
+    def __post_init__(self) -> None:
+        """A bad value is a ValueError naming the field."""
+        for name in ("ngram", "fuzzy_ngram", "num_perm", "batch_size", "min_ngrams", "short_min_words",
+                     "short_content_words", "response_short_words", "reorder_min_words", "batch_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"DecontamConfig.{name}: must be >= 1 (got {getattr(self, name)})")
+        for name in ("min_chunk_words", "diverge_chunk_words", "min_deleted_words", "max_substitutions",
+                     "max_item_df", "response_chars", "fuzzy_min_shingles", "short_item_words"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DecontamConfig.{name}: must be >= 0 (got {getattr(self, name)})")
+        for name in ("threshold", "response_threshold", "full_fraction", "row_fraction", "prefilter",
+                     "lsh_threshold", "fuzzy_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"DecontamConfig.{name}: must be in [0, 1] (got {getattr(self, name)})")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able config (recorded in stats.json and the report)."""

@@ -15,8 +15,9 @@ Unicode tables do not know (where NFKC / lower-casing of the two could differ) t
 
 Steps, in order: superscript/subscript runs and vulgar fractions (before NFKC, which would flatten them);
 NFKC; lower case; Unicode math symbols and `<=`/`>=` to LaTeX commands; code-fence lines; LaTeX
-(`\\frac12`, environments, every `\\command` mapped, aliased or dropped); punctuation; numbers (optional);
-instruction wrappers (at the start or end, and long ones anywhere).
+(`\\frac12`, environments, every `\\command` mapped, aliased or dropped); punctuation; ASCII letters and
+digits split apart (`3x` = `3 x`, `x2` = `x_2` = `x²`, `holds420` = `holds 420` from a dropped `$`); numbers
+(optional); instruction wrappers (at the start or end, and long ones anywhere).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class NormConfig:
     code_fences: bool = True
     wrappers: bool = True  # remove INSTRUCTION_WRAPPERS
     numbers: bool = True  # keep digits (False maps every digit run to 0, like datatrove)
+    split_digits: bool = True  # ASCII letters and digits written together are two words (3x = 3 x, x2 = x_2)
 
 
 DEFAULT_NORM = NormConfig()
@@ -114,6 +116,8 @@ def _unknown_class() -> str:
 _RE = {k: re.compile(v) for k, v in {"sup": SUP_RUN, "sub": SUB_RUN, "fence": CODE_FENCE, "frac": FRAC_SHORT,
                                       "env": ENVIRONMENT, "cmd": COMMAND, "space": SPACES, "digits": DIGITS}.items()}
 _NON_ALNUM = re.compile(r"[\W_]+")  # Python's \w is isalnum() plus "_"
+_LETTER_DIGIT = re.compile(r"([A-Za-z])([0-9])")
+_DIGIT_LETTER = re.compile(r"([0-9])([A-Za-z])")
 _PRE = str.maketrans(mathmap.PRE_NFKC)
 _MATH_CHARS = str.maketrans({k: v for k, v in mathmap.MATH.items() if len(k) == 1})
 _MATH_PAIRS = tuple((k, v) for k, v in mathmap.MATH.items() if len(k) > 1)  # "<=", ">=": prefix-free
@@ -143,6 +147,8 @@ def _chars(text: str, cfg: NormConfig) -> str:
         text = _RE["env"].sub(" ", text)
         text = _RE["cmd"].sub(_command, text)
     text = _NON_ALNUM.sub(" ", text) if cfg.punctuation else _RE["space"].sub(" ", text)
+    if cfg.split_digits:
+        text = _DIGIT_LETTER.sub(r"\1 \2", _LETTER_DIGIT.sub(r"\1 \2", text))
     if not cfg.numbers:
         text = _RE["digits"].sub("0", text)
     return text.strip(" ")
@@ -281,6 +287,30 @@ def _ascii_punctuation(arr, lowercase: bool):
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(no.astype(np.int64)), pa.py_buffer(vals.tobytes()))
 
 
+def _split_letter_digit(arr):
+    """A space between an ASCII letter and a digit next to each other (either order) inside a row, on the
+    Arrow buffers (numpy)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(arr)
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    lo, hi = int(offs[0]), int(offs[-1])
+    if hi - lo < 2:
+        return arr
+    t = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[lo:hi]
+    digit = (t >= 48) & (t <= 57)
+    letter = ((t >= 97) & (t <= 122)) | ((t >= 65) & (t <= 90))
+    at = np.flatnonzero((letter[:-1] & digit[1:]) | (digit[:-1] & letter[1:])) + 1
+    o = offs - lo
+    at = at[~np.isin(at, o)]  # never across a row boundary
+    if not len(at):
+        return arr
+    vals = np.insert(t, at, 32)
+    no = o + np.searchsorted(at, o, side="left")
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(no.astype(np.int64)), pa.py_buffer(vals.tobytes()))
+
+
 def _polars_wrappers(s, cfg: NormConfig):
     """`_strip_wrappers` on the rows where a wrapper can be (first/last word of a wrapper, a long one inside)."""
     head, tail, middle = _wrapper_patterns(_wrappers(cfg))
@@ -323,6 +353,8 @@ def normalize_arrow(texts, cfg: NormConfig = DEFAULT_NORM):
                       lambda _: s.filter(non_ascii).str.contains(_unknown_class()))
     arr = _polars_chars(s, cfg, non_ascii).rechunk().to_arrow()
     arr = _ascii_punctuation(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr, cfg.lowercase)
+    if cfg.split_digits:
+        arr = _split_letter_digit(arr)
     res = pl.Series("t", arr)
     if not cfg.numbers:
         res = res.str.replace_all(DIGITS, "0")
