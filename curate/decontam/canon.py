@@ -29,6 +29,7 @@ REQUEST = (r"(?:^| )(?:(?:write|create|implement|define|develop|give|make|build|
            r"lambda function|lambda)(?: in python)? (?:to|that|which|for|of)(?: will| can| should)? "
            r"([a-z]+?)(?:es|e|s)?(?: |$)")
 MARK = "zzreq"
+LONG = 20_000  # texts longer than this (long responses) rename only the benchmark items' own names
 
 
 def defined_names(text: str) -> set[str]:
@@ -44,8 +45,9 @@ def identifier_like(name: str) -> bool:
 
 
 def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
-    """Every name `text` defines with `def NAME(`, and every name of `known` it holds -> `fn`."""
-    names = defined_names(text) | set(known)
+    """Every name `text` defines with `def NAME(` (texts up to LONG characters), and every name of `known`
+    it holds -> `fn`."""
+    names = (defined_names(text) if len(text) <= LONG else set()) | set(known)
     if not names:
         return text
     return _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
@@ -70,9 +72,10 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
         has_def |= found.list.len() > 0
     if has_def.any():
         idx = has_def.arg_true()
-        names = found.gather(idx).to_list() if known else [()] * len(idx)
-        s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) for t, k in zip(s.gather(idx).to_list(), names,
-                                                                                     strict=True)], dtype=pl.String))
+        names = found.gather(idx).to_list() if known else [[]] * len(idx)
+        texts = s.gather(idx).to_list()
+        s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
+                                      for t, k in zip(texts, names, strict=True)], dtype=pl.String))
     out = pl.Series("t", normalize_arrow(s, norm))
     req = out.str.contains_any(REQUEST_NOUNS)
     if req.any():

@@ -73,15 +73,17 @@ class Match:
 
 
 def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
-    """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start)."""
-    order = np.argsort(rh, kind="stable")
-    rh_s, rpos_s = rh[order], rpos[order]
-    lo, hi = np.searchsorted(rh_s, ih), np.searchsorted(rh_s, ih, side="right")
+    """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start). The
+    (short) item side is sorted, the (possibly long) row side is looked up in it."""
+    order = np.argsort(ih, kind="stable")
+    ih_s = ih[order]
+    lo, hi = np.searchsorted(ih_s, rh), np.searchsorted(ih_s, rh, side="right")
     cnt = hi - lo
-    if cnt.sum() == 0:
+    total = int(cnt.sum())
+    if total == 0:
         return np.zeros((0, 3), dtype=np.int64)
-    ii = np.repeat(np.arange(len(ih)), cnt)
-    jj = rpos_s[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+    jj = np.repeat(rpos, cnt)
+    ii = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
     d = jj - ii
     o = np.lexsort((ii, d))
     ii, jj, d = ii[o], jj[o], d[o]
@@ -143,13 +145,14 @@ def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: Decon
 
 
 def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpos: np.ndarray,
-               cfg: DecontamConfig) -> tuple[float, int, int]:
+               cfg: DecontamConfig, item: str | None = None, row: str | None = None) -> tuple[float, int, int]:
     """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
     edited variant rather than a copy (see the module docstring)."""
     n = cfg.ngram
     if len(ih) == 0 or len(rh) == 0:
         return 0.0, 0, 0
-    item, row = " ".join(iw), " ".join(rw)
+    item = " ".join(iw) if item is None else item
+    row = " ".join(rw) if row is None else row
     at = f" {row} ".find(f" {item} ")
     if at >= 0:  # the whole item, verbatim after normalisation (the common case: one C substring search)
         j0 = row.count(" ", 0, at) if at else 0
@@ -241,7 +244,7 @@ class Matcher:
         for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
             iw, ih = idx.entry_ngrams(e, cfg.ngram)
             rh, rpos = hb.row_ngrams(r)
-            sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg)
+            sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r))
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))
         min_short = cfg.short_min_words if prompt else cfg.response_short_words

@@ -33,11 +33,18 @@ class HashedBatch:
         self.h, self.hr, self.hs = ngram_hashes(self.wh, self.rows, cfg.ngram)
         self.ng_start = np.searchsorted(self.hr, np.arange(self.n + 1))  # first n-gram of each row
         self._words: dict[int, list[str]] = {}
+        self._texts: dict[int, str] = {}
+
+    def text(self, r: int) -> str:
+        """Normalised text of row r (made only for candidate rows)."""
+        if r not in self._texts:
+            self._texts[r] = self.norm[r].as_py()
+        return self._texts[r]
 
     def words(self, r: int) -> list[str]:
         """Normalised words of row r (made only for candidate rows)."""
         if r not in self._words:
-            t = self.norm[r].as_py()
+            t = self.text(r)
             self._words[r] = t.split(" ") if t else []
         return self._words[r]
 

@@ -103,9 +103,7 @@ class DecontamSplit(PipelineStep):
         matcher = Matcher(index)
         work = Path(self.work)
         pf = pq.ParquetFile(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
-        md = pf.metadata
-        row_bytes = max(sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)) / max(md.num_rows, 1), 1)
-        read_rows = int(max(1, min(self.cfg.batch_size, 2 * self.cfg.batch_bytes // row_bytes)))
+        read_rows = _read_rows(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
                    for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
         with self.track_time():
@@ -195,6 +193,43 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
 
 
+def _read_rows(pf: pq.ParquetFile, max_bytes: int, cap: int = 65536) -> int:
+    """Rows per record batch so that a batch holds about `max_bytes` (uncompressed) of this file's rows."""
+    md = pf.metadata
+    size = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+    return int(max(1, min(cap, max_bytes * max(md.num_rows, 1) // max(size, 1))))
+
+
+def _collect(writer, work: Path, tasks: int, max_bytes: int) -> None:
+    """Per-task kept/removed shards into the stage writer in rank order (= input order), in record batches of
+    about 2 x `max_bytes`, so long-response rows do not make this process hold a whole shard."""
+    from cotforge.curate.dedup.core import release_arrow_memory
+
+    for rank in range(tasks):
+        for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
+            f = work / part / f"{rank:05d}.parquet"
+            if f.exists():
+                pf = pq.ParquetFile(f)
+                for batch in pf.iter_batches(batch_size=_read_rows(pf, 2 * max_bytes)):
+                    dst(pa.Table.from_batches([batch]))
+                    release_arrow_memory()
+
+
+def _bounded_shard_rows(specs, rows_per_shard: int, max_bytes: int = 256 << 20) -> int:
+    """Output shards of at most ~`max_bytes` when the input's rows are large (long responses): the stage
+    writer buffers a shard's row group in memory. Known cheaply for Parquet inputs only."""
+    size = rows = 0
+    for s in specs:
+        p = Path(s.path)
+        if not (p.is_file() and p.name.endswith(".parquet")):
+            return rows_per_shard
+        md = pq.ParquetFile(p).metadata
+        size += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        rows += md.num_rows
+    per_row = size / max(rows, 1)
+    return int(max(256, min(rows_per_shard, max_bytes // max(per_row, 1))))
+
+
 def _tasks_for_workers(specs, exec_cfg):
     """At least one task per worker when the row count is known cheaply (Parquet metadata): a 10k-row input
     would otherwise be one task on one core. (The byte-bounded split is the engine's; this only stops a
@@ -218,7 +253,6 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
                  benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
     """The decontamination stage: build the index once, split every work shard with datatrove, collect
     table by table, write the report."""
-    from cotforge.curate.dedup.stage import collect_tables
     from cotforge.curate.engine import ExecutorConfig, make_executor, quiet_datatrove
     from cotforge.curate.io.ingest import materialize
     from cotforge.curate.io.inputs import input_schema
@@ -230,6 +264,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
     if benchmarks is None:
         benchmarks, bench_specs = load_config_benchmarks(cfg)
     exec_cfg = _tasks_for_workers(specs, exec_cfg or ExecutorConfig())
+    rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     work = out / "_work" / "decontaminate"
     if work.exists():
         shutil.rmtree(work)
@@ -252,7 +287,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         if missing:
             raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
                                f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_index")
-        collect_tables(writer, work, len(shards))
+        _collect(writer, work, len(shards), cfg.batch_bytes)
     stats = writer.close()
     if report:
         from cotforge.curate.decontam.report import write_contamination_report

@@ -113,6 +113,31 @@ def _unknown_class() -> str:
     return "[" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
 
 
+@lru_cache(maxsize=1)
+def _nfkc_tables() -> tuple[dict[str, str], str]:
+    """Characters whose NFKC is ASCII whatever surrounds them (not combining: "…" -> "...", no-break space,
+    "ﬁ", full-width forms), and a class of every other character NFKC may change or compose (quick check not
+    Yes, or combining). A text holding none of the latter is NFKC once the former are replaced."""
+    ascii_map: dict[str, str] = {}
+    ranges: list[list[int]] = []
+    for i in range(0x80, 0x110000):
+        if 0xD800 <= i < 0xE000:
+            continue
+        c = chr(i)
+        if unicodedata.is_normalized("NFKC", c) and not unicodedata.combining(c) and \
+                not unicodedata.category(c).startswith("M"):
+            continue
+        n = unicodedata.normalize("NFKC", c)
+        if n.isascii() and not unicodedata.combining(c) and not unicodedata.category(c).startswith("M"):
+            ascii_map[c] = n
+        elif ranges and ranges[-1][1] == i - 1:
+            ranges[-1][1] = i
+        else:
+            ranges.append([i, i])
+    cls = "[" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
+    return ascii_map, cls
+
+
 _RE = {k: re.compile(v) for k, v in {"sup": SUP_RUN, "sub": SUB_RUN, "fence": CODE_FENCE, "frac": FRAC_SHORT,
                                       "env": ENVIRONMENT, "cmd": COMMAND, "space": SPACES, "digits": DIGITS}.items()}
 _NON_ALNUM = re.compile(r"[\W_]+")  # Python's \w is isalnum() plus "_"
@@ -229,7 +254,9 @@ def _polars_chars(s, cfg: NormConfig, non_ascii=None):
         if cfg.math:
             x = x.str.replace_all(SUP_RUN, "^$0").str.replace_all(SUB_RUN, "_$0")
             x = x.str.replace_many(list(mathmap.PRE_NFKC), list(mathmap.PRE_NFKC.values()), leftmost=True)
-        return x.str.normalize("NFKC")
+        ascii_map, unstable = _nfkc_tables()  # NFKC only where it can change more than those characters
+        x = x.str.replace_many(list(ascii_map), list(ascii_map.values()), leftmost=True)
+        return _subset(x, x.str.contains(unstable), lambda y: y.str.normalize("NFKC"))
 
     s = _subset(s, non_ascii, unicode_pre)
     if cfg.lowercase:
