@@ -193,14 +193,15 @@ def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True
 
 def speed(which: str, rows_short: int, rows_long: int) -> None:
     corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
-                             which=("short", "longcot") if which == "both" else (which,))
+                             which=("short", "longcot", "short_clean") if which == "all" else (
+                                 ("short", "longcot") if which == "both" else (which,)))
     print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child MB | load |")
     print("|---|---:|---|---:|---:|---:|---:|---|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
         load_b = os.getloadavg()
         runs = [("cotforge (defaults, 2 workers)", measure("ours", path))]
-        if name == "short":
+        if name.startswith("short"):
             runs.append(("cotforge, prompt cache off", measure("ours", path, prompt_cache=False)))
         load_o = os.getloadavg()
         print(f"| {name} | {base['rows']} | baseline (1 process) | {base['wall_s']:.1f} | "
@@ -215,7 +216,7 @@ def speed(which: str, rows_short: int, rows_long: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quality", action="store_true")
-    ap.add_argument("--speed", choices=["short", "longcot", "both"])
+    ap.add_argument("--speed", choices=["short", "longcot", "short_clean", "both", "all"])
     ap.add_argument("--rows-short", type=int, default=200_000)
     ap.add_argument("--rows-long", type=int, default=10_000)
     ap.add_argument("--show-errors", type=int, default=0)

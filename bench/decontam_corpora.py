@@ -9,7 +9,10 @@
     with a response; Sky-T1 traces are the long ones) separated by blank lines until a target length drawn
     uniformly from [40k, 80k) characters is reached (mean about 60k characters, 10-13k words).
 
-Both are written as Parquet in the row schema (`curate/schema.py`), so the decontaminate stage ingests
+(c) `short_clean`: as (a), from the five sources that are not model outputs on benchmark problems (about 35%
+    of the real rows are, by construction: their rows hold benchmark items), for the cost when contamination
+    is rare, as in real training data.
+All are written as Parquet in the row schema (`curate/schema.py`), so the decontaminate stage ingests
 them as they are. Deterministic for a given seed.
 
     python bench/decontam_corpora.py [--out DIR] [--rows-short 200000] [--rows-long 10000]
@@ -49,10 +52,11 @@ DEFAULT_OUT = Path("/tmp/cotforge_decontam_corpora")
 
 
 def real_rows(shared: Path = SHARED) -> list[dict]:
-    """All sft_sources rows in the row schema, in file order."""
+    """All sft_sources rows in the row schema, in file order, `source` = the file's name."""
     rows: list[dict] = []
     for f in sorted((shared / "sft_sources").glob("*.jsonl.gz")):
-        rows.extend(r for r in iter_input_rows([InputSpec(str(f))]) if isinstance(r, dict))
+        rows.extend(r for r in iter_input_rows([InputSpec(str(f), f.name.removesuffix(".jsonl.gz"))])
+                    if isinstance(r, dict))
     return rows
 
 
@@ -117,8 +121,13 @@ def build_longcot(rows: list[dict], n: int, path: Path, seed: int = 1, lo: int =
     return path
 
 
+CLEAN_SOURCES = ("gsm8k_train_human", "deepscaler_math_train", "deepscaler_aime_1983_2023", "deepcoder_leetcode_train",
+                 "marco_o1_cot_demo")
+
+
 def corpus_paths(out: Path = DEFAULT_OUT, rows_short: int = 200_000, rows_long: int = 10_000) -> dict[str, Path]:
-    return {"short": out / f"short_{rows_short}.parquet", "longcot": out / f"longcot_{rows_long}.parquet"}
+    return {"short": out / f"short_{rows_short}.parquet", "longcot": out / f"longcot_{rows_long}.parquet",
+            "short_clean": out / f"short_clean_{rows_short}.parquet"}
 
 
 def ensure_corpora(out: Path = DEFAULT_OUT, rows_short: int = 200_000, rows_long: int = 10_000,
@@ -132,7 +141,12 @@ def ensure_corpora(out: Path = DEFAULT_OUT, rows_short: int = 200_000, rows_long
             continue
         rows = rows if rows is not None else real_rows()
         tmp = p.with_suffix(".tmp")
-        (build_short(rows, rows_short, tmp) if name == "short" else build_longcot(rows, rows_long, tmp))
+        if name == "short":
+            build_short(rows, rows_short, tmp)
+        elif name == "short_clean":
+            build_short([r for r in rows if r["source"] in CLEAN_SOURCES], rows_short, tmp)
+        else:
+            build_longcot(rows, rows_long, tmp)
         tmp.rename(p)
     return {k: paths[k] for k in which}
 

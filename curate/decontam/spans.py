@@ -11,7 +11,6 @@ costs about the same for a 60k-character response as for a prompt.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from cotforge.curate.text import mathmap
@@ -30,11 +29,20 @@ def _plain(w: str) -> bool:
 
 
 def _kth(lower: str, word: str, k: int) -> tuple[int, int] | None:
-    """(start, end) of the k-th (0-based) whole-word occurrence of `word` in `lower`."""
-    for i, m in enumerate(re.finditer(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", lower)):
-        if i == k:
-            return m.start(), m.end()
-    return None
+    """(start, end) of the k-th (0-based) whole-word occurrence of `word` in `lower` (not inside a longer
+    alphabetic run; str.find, no regex per word)."""
+    pos, seen, n = 0, 0, len(word)
+    while True:
+        at = lower.find(word, pos)
+        if at < 0:
+            return None
+        before = lower[at - 1] if at else " "
+        after = lower[at + n] if at + n < len(lower) else " "
+        if not before.isalpha() and not after.isalpha():
+            if seen == k:
+                return at, at + n
+            seen += 1
+        pos = at + 1
 
 
 def locate(text: str, words: list[str], j0: int, j1: int, probe: int = 12) -> tuple[int, int] | None:

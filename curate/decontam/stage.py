@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import shutil
+import time
 from pathlib import Path
 
 import click
@@ -58,30 +59,30 @@ REASON = "contaminated"
 SPAN_CHARS = 2000  # matched_text is cut to this many characters
 
 
-def describe_match(ms: list[Match], prompt: str | None, response: str | None, norm=None,
-                   known: frozenset[str] = frozenset()) -> dict:
-    """The removed-row columns for a flagged row: its primary match, where it sits in the original text."""
+def describe_matches(found: list[list[Match]], prompts: list[str | None], responses: list[str | None], norm=None,
+                     known: frozenset[str] = frozenset()) -> list[dict]:
+    """The removed-row columns of flagged rows (`found[i]` non-empty): the primary match and where it sits in
+    the original text. Rows whose words the matcher did not keep (verdicts from the prompt cache) are
+    normalised again, all in one batch."""
     from cotforge.curate.decontam.canon import matcher_norm
 
-    best = ms[0]
-    text = (prompt if best.side == "prompt" else response) or ""
-    if best.words is not None:
-        words = best.words
-    else:  # a verdict from the prompt cache: the words of the text as the matcher saw them
-        t = matcher_norm([text], norm or DecontamConfig.norm, known)[0].as_py()
-        words = t.split(" ") if t else []
-    span = locate(text, words, *best.span)
-    if span:
-        start, end = span
-        shown = text[start:end]
-    else:  # no anchor word: the normalised words of the copy
-        start = end = None
-        shown = " ".join(words[best.span[0]:best.span[1]])
-    return {"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
-            "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
-            "match_start": start, "match_end": end,
-            "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
-            "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False)}
+    texts = [(p if ms[0].side == "prompt" else r) or "" for ms, p, r in zip(found, prompts, responses, strict=True)]
+    redo = [i for i, ms in enumerate(found) if ms[0].words is None]
+    again = dict(zip(redo, matcher_norm([texts[i] for i in redo], norm or DecontamConfig.norm, known).to_pylist(),
+                     strict=True)) if redo else {}
+    out = []
+    for i, ms in enumerate(found):
+        best, text = ms[0], texts[i]
+        words = best.words if best.words is not None else (again[i].split(" ") if again[i] else [])
+        span = locate(text, words, *best.span)
+        start, end = span if span else (None, None)
+        shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
+        out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
+                    "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
+                    "match_start": start, "match_end": end,
+                    "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
+                    "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False)})
+    return out
 
 
 class DecontamSplit(PipelineStep):
@@ -120,8 +121,8 @@ class DecontamSplit(PipelineStep):
                     removed = table.take(pa.array(flagged))
                     prompts = removed.column("prompt").to_pylist()
                     resps = removed.column("response").to_pylist() if resp is not None else [None] * len(flagged)
-                    rows = [describe_match(found[i], p, r, self.cfg.norm, index.defined_names)
-                            for i, p, r in zip(flagged.tolist(), prompts, resps, strict=True)]
+                    rows = describe_matches([found[i] for i in flagged.tolist()], prompts, resps, self.cfg.norm,
+                                            index.defined_names)
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
@@ -173,8 +174,8 @@ class DecontamFilter(BaseFilter):
             if not ms:
                 out.append(True)
                 continue
-            info = describe_match(ms, doc.text, doc.metadata.get("response"), self.cfg.norm,
-                                  self.matcher.index.defined_names)
+            info = describe_matches([ms], [doc.text], [doc.metadata.get("response")], self.cfg.norm,
+                                    self.matcher.index.defined_names)[0]
             doc.metadata.update(info)
             self.stat_update(f"contaminated_{info['benchmark']}", f"contaminated_side_{info['side']}")
             out.append((False, REASON))
@@ -259,6 +260,8 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
     from cotforge.curate.io.writer import StageWriter
 
     quiet_datatrove()
+    t0 = time.time()
+    timings: dict[str, float] = {}
     out = Path(out_dir)
     bench_specs: dict[str, BenchmarkSpec] = {}
     if benchmarks is None:
@@ -270,6 +273,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         shutil.rmtree(work)
     index_dir = work / "index"
     meta = build_index(benchmarks, cfg, index_dir)
+    timings["index_s"] = round(time.time() - t0, 3)
     config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
               "index_keys": meta["keys"], "short_keys": meta["short_keys"],
               "response_side": "whole response" if not cfg.response_chars else f"first {cfg.response_chars} characters"}
@@ -278,6 +282,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
                          rows_per_shard=rows_per_shard, config=config)
     shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
                          schema=schema)
+    timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
     if shards:
         for part in ("kept", "removed"):
             (work / part).mkdir(parents=True, exist_ok=True)
@@ -287,14 +292,18 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         if missing:
             raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
                                f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_index")
+        timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
         _collect(writer, work, len(shards), cfg.batch_bytes)
-    stats = writer.close()
+        timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+    stats = writer.close({"timings": timings})
     if report:
         from cotforge.curate.decontam.report import write_contamination_report
 
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
             n: spec_to_dict(s) for n, s in bench_specs.items()})
         stats["contamination"] = summary["totals"]
+        timings["report_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        stats["timings"] = timings
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
     if keep_index:
         shutil.move(str(index_dir), str(out / "decontam_index"))
