@@ -108,7 +108,7 @@ def test_batch_path_equals_normalize_on_fuzzed_text():
     texts += list(SELF_CHECK) + [a for a, _ in UNICODE_LATEX] + [b for _, b in UNICODE_LATEX] + ["", None]
     texts += ["Café: \\Le x", "é \\geİ", "α \\textΣ", "\x00```python\nx\n```"]  # found by fuzzing earlier
     for cfg in (DEFAULT_NORM, NormConfig(wrappers=False), NormConfig(numbers=False), NormConfig(math=False),
-                NormConfig(split_digits=False)):
+                NormConfig(split_digits=False), NormConfig(lowercase=False)):
         y, norms = normalize_batch(texts, cfg)
         assert norms == [normalize(t, cfg) for t in texts]
         assert y == " \x00 ".join(norms).encode("utf-8")

@@ -226,6 +226,8 @@ class DecontamIndex:
         self._lsh = None
         self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
         self.prefilter = BitPrefilter(self.keys)
+        self.all_ngrams = np.unique(self.ent_ng)  # stop n-grams included: copy runs go through stock phrases
+        self.all_prefilter = BitPrefilter(self.all_ngrams)
         self.sh_prefilter = BitPrefilter(self.sh_keys)
         # short keys: the hashes of their first two words (a text position is a candidate only where those match)
         short_wh, short_rows = word_hashes([" ".join(self.entries[e].norm.split(" ")[s:s + 2])

@@ -243,7 +243,7 @@ class Matcher:
         r2, e2 = ngram_candidates(idx, hb, cfg)
         for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
             iw, ih = idx.entry_ngrams(e, cfg.ngram)
-            rh, rpos = hb.row_ngrams(r)
+            rh, rpos = hb.row_ngrams(r, idx)
             sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r))
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))

@@ -34,6 +34,7 @@ class HashedBatch:
         self.ng_start = np.searchsorted(self.hr, np.arange(self.n + 1))  # first n-gram of each row
         self._words: dict[int, list[str]] = {}
         self._texts: dict[int, str] = {}
+        self._in_index: np.ndarray | None = None
 
     def text(self, r: int) -> str:
         """Normalised text of row r (made only for candidate rows)."""
@@ -51,10 +52,19 @@ class HashedBatch:
     def n_words(self, r: int) -> int:
         return int(self.row_start[r + 1] - self.row_start[r])
 
-    def row_ngrams(self, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """(n-gram hashes, start word within the row) of row r."""
+    def row_ngrams(self, r: int, index: DecontamIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(n-gram hashes, start word within the row) of row r; with `index`, only the n-grams some entry has
+        (the others cannot be part of a copy; found for the whole batch at once)."""
         lo, hi = self.ng_start[r], self.ng_start[r + 1]
-        return self.h[lo:hi], self.hs[lo:hi] - self.row_start[r]
+        h, pos = self.h[lo:hi], self.hs[lo:hi] - self.row_start[r]
+        if index is None:
+            return h, pos
+        if self._in_index is None:
+            m = index.all_prefilter.maybe(self.h)
+            m[m] = sorted_lookup(index.all_ngrams, self.h[m])[1]
+            self._in_index = m
+        keep = self._in_index[lo:hi]
+        return h[keep], pos[keep]
 
 
 def ngram_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -62,8 +62,8 @@ INSTRUCTION_WRAPPERS: tuple[str, ...] = (
 SUP_RUN = "[" + mathmap.SUP_CHARS + "]+"
 SUB_RUN = "[" + mathmap.SUB_CHARS + "]+"
 CODE_FENCE = r"(?m)^[ \t]*```[A-Za-z0-9_+-]*[ \t]*$"
-FRAC_SHORT = r"\\[dtc]?frac[ ]*([0-9])[ ]*([0-9])"  # \frac12 = \frac{1}{2}
-ENVIRONMENT = r"\\(?:begin|end)[ ]*\{[^{}]*\}"
+FRAC_SHORT = r"(?i)\\[dtc]?frac[ ]*([0-9])[ ]*([0-9])"  # \frac12 = \frac{1}{2}
+ENVIRONMENT = r"(?i)\\(?:begin|end)[ ]*\{[^{}]*\}"
 COMMAND = r"\\([A-Za-z]+)"
 SPACES = r"[ \t\n\r\f\v]+"
 DIGITS = r"[0-9]+"
@@ -259,8 +259,8 @@ def _polars_chars(s, cfg: NormConfig, non_ascii=None):
         return _subset(x, x.str.contains(unstable), lambda y: y.str.normalize("NFKC"))
 
     s = _subset(s, non_ascii, unicode_pre)
-    if cfg.lowercase:
-        s = s.str.to_lowercase()
+    if cfg.lowercase:  # ASCII rows are lower-cased on bytes later (`_ascii_table`); the steps between ignore case
+        s = _subset(s, non_ascii, lambda x: x.str.to_lowercase())
     if cfg.math:
         s = s.str.replace_many(list(mathmap.MATH), list(mathmap.MATH.values()), leftmost=True)
     if cfg.code_fences:
@@ -270,14 +270,16 @@ def _polars_chars(s, cfg: NormConfig, non_ascii=None):
         vals = [f" {v} " for v in mathmap.COMMANDS.values()]
         s = _subset(s, s.str.contains("\\", literal=True), lambda x: (
             x.str.replace_all(FRAC_SHORT, " ${1} ${2} ").str.replace_all(ENVIRONMENT, " ")
-            .str.replace_all(COMMAND, "\\${1}" + _CMD_END).str.replace_many(keys, vals, leftmost=True)))
+            .str.replace_all(COMMAND, "\\${1}" + _CMD_END)
+            .str.replace_many(keys, vals, leftmost=True, ascii_case_insensitive=cfg.lowercase)))
     return _subset(s, non_ascii, lambda x: x.str.replace_all(f"[^\\x00-\\x7F{_alnum_class(0x80)}]+", " "))
 
 
 @lru_cache(maxsize=2)
 def _ascii_table(lowercase: bool) -> bytes:
-    """bytes.translate table: ASCII characters `[\\W_]` (and upper case when lower-casing) -> space, the rest kept."""
-    return bytes(c if c >= 128 or (chr(c).isalnum() and not (lowercase and chr(c).isupper())) else 32
+    """bytes.translate table: ASCII characters `[\\W_]` -> space, upper case -> lower case when lower-casing,
+    the rest kept."""
+    return bytes((c + 32 if lowercase and 65 <= c <= 90 else c) if c >= 128 or chr(c).isalnum() else 32
                  for c in range(256))
 
 
