@@ -68,7 +68,8 @@ def sample_matches(out_dir: Path, sources: list[str], k: int = 4) -> None:
         sub = t.filter(pl.col("source") == src)
         if not len(sub):
             continue
-        print(f"\n{src}: {len(sub)} rows; by side/kind {dict(sub.group_by(['side', 'match_kind']).len().iter_rows())}")
+        kinds = {f"{side}/{kind}": n for side, kind, n in sub.group_by(["side", "match_kind"]).len().iter_rows()}
+        print(f"\n{src}: {len(sub)} rows; by side/kind {kinds}")
         for r in sub.sample(min(k, len(sub)), seed=0).iter_rows(named=True):
             where = f"@{r['match_start']} ({r['match_share']:.0%})" if r["match_start"] is not None else "@?"
             print(f"- {r['id']} {r['side']} {r['match_kind']} {r['score']:.2f} {where} {r['benchmark']}/{r['benchmark_id']}"
