@@ -16,10 +16,11 @@ from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex
 from cotforge.curate.decontam.match import Matcher
-from cotforge.curate.decontam.stage import decontaminate_command, run_decontam
+from cotforge.curate.decontam.stage import run_decontam
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import word_hashes
 from cotforge.curate.text.normalize import normalize, normalize_batch
+from cotforge.pipelines.cli.curate import COMMANDS
 
 PROBLEMS = [
     "Let $x$, $y$ and $z$ be positive real numbers with $xyz = 32$. Find the minimum value of "
@@ -126,7 +127,9 @@ def test_reformatted_copy_is_caught_by_the_fuzzy_tier(index):
     only_fuzzy = replace(cfg, threshold=1.0)  # n-gram tier off for an edited copy (score < 1): the MinHash-LSH tier alone must find it
     ms = idx.match_batch([edited], [None], only_fuzzy)[0]
     assert ms and ms[0].benchmark_id == "m2" and ms[0].match_kind == "fuzzy" and ms[0].score >= cfg.fuzzy_threshold
-    assert not idx.match_batch([edited], [None], replace(only_fuzzy, fuzzy=False))[0]
+    neither = replace(cfg, fuzzy=False)
+    neither.threshold = 1.01
+    assert not idx.match_batch([edited], [None], neither)[0]
     assert _flag(index, [edited])[0]  # and with default settings it is caught either way
 
 
@@ -288,13 +291,22 @@ def test_cli(tmp_path):
     src = tmp_path / "cotforge.train.jsonl"
     _write_rows(src, _train_rows())
     out = tmp_path / "out"
-    res = CliRunner().invoke(decontaminate_command, [str(src), "-o", str(out), "--benchmarks", "aime2024",
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "aime2024",
                                                      "--benchmarks-dir", str(bench), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert "6 rows in, 3 kept, 3 removed" in res.output
-    res = CliRunner().invoke(decontaminate_command, [str(src), "-o", str(out), "--benchmarks", "nope",
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "nope",
                                                      "--benchmarks-dir", str(bench)])
     assert res.exit_code != 0 and "unknown benchmark 'nope'" in res.output
+    # the new fields are flags of the generated command; --keep-work keeps the work area with the index
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(tmp_path / "o2"), "--benchmarks",
+                                                     "aime2024", "--benchmarks-dir", str(bench), "--tasks", "2",
+                                                     "--response-chars", "100", "--short-content-words", "5",
+                                                     "--keep-work"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "o2" / "_work" / "decontaminate" / "index").is_dir()
+    stats = json.loads((tmp_path / "o2" / "stats.json").read_text())
+    assert stats["config"]["response_side"] == "first 100 characters" and stats["config"]["short_content_words"] == 5
 
 
 def test_shared_eval_outputs_are_fully_contaminated(shared_data, tmp_path):

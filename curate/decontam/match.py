@@ -33,9 +33,10 @@ The index is built once per run (`index.build_index`) and loaded by every task.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -294,7 +295,7 @@ class Matcher:
         s = pl.Series("p", prompts, dtype=pl.String).fill_null("")
         keys = s.hash(seed=3).to_numpy()
         if self._cache_cfg != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE or not cfg.prompt_cache:
-            self._cache, self._cache_cfg = {}, replace(cfg)
+            self._cache, self._cache_cfg = {}, copy.copy(cfg)
         klist = keys.tolist()
         uniq, first = np.unique(keys, return_index=True)
         todo = [int(i) for k, i in zip(uniq.tolist(), first.tolist(), strict=True) if k not in self._cache]

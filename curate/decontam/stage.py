@@ -1,4 +1,4 @@
-"""`cotforge curate decontaminate`: the datatrove steps, the stage and the CLI.
+"""`cotforge curate decontaminate`: the datatrove steps and the stage.
 
 Flow: ingest (ordered work shards, one per task) -> `DecontamSplit` per task, by column: record batches of
 the shard are matched (`match.Matcher`, vectorised; Python only for candidate rows) and written as whole
@@ -13,14 +13,15 @@ Matching rules: decontam/match.py; the index: decontam/index.py; the report: dec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,6 +41,10 @@ from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Match, Matcher
 from cotforge.curate.decontam.spans import locate
+from cotforge.curate.io.remote import remote_output
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -235,8 +240,6 @@ def _tasks_for_workers(specs, exec_cfg):
     """At least one task per worker when the row count is known cheaply (Parquet metadata): a 10k-row input
     would otherwise be one task on one core. (The byte-bounded split is the engine's; this only stops a
     small input from idling workers.)"""
-    from cotforge.curate.engine import ExecutorConfig
-
     rows = 0
     for s in specs:
         p = Path(s.path)
@@ -245,15 +248,17 @@ def _tasks_for_workers(specs, exec_cfg):
         rows += pq.ParquetFile(p).metadata.num_rows
     per = max(1, math.ceil(rows / max(exec_cfg.workers, 1)))
     if rows and per < exec_cfg.rows_per_task:
-        return ExecutorConfig(exec_cfg.executor, exec_cfg.workers, per, dict(exec_cfg.options))
+        return dataclasses.replace(exec_cfg, rows_per_task=per)
     return exec_cfg
 
 
+@remote_output
 def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
                  rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
                  benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
     """The decontamination stage: build the index once, split every work shard with datatrove, collect
-    table by table, write the report."""
+    table by table, write the report. `keep_index` moves the index to OUT/decontam_index;
+    `exec_cfg.keep_work` keeps OUT/_work/decontaminate."""
     from cotforge.curate.engine import ExecutorConfig, make_executor, quiet_datatrove
     from cotforge.curate.io.ingest import materialize
     from cotforge.curate.io.inputs import input_schema
@@ -266,7 +271,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
     bench_specs: dict[str, BenchmarkSpec] = {}
     if benchmarks is None:
         benchmarks, bench_specs = load_config_benchmarks(cfg)
-    exec_cfg = _tasks_for_workers(specs, exec_cfg or ExecutorConfig())
+    exec_cfg = _tasks_for_workers(specs, (exec_cfg or ExecutorConfig()).for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     work = out / "_work" / "decontaminate"
     if work.exists():
@@ -291,7 +296,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         missing = [r for r in range(len(shards)) if not (work / "logs" / "completions" / f"{r:05d}").exists()]
         if missing:
             raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
-                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_index")
+                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
         timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
         _collect(writer, work, len(shards), cfg.batch_bytes)
         timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
@@ -307,67 +312,16 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
     if keep_index:
         shutil.move(str(index_dir), str(out / "decontam_index"))
-    shutil.rmtree(work, ignore_errors=True)
+    if not exec_cfg.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
     if (out / "_work").exists() and not any((out / "_work").iterdir()):
         (out / "_work").rmdir()
     return stats
 
 
-# --------------------------------------------------------------------------- CLI
+def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
+    """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
-
-def _split_names(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-@click.command("decontaminate")
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Output folder (kept/, removed/, stats.json, contamination_report.md/.json/.png).")
-@click.option("--benchmarks", required=True, help="Comma-separated benchmark names, e.g. aime2024,math500,humaneval.")
-@click.option("--benchmarks-dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Local folder with <name>.jsonl[.gz]/.parquet benchmark files (fields id, problem, ...).")
-@click.option("--registry", "registry_yaml", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="YAML with extra benchmark specs.")
-@click.option("--ngram", type=int, default=DecontamConfig.ngram, show_default=True)
-@click.option("--threshold", type=float, default=DecontamConfig.threshold, show_default=True,
-              help="Prompt side: the longest verbatim chunk of a benchmark item, as a share of its words.")
-@click.option("--response-threshold", type=float, default=DecontamConfig.response_threshold, show_default=True)
-@click.option("--min-chunk-words", type=int, default=DecontamConfig.min_chunk_words, show_default=True,
-              help="A partial (truncated) copy must be at least this many words long.")
-@click.option("--max-item-df", type=int, default=DecontamConfig.max_item_df, show_default=True,
-              help="N-grams shared by more benchmark items than this are stop n-grams.")
-@click.option("--response/--no-response", "check_response", default=True, show_default=True,
-              help="Also match the response side (reported separately).")
-@click.option("--solutions/--no-solutions", "include_solutions", default=False, show_default=True,
-              help="Also index benchmark reference solutions.")
-@click.option("--fuzzy/--no-fuzzy", default=True, show_default=True, help="MinHash-LSH tier for reformatted copies.")
-@click.option("--fuzzy-threshold", type=float, default=DecontamConfig.fuzzy_threshold, show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--strict", is_flag=True, help="Stop at the first malformed row instead of quarantining it.")
-@click.option("--source-name", "source_names", multiple=True, metavar="[INPUT=]NAME")
-@click.option("--keep-index", is_flag=True, help="Keep the n-gram index under OUT/decontam_index.")
-def decontaminate_command(inputs, out, benchmarks, benchmarks_dir, registry_yaml, ngram, threshold,
-                          response_threshold, min_chunk_words, max_item_df, check_response, include_solutions, fuzzy,
-                          fuzzy_threshold, workers, strict, source_names, keep_index) -> None:
-    """Remove rows of INPUTS that contain benchmark problems; write a contamination report."""
-    from cotforge.curate.benchmarks import BenchmarkError
-    from cotforge.curate.cli_common import specs_from_cli
-    from cotforge.curate.engine import ExecutorConfig
-    from cotforge.curate.io.readers import InputError
-
-    try:
-        cfg = DecontamConfig(benchmarks=_split_names(benchmarks), benchmarks_dir=benchmarks_dir,
-                             registry_yaml=registry_yaml, ngram=ngram, threshold=threshold,
-                             response_threshold=response_threshold, min_chunk_words=min_chunk_words,
-                             max_item_df=max_item_df, check_response=check_response,
-                             include_solutions=include_solutions, fuzzy=fuzzy, fuzzy_threshold=fuzzy_threshold)
-        specs = specs_from_cli(inputs, (), source_names, None)
-        stats = run_decontam(specs, out, cfg, ExecutorConfig(workers=workers), strict=strict, keep_index=keep_index)
-    except (BenchmarkError, InputError, ValueError) as e:
-        raise click.ClickException(str(e)) from e
-    c = stats.get("contamination", {})
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed "
-               f"({c.get('contaminated_rows', 0)} contaminated: {c.get('prompt_side_rows', 0)} prompt side, "
-               f"{c.get('response_only_rows', 0)} response side only) -> {out}")
-    click.echo(f"report: {Path(out) / 'contamination_report.md'}")
+    With `keep_work` OUT/_work/decontaminate stays (work shards, datatrove logs, the benchmark index)."""
+    return run_decontam(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict,
+                        rows_per_shard=ctx.rows_per_shard)
