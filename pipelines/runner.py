@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cotforge.pipelines.config import Recipe, RecipeError, config_hash
+from cotforge.pipelines.config import Recipe, RecipeError, build_dataclass, config_hash
 from cotforge.pipelines.planning import (
     PlannedStage,
     enabled_stages,
@@ -288,6 +288,10 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, check_code: bool = True)
         if st.options:
             shown = json.dumps(st.options, sort_keys=True, default=str)
             lines.append(f"    options: {shown if len(shown) < 400 else shown[:400] + '...'}")
+        cls = st.spec.config_class() if check_code and st.spec.config else None
+        if cls is not None and hasattr(cls, "optimizer_steps_per_rollout"):  # RL: the report's batch structure
+            cfg = st.cfg if isinstance(st.cfg, cls) else build_dataclass(cls, st.options, f"stages.{st.name}")
+            lines.append(f"    optimizer steps per rollout batch: {cfg.optimizer_steps_per_rollout()}")
     lines.append("")
     lines.append(f"then: {run}/manifest.json, {run}/summary.md"
                  + (f"; cards published to {recipe.publish_cards}" if recipe.publish_cards else ""))

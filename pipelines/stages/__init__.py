@@ -52,8 +52,9 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               outputs="samples.parquet, results.json, report.md (base model)", code=EVAL_CODE),
     StageSpec("sft", "train", _sft, "cotforge.train.sft:CotSFTConfig", needs=("mix", "model"), check_values=False,
               outputs="model + tokenizer (in place), log.jsonl/.csv, loss.png"),
-    StageSpec("rl", "train", _rl, "cotforge.train.rl.trainer:RLConfig", needs=("mix", "model", "sft"),
-              outputs="final/, metrics.jsonl, curves.png"),
+    StageSpec("rl", "train", _rl, "cotforge.train.rl.config:GPPOConfig", needs=("mix", "model", "sft"),
+              outputs="final/, metrics.jsonl, curves.png",
+              code=tuple(f"cotforge.train.rl.{m}" for m in ("config", "trainer", "losses", "groups", "rewards"))),
     StageSpec("evaluate", "eval", _evaluate, "cotforge.train.eval.run:EvalConfig", needs=("model", "sft", "rl"),
               outputs="samples.parquet, results.json, report.md (final model)", code=EVAL_CODE),
 )}

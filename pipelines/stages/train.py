@@ -82,12 +82,13 @@ def _sft(ctx: StageContext) -> dict[str, Any]:
 
 
 def _rl(ctx: StageContext) -> dict[str, Any]:
-    from cotforge.train.rl.trainer import RLConfig, run_rl
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import run_rl
 
     opts = _train_options(ctx, "train_files", "rl")
     if _launch(ctx, opts):
         return _train_stats(ctx.out_dir, None)
-    cfg = build_dataclass(RLConfig, opts, f"stages.{ctx.name}")
+    cfg = build_dataclass(GPPOConfig, opts, f"stages.{ctx.name}")
     trainer = run_rl(cfg)
     return _train_stats(ctx.out_dir, trainer)
 

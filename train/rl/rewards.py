@@ -4,7 +4,8 @@ Klear-Reasoner's shaping (paper §3.2.4, official reward code):
   format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification)
   math:   +1 if the text after the last `</think>` verifies against the answer, else -1
   code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
-          no program extracted -> `incorrect`
+          no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
+          `code_r1_compute.py`: the last ```python block after `</think>`, else ScoringConfig.format_error_score)
 A rollout counts as *correct* (for the SFT term and accuracy) when its reward equals `correct` (1.0).
 
 `make_reward_func` returns a TRL reward function f(completions, completion_ids, ability, ground_truth, tests, ...)
@@ -14,6 +15,7 @@ that routes each row by its `ability` column: "code" -> tests, answer abilities 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,7 @@ class RewardConfig:
     incorrect: float = -1.0
     no_think_end: float = -0.5
     no_think_start: float = -2.0
+    format_error: float = -1.0           # code: no ```python block after the reasoning block
     think_start: str = "<think>"
     think_end: str = "</think>"
     require_think: bool = True          # apply the format penalties at all
@@ -50,6 +53,16 @@ def format_penalty(text: str, cfg: RewardConfig) -> float | None:
     return None
 
 
+_PY_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
+
+
+def has_code_block(text: str, think_end: str = "</think>") -> bool:
+    """True when a ```python (or ```py / ```python3) fence opens after the last `think_end` (the official code's
+    format: `</think>.*```python\n(.*?)\n````). A prose answer has none and scores `format_error`."""
+    tail = text.rsplit(think_end, 1)[-1] if think_end else text
+    return bool(_PY_FENCE.search(tail))
+
+
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None) -> list[float]:
     """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified."""
     from cotforge.curate.verify import verify_math_batch
@@ -58,6 +71,8 @@ def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardCo
     out: list[float | None] = [format_penalty(r, cfg) for r in responses]
     todo = [i for i, v in enumerate(out) if v is None]
     if todo:
+        # Once the math helper's strict mode lands, RL rewards should pass mode="strict" here (final answer boxed
+        # after the reasoning block), so an unboxed or pre-</think> answer is not rewarded.
         verdicts = verify_math_batch([(responses[i], answers[i]) for i in todo], think_end=cfg.think_end,
                                      workers=cfg.workers, timeout_s=cfg.math_timeout_s)
         for i, v in zip(todo, verdicts, strict=True):
@@ -77,6 +92,9 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
     items, idx = [], []
     for i, (resp, t) in enumerate(zip(responses, tests, strict=True)):
         if out[i] is not None:
+            continue
+        if not has_code_block(resp, cfg.think_end):
+            out[i] = cfg.format_error
             continue
         program = extract_program(resp, think_end=cfg.think_end)
         if not program or not t:
