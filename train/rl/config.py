@@ -70,7 +70,8 @@ class GPPOConfig(GRPOConfig):
         "Upper clip 1+epsilon_high ([P] §4.1 and [R]: 0.28, Skywork-OR1's clip-higher)."))
     delta: float | None = field(default=10.0, metadata=_help(
         "Dual-clip c (verl clip_ratio_c): for A<0 the loss is capped at -c*A, zero gradient where r > c. Official "
-        "scripts 10; the paper has none (null). Default 10: [R]'s value, and it only acts on ratios above 10."))
+        "scripts 10; the paper has none (null). Default 10: [R]'s value, and it only acts on ratios above 10. "
+        "Not applied to cispo (its weight is already a clamped constant)."))
     gppo_beta1: float = field(default=1.0, metadata=_help(
         "GPPO general form ([P] Eq. 17 / CE-GPPO): scale of the low-side clipped gradient (A<0, r<1-epsilon)."))
     gppo_beta2: float = field(default=1.0, metadata=_help(

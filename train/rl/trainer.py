@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +137,9 @@ class GPPOTrainer(GRPOTrainer):
         ids, mask = out["completion_ids"], out["completion_mask"]
         lengths = mask.sum(1)
         last = ids.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)
-        stop = torch.tensor([*self.eos_token_ids, self._tokenizer.pad_token_id], device=ids.device)
-        truncated = (lengths > 0) & ~torch.isin(last, stop)
-        truncated = self.accelerator.gather(truncated).cpu()
+        stop_ids = [t for t in (*self.eos_token_ids, self._tokenizer.pad_token_id) if t is not None]
+        truncated = (lengths > 0) & ~torch.isin(last, torch.tensor(stop_ids, device=ids.device))
+        truncated = self.accelerator.gather(truncated.int()).bool().cpu()
         a = self.args
         sel = select_groups(self._total_rewards().cpu(), self.num_generations,
                             correct_score=a.reward_config().correct, truncated=truncated,
@@ -269,8 +269,9 @@ def _take_rows(value: Any, rows: torch.Tensor, n: int) -> Any:
 
 # ---------------------------------------------------------------------- entry points
 def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callable[..., list[float]]] | None = None,
-                  model: Any = None, processing_class: Any = None) -> GPPOTrainer:
-    """A ready GPPOTrainer: data from cfg.train_files unless given; rewards from train.rl.rewards unless given."""
+                  model: Any = None, processing_class: Any = None, callbacks: Sequence[Any] = ()) -> GPPOTrainer:
+    """A ready GPPOTrainer: data from cfg.train_files unless given; rewards from train.rl.rewards unless given;
+    `callbacks` (transformers TrainerCallbacks) run after the log writer."""
     from transformers import AutoTokenizer
 
     from cotforge.train.callbacks import CsvJsonLogger
@@ -288,7 +289,8 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     log.info("GPPO: %s", cfg.describe_batches())
     return GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg, train_dataset=train_dataset,
                        processing_class=tok,
-                       callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png")])
+                       callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),
+                                  *callbacks])
 
 
 def resolve_resume(cfg: GPPOConfig) -> str | None:
