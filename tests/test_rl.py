@@ -211,3 +211,42 @@ def test_code_without_code_block_is_a_format_error_and_never_runs(monkeypatch):
     assert out == [-1.0, -1.0, -1.0, 0.0, -0.5]
     assert ran == ["print(1)\n"]
     assert has_code_block("```py\nx=1\n```", think_end="") and not has_code_block("x = 1", think_end="")
+
+
+# R1-distill's generation prompt (its tokenizer_config.json chat_template, reduced to the parts that matter):
+# the assistant turn opens the reasoning block, so completions start inside it and never contain <think>.
+_R1_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}<｜User｜>{{ m['content'] }}{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}")
+_CLOSED_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+                    "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+
+
+def test_math_reward_when_the_prompt_opens_think():
+    pytest.importorskip("cotforge.curate.verify")
+    from cotforge.train.rl.rewards import opens_reasoning, prompt_opened
+    from cotforge.train.tiny import build_tokenizer
+
+    tok = build_tokenizer(["a b c 1 2 3 think"], vocab_size=64)
+    cfg = RewardConfig()
+    done = ["2+2 is 4.</think> \\boxed{4}", "2+2 is 5.</think> \\boxed{5}", "still thinking 2+2"]
+    conv = [[{"role": "user", "content": "2+2? Box it."}]] * 3
+    tok.chat_template = _R1_TEMPLATE
+    f = make_reward_func(cfg, tokenizer=tok)
+    # the completion text is taken from `completions` (no ids): correct/incorrect/truncated, none penalised -2
+    assert f(completions=done, prompts=conv, ability=["math"] * 3, ground_truth=["4"] * 3) == [1.0, -1.0, -0.5]
+    assert f(completions=done, ability=["math"] * 3, ground_truth=["4"] * 3) == [1.0, -1.0, -0.5]  # template probe
+    # a plain-text prompt that ends inside <think> counts too; one that closed it does not
+    assert f(completions=done[:1], prompts=["Q: 2+2?\n<think>\n"], ability=["math"], ground_truth=["4"]) == [1.0]
+    assert f(completions=done[:1], prompts=["Q <think></think>"], ability=["math"], ground_truth=["4"]) == [-2.0]
+    # a template that does not open <think> (or closes it: Qwen3 enable_thinking=False) keeps the -2 penalty
+    tok.chat_template = _CLOSED_TEMPLATE
+    assert f(completions=done[:1], prompts=conv[:1], ability=["math"], ground_truth=["4"]) == [-2.0]
+    g = make_reward_func(cfg, tokenizer=tok, chat_template_kwargs={"enable_thinking": False})
+    assert g(completions=done[:1], prompts=conv[:1], ability=["math"], ground_truth=["4"]) == [-2.0]
+    assert not opens_reasoning(tok.apply_chat_template(conv[0], tokenize=False, add_generation_prompt=True,
+                                                       enable_thinking=False), cfg)
+    # forcing it either way overrides the detection
+    assert prompt_opened(conv, 3, RewardConfig(think_start_in_prompt=False), tok) == [False] * 3
+    assert make_reward_func(RewardConfig(think_start_in_prompt=True))(
+        completions=done[:1], ability=["math"], ground_truth=["4"]) == [1.0]

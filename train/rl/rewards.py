@@ -1,7 +1,9 @@
 """RL rewards: thin adapters over the verifiers in `curate.verify` (the only code that judges correctness).
 
 Klear-Reasoner's shaping (paper §3.2.4, official reward code):
-  format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification)
+  format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification); a
+          `<think>` the prompt opened (chat templates whose generation prompt ends in `<think>`, e.g. R1-distill,
+          Qwen3-Thinking-2507) counts as present, since the completion then never repeats it
   math:   +1 if the text after the last `</think>` verifies against the answer, else -1
   code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
           no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
@@ -35,22 +37,64 @@ class RewardConfig:
     think_start: str = "<think>"
     think_end: str = "</think>"
     require_think: bool = True          # apply the format penalties at all
-    think_start_in_prompt: bool = False  # the chat template already opened <think> (e.g. Qwen3 thinking mode)
+    think_start_in_prompt: bool | None = None  # the prompt already opened <think>; None: detect it per row
     code_signed: bool = False            # 2p-1 instead of p
     answer_abilities: tuple[str, ...] = ("math", "science", "other")  # rewarded by answer checking
     math_timeout_s: float = 5.0
     workers: int | None = None
 
 
-def format_penalty(text: str, cfg: RewardConfig) -> float | None:
-    """The think-tag penalty for `text`, or None when the format is fine."""
+def format_penalty(text: str, cfg: RewardConfig, opened: bool = False) -> float | None:
+    """The think-tag penalty for `text`, or None when the format is fine. `opened`: the prompt already opened
+    the reasoning block (so `<think>` is not expected in the completion)."""
     if not cfg.require_think:
         return None
     if cfg.think_end not in text:
         return cfg.no_think_end
-    if not cfg.think_start_in_prompt and cfg.think_start not in text:
+    if not (opened or cfg.think_start_in_prompt) and cfg.think_start not in text:
         return cfg.no_think_start
     return None
+
+
+def opens_reasoning(prompt_text: str, cfg: RewardConfig) -> bool:
+    """True when the rendered prompt ends inside a reasoning block: its last `think_start` is not followed by a
+    `think_end` (R1-distill's generation prompt `<｜Assistant｜><think>\n`; Qwen3's `enable_thinking=False` prompt
+    `<think>\n\n</think>` is closed, so False)."""
+    start = prompt_text.rfind(cfg.think_start) if cfg.think_start else -1
+    return start >= 0 and prompt_text.find(cfg.think_end, start) < 0
+
+
+def _render_prompt(prompt: Any, tokenizer: Any, template_kwargs: dict[str, Any]) -> str:
+    """The text the model continues from: a string prompt as is, a conversation through the chat template with
+    the generation prompt (continuing a final assistant message, as TRL does)."""
+    if isinstance(prompt, str):
+        return prompt
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return ""
+    cont = bool(prompt) and prompt[-1].get("role") == "assistant"
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=not cont,
+                                         continue_final_message=cont, **template_kwargs)
+
+
+def prompt_opened(prompts: Sequence[Any] | None, n: int, cfg: RewardConfig, tokenizer: Any = None,
+                  template_kwargs: dict[str, Any] | None = None) -> list[bool]:
+    """Per completion: did its prompt open the reasoning block? `cfg.think_start_in_prompt` True/False forces the
+    answer; None detects it from the rendered prompt (TRL passes `prompts`), or, without prompts, from the
+    tokenizer's generation prompt on a one-message probe conversation."""
+    if cfg.think_start_in_prompt is not None or not cfg.require_think:
+        return [bool(cfg.think_start_in_prompt)] * n
+    kwargs = dict(template_kwargs or {})
+    if prompts is None:
+        probe = _render_prompt([{"role": "user", "content": "1 + 1?"}], tokenizer, kwargs)
+        return [opens_reasoning(probe, cfg)] * n
+    seen: dict[str, bool] = {}
+    out = []
+    for p in prompts:
+        key = p if isinstance(p, str) else repr(p)
+        if key not in seen:
+            seen[key] = opens_reasoning(_render_prompt(p, tokenizer, kwargs), cfg)
+        out.append(seen[key])
+    return out
 
 
 _PY_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
@@ -63,12 +107,15 @@ def has_code_block(text: str, think_end: str = "</think>") -> bool:
     return bool(_PY_FENCE.search(tail))
 
 
-def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None) -> list[float]:
-    """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified."""
+def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None,
+                 opened: Sequence[bool] | None = None) -> list[float]:
+    """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified.
+    `opened[i]`: row i's prompt opened the reasoning block (`prompt_opened`)."""
     from cotforge.curate.verify import verify_math_batch
 
     cfg = cfg or RewardConfig()
-    out: list[float | None] = [format_penalty(r, cfg) for r in responses]
+    opened = opened if opened is not None else [False] * len(responses)
+    out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     todo = [i for i, v in enumerate(out) if v is None]
     if todo:
         # Once the math helper's strict mode lands, RL rewards should pass mode="strict" here (final answer boxed
@@ -81,14 +128,16 @@ def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardCo
 
 
 def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
-                 limits: Any = None) -> list[float | None]:
+                 limits: Any = None, opened: Sequence[bool] | None = None) -> list[float | None]:
     """Soft pass fraction of the program after `</think>` under the sandbox; signed 2p-1 when cfg.code_signed.
 
-    None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error")."""
+    None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error").
+    `opened` as in `math_rewards`."""
     from cotforge.curate.verify import SandboxLimits, extract_program, run_tests_batch
 
     cfg = cfg or RewardConfig()
-    out: list[float | None] = [format_penalty(r, cfg) for r in responses]
+    opened = opened if opened is not None else [False] * len(responses)
+    out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     items, idx = [], []
     for i, (resp, t) in enumerate(zip(responses, tests, strict=True)):
         if out[i] is not None:
@@ -126,21 +175,24 @@ def completion_texts(completions: Sequence[Any], completion_ids: Sequence[Sequen
 
 
 def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
-                     custom: dict[str, Callable[[list[str], list[Any]], list[float]]] | None = None
-                     ) -> Callable[..., list[float | None]]:
+                     custom: dict[str, Callable[[list[str], list[Any]], list[float]]] | None = None,
+                     chat_template_kwargs: dict[str, Any] | None = None) -> Callable[..., list[float | None]]:
     """A TRL reward function routing each row by `ability` to math/code (or a `custom[ability]` scorer).
 
     Dataset columns used: `ability`, `ground_truth` (math answer), `tests` (code tests JSON). `custom` maps an
-    ability to f(texts, ground_truths) -> rewards, e.g. for synthetic tasks.
+    ability to f(texts, ground_truths) -> rewards, e.g. for synthetic tasks. `prompts` (TRL passes them), rendered
+    with the tokenizer's chat template and `chat_template_kwargs`, tell whether the prompt opened `<think>`.
     """
     cfg = cfg or RewardConfig()
     custom = dict(custom or {})
 
     def verifiable_reward(completions: list[Any], completion_ids: list[list[int]] | None = None,
                           ability: list[str] | None = None, ground_truth: list[Any] | None = None,
-                          tests: list[Any] | None = None, **_: Any) -> list[float | None]:
+                          tests: list[Any] | None = None, prompts: list[Any] | None = None,
+                          **_: Any) -> list[float | None]:
         texts = completion_texts(completions, completion_ids, tokenizer)
         n = len(texts)
+        opened = prompt_opened(prompts, n, cfg, tokenizer, chat_template_kwargs)
         ability = ability or ["math"] * n
         ground_truth = ground_truth or [None] * n
         tests = tests or [None] * n
@@ -150,9 +202,11 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
             if kind in custom:
                 vals = custom[kind]([texts[i] for i in idx], [ground_truth[i] for i in idx])
             elif kind in cfg.answer_abilities:
-                vals = math_rewards([texts[i] for i in idx], [str(ground_truth[i]) for i in idx], cfg)
+                vals = math_rewards([texts[i] for i in idx], [str(ground_truth[i]) for i in idx], cfg,
+                                    opened=[opened[i] for i in idx])
             elif kind == "code":
-                vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg)
+                vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg,
+                                    opened=[opened[i] for i in idx])
             else:
                 raise ValueError(f"no reward for ability {kind!r} (rows {idx[:5]}...); expected code, one of "
                                  f"{list(cfg.answer_abilities)} or a custom scorer {sorted(custom)}")

@@ -285,7 +285,8 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
         raise ValueError("model: empty, and no model was given")
     tok = processing_class or AutoTokenizer.from_pretrained(cfg.model)
     if reward_funcs is None:
-        reward_funcs = [make_reward_func(cfg.reward_config(), tokenizer=tok)]
+        reward_funcs = [make_reward_func(cfg.reward_config(), tokenizer=tok,
+                                         chat_template_kwargs=cfg.chat_template_kwargs)]
     log.info("GPPO: %s", cfg.describe_batches())
     return GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg, train_dataset=train_dataset,
                        processing_class=tok,
