@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from cotforge.curate.config import load, parse_set  # noqa: E402
 from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
 from cotforge.train.rl.config import GPPOConfig  # noqa: E402
 from cotforge.train.rl.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
@@ -121,12 +122,12 @@ def test_cli_math_task_zero_variance_groups_are_filtered(tiny_model_dir, tmp_pat
 
 
 def test_config_yaml_overrides_and_errors(tmp_path):
-    import yaml
-
-    data = yaml.safe_load("model: m\ntrain_files: [a]\nloss_type: cispo\nreward: {code_signed: true}\n")
-    cfg = config_from_dict({**data, "max_steps": 5, "epsilon_high": 0.2})
+    y = tmp_path / "c.yaml"
+    y.write_text("model: m\ntrain_files: [a]\nloss_type: cispo\nreward: {code_signed: true}\n")
+    cfg = load(GPPOConfig, y, ["max_steps=5", "epsilon_high=0.2"], what="RL config key")
     assert cfg.loss_type == "cispo" and cfg.max_steps == 5 and cfg.epsilon_high == 0.2
     assert cfg.reward_config().code_signed
+    assert parse_set("delta=10") == ("delta", 10)
     with pytest.raises(ValueError, match="bogus"):
         config_from_dict({"model": "m", "bogus": 1}, "c.yaml")
     with pytest.raises(ValueError, match="loss_type"):
@@ -192,7 +193,7 @@ def test_code_reward_soft_pass_fraction_via_sandbox():
 def test_code_without_code_block_is_a_format_error_and_never_runs(monkeypatch):
     """A prose answer (or code outside a ```python fence, or before </think>) scores format_error = -1 without
     reaching the sandbox (official code_r1_compute: no block -> format_error_score); a fenced program runs."""
-    import cotforge.curate.verify as verify
+    import cotforge.curate.verify.code as verify
     from cotforge.train.rl.rewards import code_rewards, has_code_block
 
     ran: list[str] = []
@@ -250,3 +251,29 @@ def test_math_reward_when_the_prompt_opens_think():
     assert prompt_opened(conv, 3, RewardConfig(think_start_in_prompt=False), tok) == [False] * 3
     assert make_reward_func(RewardConfig(think_start_in_prompt=True))(
         completions=done[:1], ability=["math"], ground_truth=["4"]) == [1.0]
+
+
+def test_math_reward_is_strict_and_gets_the_problem(monkeypatch):
+    """RL math rewards use the strict extraction (the last box after </think>) and pass each row's problem."""
+    pytest.importorskip("cotforge.curate.verify.math")
+    import cotforge.curate.verify.math as vmath
+    from cotforge.curate.verify.math_pool import MathVerdict
+
+    texts = ["<think>2+2</think> The answer is 4.", "<think>2+2</think> \\boxed{4}", "<think>\\boxed{4}</think> 5"]
+    f = make_reward_func(RewardConfig(workers=1))
+    assert f(completions=texts, ability=["math"] * 3, ground_truth=["4"] * 3) == [-1.0, 1.0, -1.0]
+    lenient = make_reward_func(RewardConfig(math_mode="lenient", workers=1))
+    assert lenient(completions=texts[:1], ability=["math"], ground_truth=["4"]) == [1.0]
+    with pytest.raises(ValueError, match="math_mode"):
+        RewardConfig(math_mode="loose")
+    seen: dict = {}
+
+    def spy(pairs, *a, **kw):
+        seen.update(kw, n=len(pairs))
+        return [MathVerdict(status="correct", correct=True, extracted="4") for _ in pairs]
+
+    monkeypatch.setattr(vmath, "verify_math_batch", spy)
+    conv = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "List 1, 2 in order."}],
+            "Plain prompt?"]
+    f(completions=texts[1:], prompts=conv, ability=["math", "math"], ground_truth=["1, 2", "4"])
+    assert seen["mode"] == "strict" and seen["problems"] == ["List 1, 2 in order.", "Plain prompt?"]

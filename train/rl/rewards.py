@@ -4,7 +4,10 @@ Klear-Reasoner's shaping (paper §3.2.4, official reward code):
   format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification); a
           `<think>` the prompt opened (chat templates whose generation prompt ends in `<think>`, e.g. R1-distill,
           Qwen3-Thinking-2507) counts as present, since the completion then never repeats it
-  math:   +1 if the text after the last `</think>` verifies against the answer, else -1
+  math:   +1 if the answer after the last `</think>` verifies against the gold, else -1; strict extraction
+          (`math_mode`, curate/verify/math_extract.py): the last box after `</think>`, nothing else counts (the
+          official reward runs math_verify.parse on the whole post-`</think>` text, which also reads unboxed
+          answers; `math_mode: lenient` is the closer match)
   code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
           no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
           `code_r1_compute.py`: the last ```python block after `</think>`, else ScoringConfig.format_error_score)
@@ -40,8 +43,15 @@ class RewardConfig:
     think_start_in_prompt: bool | None = None  # the prompt already opened <think>; None: detect it per row
     code_signed: bool = False            # 2p-1 instead of p
     answer_abilities: tuple[str, ...] = ("math", "science", "other")  # rewarded by answer checking
+    math_mode: str = "strict"            # curate.verify.math extraction: strict = boxed after </think>
     math_timeout_s: float = 5.0
     workers: int | None = None
+
+    def __post_init__(self) -> None:
+        from cotforge.curate.verify.math import MODES
+
+        if self.math_mode not in MODES:
+            raise ValueError(f"reward field 'math_mode': expected one of {MODES}, got {self.math_mode!r}")
 
 
 def format_penalty(text: str, cfg: RewardConfig, opened: bool = False) -> float | None:
@@ -108,20 +118,21 @@ def has_code_block(text: str, think_end: str = "</think>") -> bool:
 
 
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None,
-                 opened: Sequence[bool] | None = None) -> list[float]:
-    """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified.
-    `opened[i]`: row i's prompt opened the reasoning block (`prompt_opened`)."""
-    from cotforge.curate.verify import verify_math_batch
+                 opened: Sequence[bool] | None = None, problems: Sequence[str | None] | None = None) -> list[float]:
+    """+-1 from `verify_math_batch` in `cfg.math_mode` (default strict: the last box after `</think>`, so an
+    unboxed or pre-`</think>` answer is not rewarded); format-penalised rows are not verified. `opened[i]`: row
+    i's prompt opened the reasoning block (`prompt_opened`); `problems[i]`: its problem text (the verifier's
+    list-order rule reads it)."""
+    from cotforge.curate.verify.math import verify_math_batch
 
     cfg = cfg or RewardConfig()
     opened = opened if opened is not None else [False] * len(responses)
     out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     todo = [i for i, v in enumerate(out) if v is None]
     if todo:
-        # Once the math helper's strict mode lands, RL rewards should pass mode="strict" here (final answer boxed
-        # after the reasoning block), so an unboxed or pre-</think> answer is not rewarded.
         verdicts = verify_math_batch([(responses[i], answers[i]) for i in todo], think_end=cfg.think_end,
-                                     workers=cfg.workers, timeout_s=cfg.math_timeout_s)
+                                     workers=cfg.workers, timeout_s=cfg.math_timeout_s, mode=cfg.math_mode,
+                                     problems=[problems[i] for i in todo] if problems is not None else None)
         for i, v in zip(todo, verdicts, strict=True):
             out[i] = cfg.correct if v.correct else cfg.incorrect
     return [float(v) for v in out]  # type: ignore[arg-type]
@@ -133,7 +144,8 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
 
     None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error").
     `opened` as in `math_rewards`."""
-    from cotforge.curate.verify import SandboxLimits, extract_program, run_tests_batch
+    from cotforge.curate.verify.code import extract_program, run_tests_batch
+    from cotforge.curate.verify.sandbox import SandboxLimits
 
     cfg = cfg or RewardConfig()
     opened = opened if opened is not None else [False] * len(responses)
@@ -161,6 +173,20 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
             p = float(v.pass_fraction)
             out[i] = (2 * p - 1) if cfg.code_signed else p
     return [None if v is None else float(v) for v in out]
+
+
+def problem_texts(prompts: Sequence[Any] | None, n: int) -> list[str | None]:
+    """The problem of each row: a string prompt itself, else the last user message of the conversation."""
+    if prompts is None:
+        return [None] * n
+    out: list[str | None] = []
+    for p in prompts:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        users = [m.get("content") for m in p if isinstance(m, dict) and m.get("role") == "user"]
+        out.append(users[-1] if users and isinstance(users[-1], str) else None)
+    return out
 
 
 def completion_texts(completions: Sequence[Any], completion_ids: Sequence[Sequence[int]] | None,
@@ -193,6 +219,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
         texts = completion_texts(completions, completion_ids, tokenizer)
         n = len(texts)
         opened = prompt_opened(prompts, n, cfg, tokenizer, chat_template_kwargs)
+        problems = problem_texts(prompts, n)
         ability = ability or ["math"] * n
         ground_truth = ground_truth or [None] * n
         tests = tests or [None] * n
@@ -203,7 +230,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
                 vals = custom[kind]([texts[i] for i in idx], [ground_truth[i] for i in idx])
             elif kind in cfg.answer_abilities:
                 vals = math_rewards([texts[i] for i in idx], [str(ground_truth[i]) for i in idx], cfg,
-                                    opened=[opened[i] for i in idx])
+                                    opened=[opened[i] for i in idx], problems=[problems[i] for i in idx])
             elif kind == "code":
                 vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg,
                                     opened=[opened[i] for i in idx])

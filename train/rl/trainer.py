@@ -23,24 +23,24 @@ Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbac
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from cotforge.train.overrides import parse_set
+from cotforge.curate.config import build
 from cotforge.train.rl.config import GPPOConfig
 from cotforge.train.rl.groups import select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss
 from cotforge.train.rl.rewards import make_reward_func
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -319,47 +319,14 @@ def run_rl(cfg: GPPOConfig, **build_kw: Any) -> GPPOTrainer:
 
 
 def config_from_dict(data: dict[str, Any], where: str = "config") -> GPPOConfig:
-    """GPPOConfig from a YAML mapping; unknown keys are a ValueError naming them (until the shared loader)."""
-    known = {f.name for f in dataclasses.fields(GPPOConfig) if f.init}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown RL config keys {unknown} (GPPOConfig / GRPOConfig fields)")
-    return GPPOConfig(**data)
+    """GPPOConfig from a YAML mapping through the one config loader: unknown keys, wrong types and bad values
+    are a ConfigError (a ValueError) naming `where` and the field."""
+    return build(GPPOConfig, data, where, what="RL config key")
 
 
-def rl_command_main(config_path: str, overrides: dict[str, Any]) -> GPPOTrainer:
-    """Body of `cotforge train rl`: YAML + overrides -> run_rl."""
-    import yaml
+def run(cfg: GPPOConfig, ctx: StageContext) -> dict[str, Any]:
+    """The rl stage: GPPO (or a baseline loss) on verl-style prompt rows; the model goes to output_dir/final."""
+    from cotforge.train.callbacks import train_stats
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    data = yaml.safe_load(Path(config_path).read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{config_path}: top level must be a mapping")
-    data.update(overrides)
-    return run_rl(config_from_dict(data, config_path))
-
-
-@click.command("rl")
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="RL config YAML (fields of train.rl.config.GPPOConfig).")
-@click.option("--model", default=None, help="Override: starting checkpoint (SFT output).")
-@click.option("--data", "train_files", multiple=True, help="Override: RL parquet files/folders (repeatable).")
-@click.option("-o", "--out", "output_dir", default=None, help="Override: output folder.")
-@click.option("--loss", "loss_type", default=None, help="Override: loss_type.")
-@click.option("--max-steps", "max_steps", type=int, default=None, help="Override: optimizer steps.")
-@click.option("--resume", "resume_from_checkpoint", default=None, help="Checkpoint folder or 'latest'.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field (YAML value).")
-def rl_command(config_path: str, sets: tuple[str, ...], train_files: tuple[str, ...], **given: Any) -> None:
-    """GPPO / PPO-clip / CISPO / GSPO RL on verl-style prompt shards, from an SFT checkpoint."""
-    try:
-        overrides = dict(parse_set(s) for s in sets)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--set") from e
-    given["train_files"] = list(train_files) or None
-    overrides.update({k: v for k, v in given.items() if v is not None})
-    try:
-        trainer = rl_command_main(config_path, overrides)
-    except (ValueError, TypeError) as e:
-        raise click.ClickException(str(e)) from e
-    out = Path(trainer.args.output_dir)
-    click.echo(f"done: {trainer.state.global_step} steps; model in {out / 'final'}; logs in {out / 'log.csv'}")
+    trainer = run_rl(cfg)
+    return train_stats(cfg.output_dir, trainer.state.global_step)
