@@ -59,7 +59,7 @@ def rl_command() -> click.Command:
     from cotforge.train.rl.config import GPPOConfig
     from cotforge.train.rl.trainer import run_rl
 
-    flags = FlagSet(GPPOConfig, "cfg", include=[*cotforge_fields(GPPOConfig), "loss_type", "max_steps"],
+    flags = FlagSet(GPPOConfig, "cfg", include=[*cotforge_fields(GPPOConfig), "max_steps", "resume_from_checkpoint"],
                     names={"train_files": ["--data"], "output_dir": ["-o", "--out"],
                            "resume_from_checkpoint": ["--resume"]})
 
