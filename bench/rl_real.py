@@ -96,7 +96,8 @@ def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cotforge.train.sft import config_from_dict, run_sft
+    from cotforge.curate.config import build
+    from cotforge.train.sft import CotSFTConfig, run_sft
     from cotforge.train.tiny import build_tiny_model
 
     ckpt = out / "sft"
@@ -109,7 +110,7 @@ def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int,
             for r in data["sft"]]
     (out / "sft_data").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), out / "sft_data" / "part-0.parquet")
-    run_sft(config_from_dict({
+    run_sft(build(CotSFTConfig, {
         "model": str(out / "init"), "data": [str(out / "sft_data")], "output_dir": str(ckpt), "max_steps": steps,
         "per_device_train_batch_size": 16, "learning_rate": lr, "lr_scheduler_type": "constant", "warmup_steps": 20,
         "max_length": 128, "packing": False, "logging_steps": 20, "save_strategy": "no", "report_to": "none",
