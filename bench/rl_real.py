@@ -18,7 +18,7 @@ many prompts, accuracy-based group filter, mini-batches of `--mini-batch-prompts
 batch, SFT term alpha 0.1, dual-clip 10). Only `loss_type` differs between methods; seeds change the RL sampling.
 
     nice -n 10 python bench/rl_real.py                 # the comparison: 3 methods x 2 seeds x 80 steps
-                                                       # (measured: 16 min + ~4 min SFT at load 1-6 on 2 cores)
+                                                       # (measured: 18 min with the SFT, load 1-2, 2 cores)
     python bench/rl_real.py --quick                    # a few minutes: 1 seed, 8 steps, tiny splits
 
 Writes OUT/results.json, OUT/rl_real.png (reward, held-out accuracy, entropy, clip fractions vs step) and
