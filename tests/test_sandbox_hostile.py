@@ -189,6 +189,18 @@ for _route, _code in FORGERIES.items():
     CASES[f"{_route}-mbpp"] = (_body, MBPP)
     CASES[f"{_route}-humaneval"] = (_body, HUMANEVAL)
 CASES["helper_redefinition-leetcode"] = (HELPER_FORGERY + WRONG_LEETCODE, LEETCODE)
+# shadow, at module level, a builtin (`abs`) or a name the setup imports (`isclose`, from the prelude's
+# `from math import *`) that the test uses to compare
+SHADOW_BUILTIN = "def abs(x):\n    return 0.0\n\n\nclass _Any(float):\n    def __sub__(self, o):\n        return 0.0\n" \
+                 "    def __eq__(self, o):\n        return True\n    __hash__ = float.__hash__\n\n\n" \
+                 "def add(a, b):\n    return _Any(0)\n"
+CASES["builtin_module_def-mbpp"] = (SHADOW_BUILTIN, MBPP)
+CASES["builtin_module_def-humaneval"] = (SHADOW_BUILTIN, HUMANEVAL)
+ISCLOSE = {"kind": "assert", "entry_point": None, "setup": LEETCODE_PRELUDE,
+           "test": "def check(candidate):\n    assert isclose(candidate(1, 2), 0.5)\n\n\ncheck(Solution().ratio)\n"}
+CASES["setup_import_shadowing-leetcode"] = (
+    "def isclose(a, b, **kw):\n    return True\n\n\nclass Solution:\n    def ratio(self, a, b):\n        return 7.0\n",
+    ISCLOSE)
 
 
 def _sandbox_pids() -> list[int]:
@@ -295,13 +307,23 @@ def test_forgery_helper_redefinition_leetcode(forged):
     _check_forgery(forged, "helper_redefinition-leetcode")
 
 
+@pytest.mark.parametrize("style", ["mbpp", "humaneval"])
+def test_forgery_builtin_module_def(forged, style):
+    _check_forgery(forged, f"builtin_module_def-{style}")
+
+
+def test_forgery_setup_import_shadowing_leetcode(forged):
+    _check_forgery(forged, "setup_import_shadowing-leetcode")
+
+
 def test_the_honest_versions_of_the_forgery_tests_pass():
     """Control: the same tests accept a correct solution, so the failures above are not vacuous."""
     right = "def add(a, b):\n    return a + b\n"
     right_lc = ("class Solution:\n    def reverseList(self, head):\n        prev = None\n        while head:\n"
                 "            head.next, prev, head = prev, head, head.next\n        return prev\n")
-    got = run_tests_batch([(right, MBPP), (right, HUMANEVAL), (right_lc, LEETCODE)], LIM)
-    assert [v.status for v in got] == ["pass", "pass", "pass"], [v.details for v in got]
+    ratio = "class Solution:\n    def ratio(self, a, b):\n        return a / b\n"
+    got = run_tests_batch([(right, MBPP), (right, HUMANEVAL), (right_lc, LEETCODE), (ratio, ISCLOSE)], LIM)
+    assert [v.status for v in got] == ["pass"] * 4, [v.details for v in got]
 
 
 # --- reward dodging --------------------------------------------------------------------------------------

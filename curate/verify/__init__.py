@@ -64,7 +64,7 @@ def verify_rows(rows: list[dict[str, Any]], think_end: str | None = "</think>", 
                       "tests_passed": None, "tests_total": None}
     if code_idx:
         items = [(extract_program(rows[i]["response"], think_end), tests_from_row(rows[i])) for i in code_idx]
-        cverdicts = run_tests_batch(items, limits=limits, workers=3 * workers if workers else None)
+        cverdicts = run_tests_batch(items, limits=limits, workers=workers)
         for i, v in zip(code_idx, cverdicts, strict=True):
             correct = None if v.status == "sandbox_error" else v.status == "pass"
             out[i] = {"correct": correct, "verify_status": v.status, "tests_passed": v.passed,

@@ -1,0 +1,363 @@
+"""The test process: runs assert-style test code (MBPP asserts, HumanEval `check(candidate)`, LeetCode
+`check(Solution().method)`) against proxies of the program, which lives in another sandbox.
+
+A zygote (`serve`) preloads the modules tests use and forks one child per test run (`run_one`). The child:
+compiles and runs the test's trusted `setup`, reports "started", reads the program's list of names, binds
+proxies for the names the test needs, runs the test and reports the verdict on a pipe only the host reads.
+
+Name resolution in the test namespace (who wins): the test's own definitions; then what the setup defines
+itself (def/class/assignment: a program cannot redefine `is_same_list` or `ListNode`); then the program's
+functions, classes and (re-imported here) modules, except that a builtin or a name the setup imports (the
+LeetCode prelude star-imports `operator`, `math`...) keeps its binding unless the test only calls it on
+literals or passes it on as an argument (`overridable_names`): so a program cannot redefine `abs` or
+`isclose` for the test, while MBPP task 126's function `sum` (`assert sum(10, 15) == 6`) and a program's
+`add` under the prelude (`check(add)`) are still the program's, as they would be in Python.
+
+Every value the test sees comes back through `codec.Decoder`: built-in values, the setup's own
+ListNode/TreeNode, or an opaque reference whose methods run in the program's process.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import signal
+import socket
+import sys
+
+from . import codec  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+
+PRELOAD = ("typing", "collections", "heapq", "bisect", "itertools", "functools", "math", "string", "operator",
+           "re", "random", "datetime", "copy", "decimal", "fractions", "statistics", "cmath")
+
+
+class ProgramGone(Exception):
+    """The program's process closed the channel (it exited, crashed or was stopped at a limit)."""
+
+
+class ProtocolError(Exception):
+    """The program's process sent something that is not a valid message."""
+
+
+class Channel:
+    """Request/response over the two pipes to the program's process."""
+
+    def __init__(self, fd_in: int, fd_out: int, cap: int, listnode: type, treenode: type) -> None:
+        self.fd_in, self.fd_out, self.cap = fd_in, fd_out, cap
+        self.buf = b""
+        self.calls = 0
+        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None)
+        self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs)
+
+    def remote(self, i: int, type_name: str) -> Remote:
+        return Remote(self, i, type_name)
+
+    @staticmethod
+    def ref(x) -> int:
+        if isinstance(x, Remote):
+            return object.__getattribute__(x, "_id")
+        raise codec.CodecError(f"the test passes a value of type {type(x).__name__}, which cannot be sent")
+
+    def recv(self) -> dict:
+        while b"\n" not in self.buf:
+            if len(self.buf) > self.cap:
+                raise ProtocolError(f"message over {self.cap} bytes")
+            chunk = os.read(self.fd_in, 1 << 20)
+            if not chunk:
+                raise ProgramGone("the program's process ended")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return codec.loads(line)
+        except codec.CodecError as e:
+            raise ProtocolError(str(e)) from None
+
+    def send(self, msg: dict) -> None:
+        data = memoryview(codec.dumps(msg))
+        try:
+            while data:
+                data = data[os.write(self.fd_out, data):]
+        except BrokenPipeError:
+            raise ProgramGone("the program's process ended") from None
+
+    def call(self, target: int | None, name: str, args: tuple, kwargs: dict):
+        self.calls += 1
+        enc = codec.Encoder(self.ref, objects=True)
+        self.send({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
+                   "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
+        resp = self.recv()
+        try:
+            dec = self.arg_dec()
+            for i, v in resp.get("args") or []:
+                if type(i) is int and 0 <= i < len(args):
+                    codec.assign_into(args[i], dec.dec(v))
+            for k, v in resp.get("kwargs") or []:
+                if k in kwargs:
+                    codec.assign_into(kwargs[k], dec.dec(v))
+            if resp.get("op") == "raise":
+                exc = self.ret_dec().dec(resp.get("exc"))
+                if not isinstance(exc, Exception):
+                    raise ProtocolError("malformed exception")
+            elif resp.get("op") == "ret":
+                return self.ret_dec().dec(resp.get("value"))
+            else:
+                raise ProtocolError("unexpected message")
+        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
+            raise ProtocolError(f"undecodable answer: {e!r}") from None
+        raise exc
+
+    def attr(self, target: int, name: str):
+        self.send({"op": "getattr", "target": target, "name": name})
+        resp = self.recv()
+        if resp.get("op") != "ret":
+            exc = self.ret_dec().dec(resp.get("exc")) if resp.get("op") == "raise" else None
+            raise exc if isinstance(exc, Exception) else ProtocolError("unexpected message")
+        if resp.get("callable") is True:
+            return Call(self, target, name)
+        try:
+            return self.ret_dec().dec(resp.get("value"))
+        except (codec.CodecError, TypeError, ValueError) as e:
+            raise ProtocolError(f"undecodable answer: {e!r}") from None
+
+
+class Call:
+    """A function, class or bound method of the program: calling it runs it in the program's process."""
+
+    __slots__ = ("_ch", "_target", "_name")
+
+    def __init__(self, ch: Channel, target: int | None, name: str) -> None:
+        self._ch, self._target, self._name = ch, target, name
+
+    def __call__(self, *args, **kwargs):
+        return self._ch.call(self._target, self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<program callable {self._name}>"
+
+
+class Remote:
+    """An object that lives in the program's process (e.g. `Solution()`); attribute reads go there. It compares
+    by identity and is truthy, like a plain object: no behaviour of the program's class reaches the test."""
+
+    __slots__ = ("_ch", "_id", "_type")
+
+    def __init__(self, ch: Channel, i: int, type_name: str) -> None:
+        object.__setattr__(self, "_ch", ch)
+        object.__setattr__(self, "_id", i)
+        object.__setattr__(self, "_type", type_name)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._ch.attr(self._id, name)
+
+    def __repr__(self) -> str:
+        return f"<program {self._type} object>"
+
+
+def overridable_names(test_source: str) -> set[str]:
+    """Names a program definition may stand behind even where a builtin or a name the setup imports exists
+    (as in Python, where the program runs after the setup): those the test only calls on literal arguments
+    (`sum(10, 15)`, MBPP task 126) or passes on as a bare argument (`check(add)`). Anywhere else (`abs(result -
+    expected)`, `isclose(result, expected)`, `is_same_list(result, expected)`) such a function would see or
+    decide the comparison, so the builtin / setup binding is kept."""
+    tree = ast.parse(test_source)
+    fine: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name) and all(_literal(a) for a in n.args) and \
+                    all(_literal(k.value) for k in n.keywords):
+                fine.add(id(n.func))
+            fine.update(id(a) for a in n.args if isinstance(a, ast.Name))
+    ok: dict[str, bool] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            ok[n.id] = ok.get(n.id, True) and isinstance(n.ctx, ast.Load) and id(n) in fine
+    return {k for k, v in ok.items() if v}
+
+
+def defined_names(source: str) -> set[str]:
+    """Names a module body binds itself (def, class, assignment), as opposed to importing them."""
+    out: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return out
+
+
+def _literal(node) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable: set[str], ch: Channel) -> None:
+    """Bind the program's functions, classes and modules the test may use (see the module docstring)."""
+    import importlib
+
+    for name, kind in list(names.items())[:codec.MAX_ITEMS]:
+        if type(name) is not str or type(kind) is not str or name in protected:
+            continue
+        if (hasattr(builtins, name) or name in ns) and name not in overridable:
+            continue
+        if kind in ("function", "class"):
+            ns[name] = Call(ch, None, name)
+        elif kind.startswith("module:"):
+            modname = kind[len("module:"):]
+            top = modname.split(".")[0]
+            if top and not top.startswith("_") and (top in sys.stdlib_module_names or top in ALLOWED_PACKAGES):
+                try:
+                    ns[name] = importlib.import_module(modname)
+                except Exception:  # noqa: BLE001 - a name the program made up
+                    pass
+
+
+ALLOWED_PACKAGES: set[str] = set()
+
+
+def _assert_detail(e: BaseException, test_source: str) -> str:
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "test.py":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    lines = test_source.splitlines()
+    text = lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
+    return f"AssertionError at test line {line}: {text[:200]}" + (f" ({e})" if str(e) else "")
+
+
+def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
+    """One test run (in a forked child of the zygote)."""
+    import resource
+
+    def report(**kw) -> None:
+        data = (json.dumps(kw) + "\n").encode()
+        while data:
+            data = data[os.write(report_fd, data):]
+
+    lim = spec["limits"]
+    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
+    resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
+    signal.alarm(lim["wall"])
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        setup = compile(spec["setup"], "setup.py", "exec", dont_inherit=True) if spec.get("setup") else None
+        test = compile(spec["test"], "test.py", "exec", dont_inherit=True)
+        overridable = overridable_names(spec["test"])
+        protected = defined_names(spec["setup"]) if setup is not None else set()
+        if setup is not None:
+            exec(setup, ns)
+    except BaseException as e:  # noqa: BLE001 - the test's own fault: reported before anything of the program
+        report(phase="setup", error=f"{type(e).__name__}: {e}"[:500])
+        return
+    ln, tn = ns.get("ListNode"), ns.get("TreeNode")
+    ch = Channel(chan_in, chan_out, spec["channel_bytes"], ln if isinstance(ln, type) else codec.ListNode,
+                 tn if isinstance(tn, type) else codec.TreeNode)
+    report(phase="started")
+    status, detail = _run_test(ch, ns, test, spec, protected, overridable)
+    report(status=status, detail=detail[:1000], calls=ch.calls)
+
+
+def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable: set) -> tuple[str, str]:
+    try:
+        hello = ch.recv()
+        if hello.get("op") != "hello" or type(hello.get("names")) is not dict:
+            return "runtime_error", "protocol: the program's process did not start properly"
+        if hello.get("error"):
+            exc = codec.Decoder().dec(hello["error"])
+            return "runtime_error", f"the program raised while loading: {type(exc).__name__}: {exc}"
+        _bind_program_names(ns, hello["names"], protected, overridable, ch)
+        exec(test, ns)
+        if spec.get("entry_point"):
+            ns["check"](Call(ch, None, spec["entry_point"]))
+    except AssertionError as e:
+        return "fail", _assert_detail(e, spec["test"])
+    except ProgramGone as e:
+        return "program_exited", str(e)
+    except ProtocolError as e:
+        return "runtime_error", f"protocol: {e}"
+    except SystemExit as e:
+        return ("pass", "") if e.code in (None, 0) else ("fail", f"the test exited with {e.code!r}")
+    except codec.CandidateError as e:
+        return "runtime_error", f"the program raised {e}"
+    except BaseException as e:  # noqa: BLE001
+        return "runtime_error", f"{type(e).__name__}: {e}"
+    return "pass", ""
+
+
+def serve(ctl_fd: int, allowed: list[str]) -> None:
+    """The zygote: preload, then fork one `run_one` child per request on the control socket."""
+    import importlib
+
+    ALLOWED_PACKAGES.update(allowed)
+    for m in PRELOAD:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            pass
+    ctl = socket.socket(fileno=ctl_fd)
+    children: dict[str, int] = {}
+    while True:
+        _reap(children)
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 8)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)
+        req = json.loads(msg)
+        if req.get("op") == "kill":
+            pid = children.pop(req["token"], None)
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ctl.close()
+                with os.fdopen(fds[0], "rb") as f:
+                    spec = json.loads(f.read())
+                run_one(spec, fds[1], fds[2], fds[3])
+            finally:
+                os._exit(0)
+        children[req["token"]] = pid
+        for fd in fds:
+            os.close(fd)
+
+
+def _reap(children: dict[str, int]) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        for token, p in list(children.items()):
+            if p == pid:
+                del children[token]
+
+
+def main() -> None:
+    """Entry point inside the sandbox: argv[1] is the fd of the host's marshalled spec (uid to drop to,
+    sys.path, control socket fd, allowed packages)."""
+    import marshal
+
+    from .program import _drop_privileges  # noqa: TID251 - see above
+
+    with os.fdopen(int(sys.argv[1]), "rb") as f:
+        spec = marshal.loads(f.read())
+    if spec.get("drop_uid") is not None:
+        _drop_privileges(spec["drop_uid"])
+    sys.path[:] = spec["sys_path"]
+    serve(spec["ctl_fd"], spec["allowed"])
