@@ -1,8 +1,9 @@
 """Throughput of the verifiers: math verdicts/s and sandboxed executions/s, with same-run baselines.
 
 Math: `verify_math_batch` (killable pool) vs the same pairs through in-process `verify_math` on one core.
-Code: `run_tests_batch` (sandboxed, concurrent) vs a bare `subprocess.run([python, -c, program])` loop
-(no isolation at all) on the same programs.
+Code: `run_tests_batch` (sandboxed: a jail for the program and a test process per run, `--code-workers` at a
+time, default one per CPU) vs bare `subprocess.run([python, -c, program])` (no isolation, no tests run) on the
+same programs, sequentially and at the same concurrency.
 Inputs come from ../shared/data when present (MATH-style model outputs + GSM8K, DeepCoder references),
 else synthetic pairs.
 
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from cotforge.curate.verify import (
+    default_workers,
     extract_program,
     run_tests_batch,
     tests_from_row,
@@ -77,20 +79,31 @@ def bench_math(n: int, workers: int) -> None:
 
 def bench_code(n: int, workers: int) -> None:
     items = code_items(n)
-    run_tests_batch(items[:workers], workers=workers)  # start the fork servers
+    run_tests_batch(items[:workers], workers=workers)  # start the test server
     t0 = time.perf_counter()
     verdicts = run_tests_batch(items, workers=workers)
     dt = time.perf_counter() - t0
     passed = sum(v.status == "pass" for v in verdicts)
     base_n = min(len(items), 60)
+
+    def bare(program: str) -> None:
+        subprocess.run([sys.executable, "-I", "-S", "-c", program], capture_output=True, check=False)
+
     t0 = time.perf_counter()
     for program, _ in items[:base_n]:
-        subprocess.run([sys.executable, "-I", "-S", "-c", program], capture_output=True, check=False)
+        bare(program)
     dt_base = time.perf_counter() - t0
-    rate, base_rate = len(items) / dt, base_n / dt_base
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(bare, [p for p, _ in items[:base_n]]))
+    dt_conc = time.perf_counter() - t0
+    rate, base_rate, conc_rate = len(items) / dt, base_n / dt_base, base_n / dt_conc
     print(f"code: {len(items)} programs, sandboxed({workers} concurrent) {rate:7.1f} executions/s "
-          f"({passed} pass) | bare subprocess, sequential, no isolation {base_rate:7.1f}/s | "
-          f"ratio {rate / base_rate:.2f}x")
+          f"({passed} pass) | bare subprocess, no isolation: sequential {base_rate:7.1f}/s, {workers} concurrent "
+          f"{conc_rate:7.1f}/s | ratio {rate / base_rate:.2f}x / {rate / conc_rate:.2f}x | "
+          f"load {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
@@ -98,14 +111,14 @@ def main() -> None:
     ap.add_argument("--math", type=int, default=1000, help="Math pairs (0 to skip).")
     ap.add_argument("--code", type=int, default=300, help="Programs (0 to skip).")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Math processes.")
-    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default 3 x CPUs).")
+    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default: one per CPU).")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
     if args.math:
         bench_math(args.math, args.workers)
     if args.code:
-        bench_code(args.code, args.code_workers or 3 * (os.cpu_count() or 1))
+        bench_code(args.code, args.code_workers or default_workers())
 
 
 if __name__ == "__main__":

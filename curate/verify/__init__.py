@@ -11,6 +11,7 @@ from typing import Any
 from cotforge.curate.verify.code import (
     CodeVerdict,
     TestsError,
+    default_workers,
     extract_program,
     parse_tests,
     run_tests,
@@ -18,10 +19,11 @@ from cotforge.curate.verify.code import (
     tests_from_row,
 )
 from cotforge.curate.verify.math import MathVerdict, extract_answer, verify_math, verify_math_batch
-from cotforge.curate.verify.sandbox import SandboxLimits
+from cotforge.curate.verify.sandbox import SandboxLimits, SandboxUnavailable
 
 __all__ = [
-    "CodeVerdict", "MathVerdict", "SandboxLimits", "TestsError", "extract_answer", "extract_program",
+    "CodeVerdict", "MathVerdict", "SandboxLimits", "SandboxUnavailable", "TestsError", "default_workers",
+    "extract_answer", "extract_program",
     "parse_tests", "run_tests", "run_tests_batch", "row_kind", "verify_math", "verify_math_batch",
     "verify_rows",
 ]

@@ -67,10 +67,38 @@ def _read_int(path: Path, key: str | None = None) -> int:
 
 
 class RunCgroup:
-    """The cgroup(s) of one run."""
+    """The cgroup(s) of one run. Reused across runs (creating and removing memory cgroups costs more than a
+    short run), so CPU time and OOM kills are counted from the values at `reset`."""
 
     def __init__(self, version: int, dirs: dict[str, Path]) -> None:
         self.version, self.dirs = version, dirs
+        self.limits: tuple[int, int] | None = None
+        self.base_cpu, self.base_oom = 0.0, 0
+
+    def reset(self, memory_bytes: int, max_pids: int) -> None:
+        """Prepare for a new run: its limits, and zeroed counters."""
+        if self.limits != (memory_bytes, max_pids):
+            if self.version == 2:
+                d = self.dirs[""]
+                _write(d / "memory.max", str(memory_bytes))
+                if (d / "memory.swap.max").exists():
+                    _write(d / "memory.swap.max", "0")
+                _write(d / "pids.max", str(max_pids))
+            else:
+                mem = self.dirs["memory"]
+                sw = mem / "memory.memsw.limit_in_bytes"
+                if sw.exists() and self.limits and memory_bytes > self.limits[0]:
+                    _write(sw, str(memory_bytes))  # memsw must stay >= the memory limit
+                _write(mem / "memory.limit_in_bytes", str(memory_bytes))
+                if sw.exists():
+                    _write(sw, str(memory_bytes))
+                _write(self.dirs["pids"] / "pids.max", str(max_pids))
+            self.limits = (memory_bytes, max_pids)
+        if self.version == 1:
+            for name in ("memory.max_usage_in_bytes", "memory.failcnt"):
+                _write(self.dirs["memory"] / name, "0")
+        self.base_cpu, self.base_oom = 0.0, 0
+        self.base_cpu, self.base_oom = self.cpu_seconds(), self.oom_kills()
 
     def _d(self, controller: str) -> Path:
         return self.dirs[""] if self.version == 2 else self.dirs[controller]
@@ -83,17 +111,15 @@ class RunCgroup:
     def cpu_seconds(self) -> float:
         """CPU time used so far by all processes of the run (user + system)."""
         if self.version == 2:
-            return _read_int(self._d("") / "cpu.stat", "usage_usec") / 1e6
-        return _read_int(self._d("cpuacct") / "cpuacct.usage") / 1e9
+            return _read_int(self._d("") / "cpu.stat", "usage_usec") / 1e6 - self.base_cpu
+        return _read_int(self._d("cpuacct") / "cpuacct.usage") / 1e9 - self.base_cpu
 
     def oom_kills(self) -> int:
         """Processes of the run the kernel killed for exceeding the memory limit."""
         try:
             if self.version == 2:
-                return _read_int(self._d("") / "memory.events", "oom_kill")
-            d = self._d("memory")
-            return _read_int(d / "memory.oom_control", "oom_kill") or (
-                1 if _read_int(d / "memory.failcnt") and _read_int(d / "memory.oom_control", "under_oom") else 0)
+                return _read_int(self._d("") / "memory.events", "oom_kill") - self.base_oom
+            return _read_int(self._d("memory") / "memory.oom_control", "oom_kill") - self.base_oom
         except (OSError, ValueError):
             return 0
 
@@ -101,7 +127,7 @@ class RunCgroup:
         """Peak memory of the run (None where the kernel does not say)."""
         try:
             if self.version == 2:
-                return _read_int(self._d("") / "memory.peak")
+                return None  # memory.peak spans the reused cgroup's lifetime
             return _read_int(self._d("memory") / "memory.max_usage_in_bytes")
         except (OSError, ValueError):
             return None
@@ -154,30 +180,36 @@ class CgroupTree:
     def __init__(self, version: int, bases: dict[str, Path]) -> None:
         self.version, self.bases = version, bases
         self._counter = itertools.count()
+        self._free: list[RunCgroup] = []
+        self._lock = threading.Lock()
 
-    def new_run(self, memory_bytes: int, max_pids: int) -> RunCgroup:
-        """A fresh cgroup with the run's limits on total memory (no swap) and processes."""
-        name = f"run-{next(self._counter)}"
-        dirs = {k: b / name for k, b in self.bases.items()}
-        for d in dict.fromkeys(dirs.values()):
-            d.mkdir()
-        cg = RunCgroup(self.version, dirs)
+    def lease(self, memory_bytes: int, max_pids: int) -> RunCgroup:
+        """An empty cgroup (reused when one is free) set up for a run with these totals."""
+        with self._lock:
+            cg = self._free.pop() if self._free else None
+        if cg is None:
+            name = f"run-{next(self._counter)}"
+            dirs = {k: b / name for k, b in self.bases.items()}
+            for d in dict.fromkeys(dirs.values()):
+                d.mkdir()
+            cg = RunCgroup(self.version, dirs)
         try:
-            if self.version == 2:
-                d = dirs[""]
-                _write(d / "memory.max", str(memory_bytes))
-                if (d / "memory.swap.max").exists():
-                    _write(d / "memory.swap.max", "0")
-                _write(d / "pids.max", str(max_pids))
-            else:
-                _write(dirs["memory"] / "memory.limit_in_bytes", str(memory_bytes))
-                if (dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
-                    _write(dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
-                _write(dirs["pids"] / "pids.max", str(max_pids))
-        except OSError:
+            cg.reset(memory_bytes, max_pids)
+        except OSError:  # e.g. a lower memory limit than a reused cgroup's usage: drop it, start afresh
+            fresh = cg.limits is None
             cg.remove()
-            raise
+            if fresh:
+                raise
+            return self.lease(memory_bytes, max_pids)
         return cg
+
+    def release(self, cg: RunCgroup) -> None:
+        """Give back a run's cgroup once the run is over: reused if empty, else left alone (and logged)."""
+        if cg.pids():
+            log.error("sandbox: cgroup %s still has processes; not reused", next(iter(cg.dirs.values())))
+            return
+        with self._lock:
+            self._free.append(cg)
 
     def close(self) -> None:
         """Remove the base cgroups (at exit; run cgroups are removed after each run)."""

@@ -1,7 +1,8 @@
 """The jail a run sees, built with bubblewrap (`bwrap`, Debian package `bubblewrap`, the tool Flatpak uses).
 
-A run's root is an empty read-only tmpfs holding only (all read-only): the interpreter binary, the shared
-libraries it and its extension modules load (found with `ldd`), the standard library (with its
+A run's root is an empty read-only tmpfs holding only (all read-only): the interpreter binary, the folders of
+the shared libraries it, its extension modules and the allowed packages load (found with `ldd`: the system
+library folder, /lib/x86_64-linux-gnu on Debian, and the ELF loader), the standard library (with its
 site-packages hidden), an allow-list of packages under /sbx/site (default numpy and sortedcontainers: their
 top-level folders only), and the harness (`jailed/`, staged and precompiled under /sbx). Writable: its own
 size-capped /tmp and /dev/shm. Its own /proc, /dev (a minimal one), and its own user, PID, IPC, network,
@@ -93,7 +94,10 @@ def layout(packages: tuple[str, ...]) -> Layout:
             binds.append((src, f"/sbx/site/{top}"))
             if os.path.isdir(src):
                 sofiles += [str(p) for p in Path(src).rglob("*.so*") if p.is_file()]
-    binds += [(lib, lib) for lib in _shared_libraries(sofiles)]
+    pkg_dirs = tuple(os.path.realpath(src) + "/" for src, dst in binds if dst.startswith("/sbx/site/"))
+    libs = [lib for lib in _shared_libraries(sofiles)  # a package's own libraries come with its folder
+            if not os.path.realpath(lib).startswith(pkg_dirs) and "site-packages" not in lib]
+    binds += [(d, d) for d in _library_dirs(libs)]
     binds.append((_staged_harness(), "/sbx/jailed"))
     zip_path = os.path.join(os.path.dirname(stdlib), f"python{sys.version_info[0]}{sys.version_info[1]}.zip")
     return Layout(interpreter, tuple(dict.fromkeys(binds)), tuple(masks),
@@ -109,10 +113,21 @@ def _distribution_tops(name: str) -> list[tuple[str, str]]:
                                  f"(pip install {name}, or remove it from SandboxLimits.packages)") from None
     base = Path(str(dist.locate_file("")))
     tops = {str(f).split("/")[0] for f in dist.files or [] if not str(f).startswith("..")}
-    tops = {t for t in tops if t != "__pycache__" and (base / t).exists()}
+    tops = {t for t in tops if t != "__pycache__" and not t.endswith(".dist-info") and (base / t).exists()}
     if not tops:
         raise SandboxUnavailable(f"sandbox package allow-list: cannot find the files of {name!r}")
     return [(str(base / t), t) for t in sorted(tops)]
+
+
+def _library_dirs(libs: list[str]) -> list[str]:
+    """The system folders holding the shared libraries (one bind each instead of one per library: a run's
+    start-up cost grows with its number of mounts), plus, as single files, the ELF loader and the libraries
+    inside the interpreter's own prefix (libpython; its folder also holds site-packages)."""
+    prefix = os.path.realpath(sys.base_prefix) + "/"
+    own = [lib for lib in libs if os.path.realpath(lib).startswith(prefix)  # libpython: the file alone
+           or os.path.basename(lib).startswith("ld-linux")]
+    dirs = sorted({os.path.dirname(lib) for lib in libs if lib not in own})
+    return [d for d in dirs if not any(d.startswith(o + "/") for o in dirs)] + own
 
 
 def _shared_libraries(files: list[str]) -> list[str]:
@@ -220,7 +235,7 @@ def bwrap_argv(lay: Layout, *, root: bool, info_fd: int, block_fd: int, seccomp_
     else:
         argv += ["--block-fd", str(block_fd), "--disable-userns", "--uid", str(SANDBOX_UID),
                  "--gid", str(SANDBOX_UID)]
-    for d in _ancestors(dst for _, dst in lay.binds):  # bwrap would copy the host's modes (/root is 0700)
+    for d in _ancestors(dst for _, dst in lay.binds):
         argv += ["--perms", "0755", "--dir", d]
     for src, dst in lay.binds:
         argv += ["--ro-bind", src, dst]
@@ -236,7 +251,7 @@ def bwrap_argv(lay: Layout, *, root: bool, info_fd: int, block_fd: int, seccomp_
 
 
 def _ancestors(paths) -> list[str]:
-    """Every parent folder of `paths`, parents first."""
+    """Every parent folder of `paths`, parents first (created world-readable: bwrap's own parents are not)."""
     out: set[str] = set()
     for p in paths:
         parent = os.path.dirname(p)

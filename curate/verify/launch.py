@@ -51,6 +51,7 @@ class Jail:
         lay = jail.layout(packages)
         self.lease = jail.UidLease(uid_base) if root else None
         self.cg: RunCgroup | None = None
+        self.tree = None
         self.child_pidfd = -1
         spec = dict(spec, sys_path=list(lay.sys_path), drop_uid=jail.SANDBOX_UID if root else None)
         own: list[int] = []
@@ -79,9 +80,9 @@ class Jail:
             self.child_pidfd = os.pidfd_open(child)
             if root:
                 jail.write_user_map(child, self.lease.uid)
-            tree = cgroup_tree() if memory_bytes is not None else None
-            if tree is not None:
-                self.cg = tree.new_run(memory_bytes, max_pids or 64)
+            self.tree = cgroup_tree() if memory_bytes is not None else None
+            if self.tree is not None:
+                self.cg = self.tree.lease(memory_bytes, max_pids or 64)
                 self.cg.attach(child)
             os.write(block_w, b"1")
         except BaseException:
@@ -116,13 +117,14 @@ class Jail:
         self.close()
 
     def kill(self) -> None:
-        """Kill every process of the run: the sandbox's init (the PID namespace goes with it), then whatever
-        the cgroup still lists."""
+        """Kill every process of the run: the sandbox's init, whose exit the kernel completes only once every
+        other process of its PID namespace is gone; then whatever the cgroup still lists."""
         if self.child_pidfd >= 0:
             try:
                 signal.pidfd_send_signal(self.child_pidfd, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            select.select([self.child_pidfd], [], [], 5.0)
         if self.cg is not None:
             self.cg.kill()
         if self.proc.poll() is None:
@@ -139,7 +141,7 @@ class Jail:
             proc.wait()
         if self.cg is not None:
             self.cg.kill()
-            self.cg.remove()
+            self.tree.release(self.cg)
             self.cg = None
         for fd in (getattr(self, "pidfd", -1), self.child_pidfd):
             if fd >= 0:
@@ -163,7 +165,10 @@ class TestServer:
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        spec = {"ctl_fd": theirs.fileno(), "allowed": list(self.packages), "status_fd": -1}
+        from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
+
+        spec = {"ctl_fd": theirs.fileno(), "allowed": list(self.packages), "status_fd": -1,
+                "warm": [LEETCODE_PRELUDE]}
         try:
             self.jail = _in_launcher_thread(lambda: Jail(
                 "testrunner", spec, packages=self.packages, tmp_mb=16, memory_bytes=None, max_pids=None,

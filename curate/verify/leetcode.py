@@ -3,8 +3,9 @@ helpers. It runs as the test's setup in both processes of an assert run: the pro
 solutions find `List`, `TreeNode`...) and the test's (so `is_same_list` and the node classes the test uses
 are these trusted ones, whatever the program defines).
 
-One deviation from LeetCodeDataset's prelude: `from math import *` would shadow the builtin `pow` with
-`math.pow` (two arguments, always float), breaking `pow(a, b, m)`; the builtin is restored.
+Deviations from LeetCodeDataset's prelude: `from math import *` would shadow the builtin `pow` with
+`math.pow` (two arguments, always float), breaking `pow(a, b, m)`, so the builtin is restored; and
+`tree_node` walks a list instead of a `deque`, so the helpers need no import (see `setups.py`).
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def tree_node(values):
     if not values or values[0] is None:
         return None
     root = TreeNode(values[0])
-    queue = deque([root])
-    i = 1
-    while queue and i < len(values):
-        node = queue.popleft()
+    queue = [root]
+    head, i = 0, 1
+    while head < len(queue) and i < len(values):
+        node = queue[head]
+        head += 1
         if i < len(values) and values[i] is not None:
             node.left = TreeNode(values[i])
             queue.append(node.left)

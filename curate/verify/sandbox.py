@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cotforge.curate.verify import launch
+from cotforge.curate.verify import launch, setups
 from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
-    spec = {"mode": mode, "program": program, "setup": setup, "status_fd": pipes["status"][1],
+    spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
+            "status_fd": pipes["status"][1],
             "rlimits": limits.rlimits(), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
     host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
@@ -205,6 +206,7 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
         sel.register(fd, selectors.EVENT_READ)
     partial = {"status": b"", "report": b""}
     starved = 0.0
+    polls = 0
     try:
         while not _done(obs, report_fd, kinds):
             if time.monotonic() - t0 > lim.wall_s + starved:
@@ -213,11 +215,12 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
                     obs.why = "wall"
                     break
             _pump(sel, kinds, obs, partial, lim, POLL_S)
+            polls += 1
             if obs.why is None and jailed.cg is not None:
                 obs.cpu_s = jailed.cg.cpu_seconds()
                 if obs.cpu_s > lim.cpu_s:
                     obs.why = "cpu"
-                elif jailed.cg.oom_kills():  # the kernel already killed a process for the run's memory cap
+                elif polls % 5 == 0 and jailed.cg.oom_kills():  # the kernel killed a process of the run
                     obs.why = "memory"
             if obs.why:
                 break

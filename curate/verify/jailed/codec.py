@@ -1,4 +1,5 @@
 """Typed plain-data encoding for values crossing between the program's process and the test process.
+(One module of ~450 lines: both sides import it, and the harness must stay a few stdlib-only files.)
 
 Why: the test process must compare values the program computed without ever holding an object, class,
 builtin or frame of the program (an `__eq__` that is always true, a patched builtin...). So values cross as
@@ -23,9 +24,10 @@ values (plus the test side's own trusted ListNode/TreeNode classes). Never pickl
 
 from __future__ import annotations
 
-import base64
+import binascii
 import builtins
-import json
+import marshal
+import struct
 import sys
 
 MAX_DEPTH = 300
@@ -99,7 +101,7 @@ class Encoder:
         if t is set or t is frozenset:
             return ["S" if t is set else "FS", *[self.enc(v, d) for v in x]]
         if t is bytes or t is bytearray:
-            return ["B" if t is bytes else "BA", base64.b64encode(x).decode("ascii")]
+            return ["B" if t is bytes else "BA", binascii.b2a_base64(x, newline=False).decode("ascii")]
         return self._other(x, t, d)
 
     def _other(self, x, t, d):  # noqa: C901
@@ -266,7 +268,10 @@ class Decoder:
 
             return collections.OrderedDict(pairs) if tag == "OD" else collections.Counter(dict(pairs))
         if tag in ("B", "BA"):
-            raw = base64.b64decode(self._text(rest), validate=True)
+            try:
+                raw = binascii.a2b_base64(self._text(rest), strict_mode=True)
+            except binascii.Error as e:
+                raise CodecError(f"malformed bytes ({e})") from None
             return raw if tag == "B" else bytearray(raw)
         if tag == "i":
             text = self._text(rest)
@@ -374,12 +379,64 @@ class Decoder:
 
 
 def dumps(message: dict) -> bytes:
-    """One protocol message as a JSON line."""
-    return json.dumps(message, ensure_ascii=True, allow_nan=True, separators=(",", ":")).encode() + b"\n"
+    """One program -> test message as a JSON line. Written without the `json` module (which imports `re`):
+    the program's process should not pay for imports it does not need."""
+    out: list[str] = []
+    _emit(message, out.append, 0)
+    out.append("\n")
+    return "".join(out).encode("ascii")
+
+
+try:
+    from _json import encode_basestring_ascii as _quote
+except ImportError:  # pragma: no cover - CPython always has _json
+    def _quote(s: str) -> str:
+        import json
+
+        return json.dumps(s)
+
+
+def _emit(x, w, depth: int) -> None:
+    t = type(x)
+    if depth > MAX_DEPTH + 5:
+        raise CodecError("message too deep")
+    if x is None:
+        w("null")
+    elif x is True:
+        w("true")
+    elif x is False:
+        w("false")
+    elif t is int:
+        w(int.__repr__(x))
+    elif t is float:
+        w(float.__repr__(x) if x == x and x not in (float("inf"), float("-inf"))
+          else "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity"))
+    elif t is str:
+        w(_quote(x))
+    elif t is list or t is tuple:
+        w("[")
+        for i, v in enumerate(x):
+            if i:
+                w(",")
+            _emit(v, w, depth + 1)
+        w("]")
+    elif t is dict:
+        w("{")
+        for i, (k, v) in enumerate(x.items()):
+            if i:
+                w(",")
+            w(_quote(str(k)))
+            w(":")
+            _emit(v, w, depth + 1)
+        w("}")
+    else:
+        raise CodecError(f"not a message value: {t.__name__}")
 
 
 def loads(line: bytes) -> dict:
-    """Parse one protocol message; CodecError on anything that is not a JSON object."""
+    """Parse one program -> test message (test side); CodecError on anything that is not a JSON object."""
+    import json
+
     try:
         msg = json.loads(line)
     except (ValueError, RecursionError) as e:
@@ -387,6 +444,20 @@ def loads(line: bytes) -> dict:
     if type(msg) is not dict:
         raise CodecError("a message must be a JSON object")
     return msg
+
+
+def frame(message: dict) -> bytes:
+    """One test -> program message (trusted direction): length-prefixed `marshal` of the structure."""
+    data = marshal.dumps(message)
+    return struct.pack(">I", len(data)) + data
+
+
+def unframe(read_exact) -> dict | None:
+    """Read one `frame` with `read_exact(n) -> bytes` (b"" at EOF); None at EOF."""
+    head = read_exact(4)
+    if len(head) < 4:
+        return None
+    return marshal.loads(read_exact(struct.unpack(">I", head)[0]))
 
 
 MUTABLE = (list, dict, set, bytearray)

@@ -23,6 +23,8 @@ import os
 import sys
 
 FUTURE_ANNOTATIONS = 0x1000000  # __future__.annotations.compiler_flag (CO_FUTURE_ANNOTATIONS)
+ONLY_AST = 0x400  # ast.PyCF_ONLY_AST, without importing `ast`
+DYNAMIC = frozenset({"eval", "exec", "globals", "locals", "vars", "__import__", "__builtins__"})
 MAX_NAMES = 5000
 
 
@@ -91,13 +93,16 @@ def main() -> None:
         mod.__builtins__ = builtins
         sys.modules[mod.__name__] = mod
         sys.argv = ["solution.py"]
-        if spec.get("setup"):
+        plan = spec.get("setup_plan") if spec.get("setup") else None
+        if spec.get("setup") and plan is None:
             exec(compile(spec["setup"], "setup.py", "exec", dont_inherit=True), mod.__dict__)
     except BaseException as e:  # noqa: BLE001 - any failure here is the harness's, not the program's
         _fail_setup(status_fd, f"setup: {e!r}")
     _write_all(status_fd, b"U\n")
     try:
-        code = compile(spec["program"], "solution.py", "exec", flags=FUTURE_ANNOTATIONS, dont_inherit=True)
+        tree = compile(spec["program"], "solution.py", "exec", flags=FUTURE_ANNOTATIONS | ONLY_AST,
+                       dont_inherit=True)
+        code = compile(tree, "solution.py", "exec", flags=FUTURE_ANNOTATIONS, dont_inherit=True)
     except MemoryError:
         _write_all(status_fd, b"M MemoryError while compiling\n")
         os._exit(1)
@@ -105,10 +110,48 @@ def main() -> None:
         _write_all(status_fd, b"S " + repr(e)[:500].encode("utf-8", "replace") + b"\n")
         os._exit(1)
     os.close(status_fd)
+    if plan is not None:
+        _apply_plan(plan, spec["setup"], tree, mod.__dict__)
     if mode == "script":
         _run_script(code, mod, spec["program"])
     else:
         _serve(code, mod, spec["chan"])
+
+
+def _used_names(tree) -> set[str] | None:
+    """Names the program refers to outside annotations (never evaluated here); None when it may reach names
+    dynamically. Walks the `_ast` nodes `compile` returned, so `ast` is not imported."""
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if type(node).__name__ == "Name":
+            names.add(node.id)
+        for f in node._fields:
+            if f in ("annotation", "returns"):
+                continue
+            v = getattr(node, f, None)
+            if isinstance(v, list):
+                stack.extend(x for x in v if hasattr(x, "_fields"))
+            elif hasattr(v, "_fields"):
+                stack.append(v)
+    return None if names & DYNAMIC else names
+
+
+def _apply_plan(plan: dict, setup: str, tree, g: dict) -> None:
+    """Run the setup as `setups.plan` describes: bind the imported names the program (or the setup's own
+    definitions) use, then run the definitions; the whole setup when the program is dynamic."""
+    names = _used_names(tree)
+    if names is None:
+        exec(compile(setup, "setup.py", "exec", dont_inherit=True), g)
+        return
+    import importlib
+
+    for name in sorted((names | set(plan["eager_names"])) & set(plan["bind"])):
+        module, attr = plan["bind"][name]
+        m = importlib.import_module(module)
+        g[name] = m if attr is None else getattr(m, attr)
+    exec(compile(plan["eager"], "setup.py", "exec", dont_inherit=True), g)
 
 
 def _run_script(code, mod, source: str) -> None:
@@ -161,11 +204,10 @@ def _serve(code, mod, chan: list[int]) -> None:
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
     while True:
-        line = reader.readline()
-        if not line:
+        req = codec.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
+        if req is None:
             sys.stdout.flush()
             os._exit(0)
-        req = codec.loads(line)
         ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
         dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build)

@@ -75,7 +75,7 @@ class Channel:
             raise ProtocolError(str(e)) from None
 
     def send(self, msg: dict) -> None:
-        data = memoryview(codec.dumps(msg))
+        data = memoryview(codec.frame(msg))
         try:
             while data:
                 data = data[os.write(self.fd_out, data):]
@@ -198,7 +198,7 @@ def _literal(node) -> bool:
         return False
 
 
-def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable: set[str], ch: Channel) -> None:
+def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable, ch: Channel) -> None:
     """Bind the program's functions, classes and modules the test may use (see the module docstring)."""
     import importlib
 
@@ -233,6 +233,32 @@ def _assert_detail(e: BaseException, test_source: str) -> str:
     return f"AssertionError at test line {line}: {text[:200]}" + (f" ({e})" if str(e) else "")
 
 
+class _Lazy:
+    """A set computed on first membership test (parsing the test only when a program name needs it)."""
+
+    def __init__(self, make) -> None:
+        self.make, self.value = make, None
+
+    def __contains__(self, item) -> bool:
+        if self.value is None:
+            self.value = self.make()
+        return item in self.value
+
+
+WARM: dict[str, tuple[dict, set[str]]] = {}  # setups run once in the zygote; children start from a copy
+
+
+def setup_namespace(setup: str) -> tuple[dict, set[str]]:
+    """A fresh test namespace with `setup` run in it, and the names the setup defines itself."""
+    if setup in WARM:
+        ns, protected = WARM[setup]
+        return dict(ns), protected
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+    if setup:
+        exec(compile(setup, "setup.py", "exec", dont_inherit=True), ns)
+    return ns, defined_names(setup) if setup else set()
+
+
 def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     """One test run (in a forked child of the zygote)."""
     import resource
@@ -246,14 +272,10 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
     resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
     signal.alarm(lim["wall"])
-    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
     try:
-        setup = compile(spec["setup"], "setup.py", "exec", dont_inherit=True) if spec.get("setup") else None
         test = compile(spec["test"], "test.py", "exec", dont_inherit=True)
-        overridable = overridable_names(spec["test"])
-        protected = defined_names(spec["setup"]) if setup is not None else set()
-        if setup is not None:
-            exec(setup, ns)
+        overridable = _Lazy(lambda: overridable_names(spec["test"]))
+        ns, protected = setup_namespace(spec.get("setup") or "")
     except BaseException as e:  # noqa: BLE001 - the test's own fault: reported before anything of the program
         report(phase="setup", error=f"{type(e).__name__}: {e}"[:500])
         return
@@ -265,7 +287,7 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     report(status=status, detail=detail[:1000], calls=ch.calls)
 
 
-def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable: set) -> tuple[str, str]:
+def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable) -> tuple[str, str]:
     try:
         hello = ch.recv()
         if hello.get("op") != "hello" or type(hello.get("names")) is not dict:
@@ -292,8 +314,9 @@ def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridab
     return "pass", ""
 
 
-def serve(ctl_fd: int, allowed: list[str]) -> None:
-    """The zygote: preload, then fork one `run_one` child per request on the control socket."""
+def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
+    """The zygote: preload modules and the common setups, then fork one `run_one` child per request on the
+    control socket."""
     import importlib
 
     ALLOWED_PACKAGES.update(allowed)
@@ -301,6 +324,11 @@ def serve(ctl_fd: int, allowed: list[str]) -> None:
         try:
             importlib.import_module(m)
         except ImportError:
+            pass
+    for setup in warm:
+        try:
+            WARM[setup] = setup_namespace(setup)
+        except Exception:  # noqa: BLE001 - reported per run instead
             pass
     ctl = socket.socket(fileno=ctl_fd)
     children: dict[str, int] = {}
@@ -360,4 +388,4 @@ def main() -> None:
     if spec.get("drop_uid") is not None:
         _drop_privileges(spec["drop_uid"])
     sys.path[:] = spec["sys_path"]
-    serve(spec["ctl_fd"], spec["allowed"])
+    serve(spec["ctl_fd"], spec["allowed"], spec.get("warm", []))
