@@ -303,6 +303,17 @@ def cgroup_tree() -> CgroupTree | None:
                             "(address space, CPU time), processes per run by the run's uid")
             else:
                 log.info("sandbox: cgroup v%d run limits under %s", tree.version, next(iter(tree.bases.values())))
-                atexit.register(tree.close)
+                owner = os.getpid()
+                atexit.register(lambda: os.getpid() == owner and tree.close())
             _TREE.append(tree)
         return _TREE[0]
+
+
+def _forget_after_fork() -> None:
+    """A forked child (e.g. a datatrove worker) gets its own cgroups: the parent's are the parent's."""
+    global _LOCK
+    _TREE.clear()
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -170,7 +170,8 @@ def _staged_harness() -> str:
     for p in list(dst.glob("*.py")) + list((dst / "__pycache__").glob("*.pyc")):
         os.chmod(p, 0o644)
     _STAGE.append(str(dst))
-    atexit.register(shutil.rmtree, str(stage), True)
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(str(stage), True))  # not in forked children
     return str(dst)
 
 

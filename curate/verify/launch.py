@@ -234,10 +234,28 @@ def test_server(packages: tuple[str, ...]) -> TestServer:
         return _SERVERS[packages]
 
 
+_OWNER = [os.getpid()]
+
+
 @atexit.register
 def _stop_servers() -> None:
+    if os.getpid() != _OWNER[0]:
+        return
     for s in list(_SERVERS.values()):
         s.stop()
+
+
+def _forget_after_fork() -> None:
+    """A forked child starts its own test server and launcher (fresh locks and queue: another thread may have
+    held them at the fork); the parent's stay the parent's."""
+    global _SERVERS_LOCK, _LAUNCH, _LAUNCHER_LOCK
+    _SERVERS.clear()
+    _LAUNCHER.clear()
+    _SERVERS_LOCK, _LAUNCHER_LOCK, _LAUNCH = threading.Lock(), threading.Lock(), queue.SimpleQueue()
+    _OWNER[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 _LAUNCH: queue.SimpleQueue = queue.SimpleQueue()

@@ -11,10 +11,11 @@ report line of the program takes part in it, and the test source and expected va
 program's process.
 
 Limits over the whole run (`cgroups.py`): total memory and process count, CPU seconds of all its processes;
-a wall-clock backstop for programs that sleep or block, which does not count time the run spent waiting for
-a CPU (so contention does not fail honest programs); separate caps for stdout (exceeding it ends the run)
-and stderr (the tail is kept, the rest discarded). At the verdict the run's PID namespace and cgroup are
-killed: nothing of it keeps running (`launch.py`).
+a wall-clock backstop for programs that sleep or block: time its processes spent running or waiting for a
+CPU (schedstat run delay) does not count, so contention does not fail honest programs (an absolute backstop
+of 10 x wall_s + 10 s bounds everything); separate caps for stdout (for stdio tests exceeding it
+ends the run; in assert mode the rest is discarded) and stderr (the tail is kept, the rest discarded).
+At the verdict the run's PID namespace and cgroup are killed: nothing of it keeps running (`launch.py`).
 
 Statuses (`STATUSES`): the harness writes "U" on a status pipe just before the program's code is compiled;
 `sandbox_error` is only given when that never arrived (or the test's own set-up failed), everything after
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 STATUSES = ("pass", "fail", "timeout", "memory", "runtime_error", "syntax_error", "sandbox_error")
 __all__ = ["STATUSES", "UID_BASE", "UID_SPAN", "RunResult", "SandboxLimits", "SandboxUnavailable", "run_python"]
 POLL_S = 0.02
+SETUP_TIMEOUT_S = 60.0  # the jail's own start-up (not the program's time) on a very loaded machine
 _TOKENS = iter(range(1 << 62))
 _TOKEN_LOCK = threading.Lock()
 
@@ -51,7 +53,8 @@ class SandboxLimits:
     """Limits of one sandboxed run (all of its processes together) and what it may import."""
 
     wall_s: float = field(default=10.0, metadata={"help": "Wall-clock backstop in seconds for programs that "
-                                                          "sleep or block; time spent waiting for a CPU does not count."})
+                                                          "sleep or block; time spent running or waiting for a CPU "
+                                                          "does not count."})
     cpu_s: float = field(default=5.0, metadata={"help": "CPU seconds of all processes of the run together."})
     memory_mb: int = field(default=1024, metadata={"help": "Memory of the whole run in MiB (cgroup), also each "
                                                            "process's address-space limit."})
@@ -105,6 +108,8 @@ class RunResult:
 class _Observed:
     """What the host saw of a run."""
 
+    judge_stdout: bool = True  # script mode; in assert mode stdout is only kept for the details
+    t_user: float | None = None  # when the harness said "U" (the wall-clock backstop counts from here)
     tokens: list[str] = field(default_factory=list)
     reports: list[dict] = field(default_factory=list)
     out: bytearray = field(default_factory=bytearray)
@@ -168,7 +173,7 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
             for fd in (chan[0][1], chan[1][0]):
                 os.close(fd)
                 host_ends.remove(fd)
-        obs = _Observed()
+        obs = _Observed(judge_stdout=mode == "script")
         _watch(jailed, obs, limits, t0, pipes["out"][0], pipes["err"][0], pipes["status"][0],
                report[0] if report else None)
         status, detail = _classify(obs, limits, mode)
@@ -205,13 +210,20 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     partial = {"status": b"", "report": b""}
-    starved = 0.0
+    busy = 0.0
     polls = 0
     try:
         while not _done(obs, report_fd, kinds):
-            if time.monotonic() - t0 > lim.wall_s + starved:
-                starved = min(_starved_s(jailed), 9 * lim.wall_s)
-                if time.monotonic() - t0 > lim.wall_s + starved:
+            now = time.monotonic()
+            if obs.t_user is None:  # still the harness's set-up: its own, generous deadline
+                if now - t0 > SETUP_TIMEOUT_S:
+                    obs.why = "setup"
+                    break
+            elif now - obs.t_user > lim.wall_s + busy:
+                # time running or waiting for a CPU is not "sleeping or blocked": the CPU limit covers it
+                busy = _starved_s(jailed) + (jailed.cg.cpu_seconds() if jailed.cg is not None else 0.0)
+                elapsed = time.monotonic() - obs.t_user
+                if elapsed > lim.wall_s + busy or elapsed > 10 * lim.wall_s + 10:
                     obs.why = "wall"
                     break
             _pump(sel, kinds, obs, partial, lim, POLL_S)
@@ -273,9 +285,9 @@ def _read(fd: int, kind: str, obs: _Observed, partial: dict, lim: SandboxLimits)
     if not chunk:
         return False
     if kind == "out":
-        obs.out += chunk
-        if len(obs.out) > lim.output_bytes:
-            del obs.out[lim.output_bytes:]
+        room = lim.output_bytes - len(obs.out)
+        obs.out += chunk[: max(room, 0)]
+        if len(chunk) > room and obs.judge_stdout:  # stdio tests judge stdout: more than the cap ends the run
             obs.why = obs.why or "output"
     elif kind == "err":
         obs.err += chunk
@@ -287,6 +299,8 @@ def _read(fd: int, kind: str, obs: _Observed, partial: dict, lim: SandboxLimits)
         for line in lines:
             if kind == "status":
                 obs.tokens.append(line.decode("utf-8", "replace"))
+                if obs.tokens[-1] == "U" and obs.t_user is None:
+                    obs.t_user = time.monotonic()
             else:
                 try:
                     obs.reports.append(json.loads(line))
@@ -312,17 +326,19 @@ def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
     tokens = [t for t in obs.tokens if t]
     started = "U" in tokens
     err_tail = obs.err.decode("utf-8", "replace").strip()[-300:]
+    setup_err = next((r for r in obs.reports if r.get("phase") == "setup"), None)
+    if setup_err is not None:  # the test's own setup or source failed in the test process
+        return "sandbox_error", f"test setup failed: {setup_err.get('error', '')}"
     if not started:
-        why = next((t[2:] for t in tokens if t.startswith("E ")), "") or err_tail or "the harness did not start"
+        why = next((t[2:] for t in tokens if t.startswith("E ")), "") or err_tail or (
+            f"the harness did not start within {SETUP_TIMEOUT_S:.0f} s" if obs.why == "setup" else
+            "the harness did not start")
         return "sandbox_error", f"before user code: {why}"
     for t in tokens:
         if t.startswith("S "):
             return "syntax_error", t[2:]
         if t.startswith("M "):
             return "memory", t[2:]
-    setup_err = next((r for r in obs.reports if r.get("phase") == "setup"), None)
-    if setup_err is not None:
-        return "sandbox_error", f"test setup failed: {setup_err.get('error', '')}"
     limit = _limit_status(obs, lim)
     t_started = any(r.get("phase") == "started" for r in obs.reports)
     if mode == "assert" and not t_started and (limit is None or obs.why == "wall"):
