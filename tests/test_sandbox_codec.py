@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from cotforge.curate.verify.jailed import codec
+from cotforge.curate.verify.jailed import codec, wire
 
 
 def _roundtrip(value, **dec):
-    wire = json.loads(codec.dumps({"v": codec.Encoder(handle=lambda x: 7).enc(value)}))["v"]
-    return codec.Decoder(handle=lambda i, n: ("handle", i, n), **dec).dec(wire)
+    sent = json.loads(wire.dumps({"v": codec.Encoder(handle=lambda x: 7).enc(value)}))["v"]
+    return codec.Decoder(handle=lambda i, n: ("handle", i, n), **dec).dec(sent)
 
 
 @pytest.mark.parametrize("value", [
@@ -86,11 +86,11 @@ def test_message_limits():
     with pytest.raises(codec.CodecError):
         codec.Decoder().dec(deep)
     with pytest.raises(codec.CodecError):
-        codec.loads(b"[1, 2]")
+        wire.loads(b"[1, 2]")
     import io
 
-    stream = io.BytesIO(codec.frame({"op": "x", "args": [["L", 1]]}))
-    assert codec.unframe(stream.read) == {"op": "x", "args": [["L", 1]]} and codec.unframe(stream.read) is None
+    stream = io.BytesIO(wire.frame({"op": "x", "args": [["L", 1]]}))
+    assert wire.unframe(stream.read) == {"op": "x", "args": [["L", 1]]} and wire.unframe(stream.read) is None
 
 
 def test_in_place_updates_reach_the_callers_objects():

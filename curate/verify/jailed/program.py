@@ -173,7 +173,7 @@ def _run_script(code, mod, source: str) -> None:
 
 def _serve(code, mod, chan: list[int]) -> None:
     """Assert mode: run the module, announce its names, then answer calls until the test process hangs up."""
-    from . import codec  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+    from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
     chan_in, chan_out = chan
     g = mod.__dict__
@@ -184,7 +184,7 @@ def _serve(code, mod, chan: list[int]) -> None:
         pass  # `exit()` after the definitions: what was defined stays callable
     except BaseException as e:  # noqa: BLE001
         error = codec.exception_value(e)
-    _write_all(chan_out, codec.dumps({"op": "hello", "names": _names(g), "error": error}))
+    _write_all(chan_out, wire.dumps({"op": "hello", "names": _names(g), "error": error}))
     table: dict[int, object] = {}
 
     def store(obj) -> int:
@@ -204,14 +204,14 @@ def _serve(code, mod, chan: list[int]) -> None:
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
     while True:
-        req = codec.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
+        req = wire.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
         if req is None:
             sys.stdout.flush()
             os._exit(0)
         ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
         dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build)
-        _write_all(chan_out, codec.dumps(_answer(req, g, dec, store, codec)))
+        _write_all(chan_out, wire.dumps(_answer(req, g, dec, store, codec)))
 
 
 def _answer(req: dict, g: dict, dec, store, codec) -> dict:

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 
-from . import codec  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
 PRELOAD = ("typing", "collections", "heapq", "bisect", "itertools", "functools", "math", "string", "operator",
            "re", "random", "datetime", "copy", "decimal", "fractions", "statistics", "cmath")
@@ -70,12 +70,12 @@ class Channel:
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
         try:
-            return codec.loads(line)
+            return wire.loads(line)
         except codec.CodecError as e:
             raise ProtocolError(str(e)) from None
 
     def send(self, msg: dict) -> None:
-        data = memoryview(codec.frame(msg))
+        data = memoryview(wire.frame(msg))
         try:
             while data:
                 data = data[os.write(self.fd_out, data):]
