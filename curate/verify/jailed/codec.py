@@ -5,7 +5,8 @@ two halves of one type table.)
 Why: the test process must compare values the program computed without ever holding an object, class,
 builtin or frame of the program (an `__eq__` that is always true, a patched builtin...). So values cross as
 JSON text in which every non-native value is a list tagged by its type, and decoding builds only built-in
-values (plus the test side's own trusted ListNode/TreeNode classes). Never pickle, never marshal.
+values (plus the test side's own trusted ListNode/TreeNode classes). Never pickle; `marshal` only for the
+trusted test -> program direction (`wire.py`).
 
     None, bool, str, float (NaN, +-inf, -0.0 kept)   JSON natives
     int                 JSON int when |x| < 2**63, else ["i", hex]
