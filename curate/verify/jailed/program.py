@@ -68,6 +68,17 @@ def _drop_privileges(uid: int) -> None:
         raise OSError("capabilities remain after dropping privileges")
 
 
+def _close_other_fds(keep: set[int]) -> None:
+    """Close what bwrap's set-up left open (e.g. its block pipe): the program gets stdio and its channel only."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 def _set_limits(lim: dict) -> None:
     import resource
 
@@ -98,6 +109,7 @@ def main() -> None:
             exec(compile(spec["setup"], "setup.py", "exec", dont_inherit=True), mod.__dict__)
     except BaseException as e:  # noqa: BLE001 - any failure here is the harness's, not the program's
         _fail_setup(status_fd, f"setup: {e!r}")
+    _close_other_fds({0, 1, 2, status_fd, *(spec["chan"] or [])})
     _write_all(status_fd, b"U\n")
     try:
         tree = compile(spec["program"], "solution.py", "exec", flags=FUTURE_ANNOTATIONS | ONLY_AST,
