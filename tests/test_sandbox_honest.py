@@ -111,6 +111,11 @@ ASSERT_FORMS = {
     "exit_at_module_level_after_defs": (
         "def add(a, b):\n    return a + b\n\nexit()\n",
         _assert("assert add(2, 3) == 5\n")),
+    "setup_using_the_programs_class": (  # MBPP 367: test_setup_code builds trees of the program's Node
+        "class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+        "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n",
+        _assert("assert height(root) == 3\nassert root.left.data == 2\n",
+                setup="root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(4)\n")),
     "builtin_named_function_under_test": (
         "def sum(a, b):\n    return a + b - 4\n",
         _assert("assert sum(10, 15) == 21\nassert sum(3, 4) == 3\n")),

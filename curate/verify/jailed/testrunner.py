@@ -108,6 +108,15 @@ class Channel:
             raise ProtocolError(f"undecodable answer: {e!r}") from None
         raise exc
 
+    def set_attr(self, target: int, name: str, value) -> None:
+        """`obj.name = value` on a program object (test setups that build the program's data structures)."""
+        self.send({"op": "setattr", "target": target, "name": name,
+                   "value": codec.Encoder(self.ref, objects=True).enc(value)})
+        resp = self.recv()
+        if resp.get("op") == "raise":
+            exc = self.ret_dec().dec(resp.get("exc"))
+            raise exc if isinstance(exc, Exception) else ProtocolError("malformed exception")
+
     def attr(self, target: int, name: str):
         self.send({"op": "getattr", "target": target, "name": name})
         resp = self.recv()
@@ -152,6 +161,9 @@ class Remote:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         return self._ch.attr(self._id, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self._ch.set_attr(self._id, name, value)
 
     def __repr__(self) -> str:
         return f"<program {self._type} object>"
@@ -272,10 +284,16 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
     resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
     signal.alarm(lim["wall"])
+    deferred = None
     try:
         test = compile(spec["test"], "test.py", "exec", dont_inherit=True)
         overridable = _Lazy(lambda: overridable_names(spec["test"]))
-        ns, protected = setup_namespace(spec.get("setup") or "")
+        try:
+            ns, protected = setup_namespace(spec.get("setup") or "")
+        except NameError:  # the setup uses the program's names (MBPP 367: `root = Node(1)`): after binding them
+            deferred = compile(spec["setup"], "setup.py", "exec", dont_inherit=True)
+            ns, protected = setup_namespace("")
+            protected = defined_names(spec["setup"])
     except BaseException as e:  # noqa: BLE001 - the test's own fault: reported before anything of the program
         report(phase="setup", error=f"{type(e).__name__}: {e}"[:500])
         return
@@ -283,11 +301,12 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     ch = Channel(chan_in, chan_out, spec["channel_bytes"], ln if isinstance(ln, type) else codec.ListNode,
                  tn if isinstance(tn, type) else codec.TreeNode)
     report(phase="started")
-    status, detail = _run_test(ch, ns, test, spec, protected, overridable)
+    status, detail = _run_test(ch, ns, test, spec, protected, overridable, deferred)
     report(status=status, detail=detail[:1000], calls=ch.calls)
 
 
-def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable) -> tuple[str, str]:
+def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable,
+              deferred=None) -> tuple[str, str]:
     try:
         hello = ch.recv()
         if hello.get("op") != "hello" or type(hello.get("names")) is not dict:
@@ -296,6 +315,8 @@ def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridab
             exc = codec.Decoder().dec(hello["error"])
             return "runtime_error", f"the program raised while loading: {type(exc).__name__}: {exc}"
         _bind_program_names(ns, hello["names"], protected, overridable, ch)
+        if deferred is not None:
+            exec(deferred, ns)
         exec(test, ns)
         if spec.get("entry_point"):
             ns["check"](Call(ch, None, spec["entry_point"]))
