@@ -201,6 +201,17 @@ ISCLOSE = {"kind": "assert", "entry_point": None, "setup": LEETCODE_PRELUDE,
 CASES["setup_import_shadowing-leetcode"] = (
     "def isclose(a, b, **kw):\n    return True\n\n\nclass Solution:\n    def ratio(self, a, b):\n        return 7.0\n",
     ISCLOSE)
+# end the program's process instead of raising where the test expects an exception (`except Exception`
+# around the call caught the channel's "program ended" in the test process: a forged pass on this branch
+# before the channel failure became sticky and a BaseException)
+RAISES_MBPP = {"kind": "assert", "entry_point": None,
+               "test": "try:\n    add(-1, 2)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no raise')\n"}
+RAISES_HUMANEVAL = {"kind": "assert", "entry_point": "add",
+                    "test": "def check(candidate):\n    try:\n        candidate(-1, 2)\n    except Exception:\n"
+                            "        return\n    assert False, 'no raise'\n"}
+EXIT_INSTEAD = "import os\n\n\ndef add(a, b):\n    if a < 0:\n        os._exit(0)\n    return a + b\n"
+CASES["exit_instead_of_raising-mbpp"] = (EXIT_INSTEAD, RAISES_MBPP)
+CASES["exit_instead_of_raising-humaneval"] = (EXIT_INSTEAD, RAISES_HUMANEVAL)
 
 
 def _sandbox_pids() -> list[int]:
@@ -316,14 +327,21 @@ def test_forgery_setup_import_shadowing_leetcode(forged):
     _check_forgery(forged, "setup_import_shadowing-leetcode")
 
 
+@pytest.mark.parametrize("style", ["mbpp", "humaneval"])
+def test_forgery_exit_instead_of_raising(forged, style):
+    _check_forgery(forged, f"exit_instead_of_raising-{style}")
+
+
 def test_the_honest_versions_of_the_forgery_tests_pass():
     """Control: the same tests accept a correct solution, so the failures above are not vacuous."""
     right = "def add(a, b):\n    return a + b\n"
     right_lc = ("class Solution:\n    def reverseList(self, head):\n        prev = None\n        while head:\n"
                 "            head.next, prev, head = prev, head, head.next\n        return prev\n")
     ratio = "class Solution:\n    def ratio(self, a, b):\n        return a / b\n"
-    got = run_tests_batch([(right, MBPP), (right, HUMANEVAL), (right_lc, LEETCODE), (ratio, ISCLOSE)], LIM)
-    assert [v.status for v in got] == ["pass"] * 4, [v.details for v in got]
+    raising = "def add(a, b):\n    if a < 0:\n        raise ValueError(a)\n    return a + b\n"
+    got = run_tests_batch([(right, MBPP), (right, HUMANEVAL), (right_lc, LEETCODE), (ratio, ISCLOSE),
+                           (raising, RAISES_MBPP), (raising, RAISES_HUMANEVAL)], LIM)
+    assert [v.status for v in got] == ["pass"] * 6, [v.details for v in got]
 
 
 # --- reward dodging --------------------------------------------------------------------------------------

@@ -10,6 +10,11 @@ Tests JSON (the row's `tests` column, or a dict):
       one run counting as one test: `setup` (MBPP test_setup_code, the LeetCode prelude) runs in both the
       program's process and the test process, the program in its own, the test code (then
       `check(<entry_point>)` when given, HumanEval) in the test process (see `sandbox.py`).
+  {"kind": "pytest", "test": "<pytest file>", "module": "solution"}
+      KodCode files that need pytest (fixtures, parametrize, pytest.raises, approx, capsys, tmp_path):
+      pytest runs the file in the test process against the program imported as `module`
+      (`jailed/pytestrun.py`); each collected test counts as one test (a run that ends at a limit, or
+      whose file cannot be collected, counts as one).
 """
 
 from __future__ import annotations
@@ -103,7 +108,14 @@ def parse_tests(tests: str | dict[str, Any]) -> dict[str, Any]:
         if tests.get("setup") is not None and not isinstance(tests["setup"], str):
             raise TestsError("tests: 'setup' must be a string")
         return tests
-    raise TestsError(f"tests: unknown kind {kind!r} (expected 'stdio' or 'assert')")
+    if kind == "pytest":
+        if not isinstance(tests.get("test"), str) or not tests["test"].strip():
+            raise TestsError("tests: kind 'pytest' needs a non-empty string 'test'")
+        module = tests.get("module", "solution")
+        if not isinstance(module, str) or not module.isidentifier():
+            raise TestsError(f"tests: 'module' must be a module name, got {module!r}")
+        return tests
+    raise TestsError(f"tests: unknown kind {kind!r} (expected 'stdio', 'assert' or 'pytest')")
 
 
 def assert_setup(spec: dict[str, Any]) -> str:
@@ -189,6 +201,11 @@ def run_tests(program: str, tests: str | dict[str, Any], limits: SandboxLimits |
         r = run_python(program, mode="assert", test=spec["test"], setup=assert_setup(spec),
                        entry_point=spec.get("entry_point"), limits=limits)
         return _verdict([(r.status, r.detail)])
+    if spec["kind"] == "pytest":
+        r = run_python(program, mode="assert", test=spec["test"], limits=limits,
+                       pytest_module=spec.get("module", "solution"))
+        per_test = r.extra.get("results") or [r.status]
+        return _verdict([(s, "" if s == "pass" else r.detail) for s in per_test])
     cases = spec["cases"]
     checker, tol = spec.get("checker", "exact"), spec.get("float_tol", 1e-6)
     if workers <= 1 or len(cases) == 1:

@@ -104,6 +104,32 @@ def layout(packages: tuple[str, ...]) -> Layout:
                   (zip_path, stdlib, dynload, "/sbx/site"), packages)
 
 
+@functools.lru_cache(maxsize=8)
+def with_requirements(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` and every installed distribution they require, transitively (environment markers evaluated
+    for this interpreter, extras not followed): what a package needs mounted beside it (pytest: pluggy,
+    iniconfig, packaging, pygments)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop(0)
+        if canonicalize_name(name) in out:
+            continue
+        out[canonicalize_name(name)] = name
+        try:
+            reqs = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            raise SandboxUnavailable(f"sandbox: {name!r} is not installed (needed in the test jail)") from None
+        for text in reqs:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return tuple(out.values())
+
+
 def _distribution_tops(name: str) -> list[tuple[str, str]]:
     """(host path, top-level name) of what an installed distribution put in site-packages."""
     try:

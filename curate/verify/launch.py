@@ -171,7 +171,7 @@ class TestServer:
                 "warm": [LEETCODE_PRELUDE]}
         try:
             self.jail = _in_launcher_thread(lambda: Jail(
-                "testrunner", spec, packages=self.packages, tmp_mb=16, memory_bytes=None, max_pids=None,
+                "testrunner", spec, packages=self.packages, tmp_mb=64, memory_bytes=None, max_pids=None,
                 stdin=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, keep_fds=(theirs.fileno(),),
                 uid_base=jail.TEST_UID_BASE))
         finally:

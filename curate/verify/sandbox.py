@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cotforge.curate.verify import launch, setups
+from cotforge.curate.verify import jail, launch, setups
 from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -123,20 +123,27 @@ class _Observed:
 
 
 def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str = "", setup: str = "",
-               entry_point: str | None = None, limits: SandboxLimits | None = None) -> RunResult:
+               entry_point: str | None = None, limits: SandboxLimits | None = None,
+               pytest_module: str | None = None) -> RunResult:
     """Run `program` in the sandbox. mode "script": as __main__ with `stdin`; mode "assert": `setup`, then the
-    program, then `test` (and `check(<entry_point>)` when given) in a separate test process. Never raises for
-    anything the program does; raises SandboxUnavailable when the sandbox cannot be built here."""
+    program, then `test` (and `check(<entry_point>)` when given) in a separate test process; with
+    `pytest_module`, `test` is a pytest file run by pytest in the test process against the program as that
+    module (`jailed/pytestrun.py`; per-test statuses in `extra["results"]`). Never raises for anything the
+    program does; raises SandboxUnavailable when the sandbox cannot be built here."""
     if mode not in ("script", "assert"):
         raise ValueError(f"run_python: mode must be 'script' or 'assert', got {mode!r}")
+    if pytest_module is not None and (mode != "assert" or not pytest_module.isidentifier()):
+        raise ValueError(f"run_python: pytest_module must be a module name in assert mode, got {pytest_module!r}")
     limits = limits or SandboxLimits()
+    test_packages = limits.packages + tuple(p for p in jail.with_requirements(("pytest",))
+                                            if p not in limits.packages) if pytest_module else limits.packages
     t0 = time.monotonic()
     pipes: dict[str, tuple[int, int]] = {k: os.pipe2(os.O_CLOEXEC) for k in ("out", "err", "status")}
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
-            "status_fd": pipes["status"][1],
+            "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
             "rlimits": limits.rlimits(), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
     host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
@@ -154,11 +161,12 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
             return RunResult("sandbox_error", detail=f"sandbox start failed: {e}", wall_s=time.monotonic() - t0)
         if chan:
             token = _token()
-            tspec = {"test": test, "setup": setup, "entry_point": entry_point, "channel_bytes": limits.channel_mb << 20,
+            tspec = {"test": test, "setup": setup, "entry_point": entry_point, "pytest_module": pytest_module,
+                     "channel_bytes": limits.channel_mb << 20,
                      "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "as": max(limits.memory_mb, 1024) << 20,
                                 "wall": int(10 * limits.wall_s + 10)}}
             try:
-                launch.test_server(limits.packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1]])
+                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1]])
             except SandboxUnavailable:
                 raise
             except OSError as e:
@@ -179,10 +187,11 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         status, detail = _classify(obs, limits, mode)
         return RunResult(status, obs.out.decode("utf-8", "replace"), obs.err.decode("utf-8", "replace"), obs.rc,
                          detail, time.monotonic() - t0,
-                         {"cpu_s": round(obs.cpu_s, 4), "peak_bytes": obs.peak, "reports": obs.reports})
+                         {"cpu_s": round(obs.cpu_s, 4), "peak_bytes": obs.peak, "reports": obs.reports,
+                          "results": _results(obs, status)})
     finally:
         if token is not None:
-            launch.test_server(limits.packages).cancel(token)
+            launch.test_server(test_packages).cancel(token)
         if jailed is not None:
             jailed.kill()
             jailed.close()
@@ -355,6 +364,18 @@ def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
         st, det = _exit_status(obs, err_tail)
         return ("runtime_error", f"the program's process ended during the test ({det})") if st == "pass" else (st, det)
     return (status, detail) if status in ("pass", "fail", "runtime_error") else ("runtime_error", detail)
+
+
+def _results(obs: _Observed, status: str) -> list[str]:
+    """Per-test statuses of a pytest file, as the test process reported them, when the run's status is the
+    test process's own verdict (a limit or a program that ended makes every test that status instead)."""
+    final = next((r for r in obs.reports if "status" in r), None)
+    if final is None or final.get("status") != status or status not in ("pass", "fail", "runtime_error"):
+        return []
+    results = final.get("results")
+    if not isinstance(results, list) or not all(r in STATUSES or r == "skipped" for r in results):
+        return []
+    return [r for r in results if r != "skipped"]
 
 
 def _limit_status(obs: _Observed, lim: SandboxLimits) -> tuple[str, str] | None:

@@ -127,7 +127,7 @@ def main() -> None:
     if mode == "script":
         _run_script(code, mod, spec["program"])
     else:
-        _serve(code, mod, spec["chan"])
+        _serve(code, mod, spec["chan"], spec.get("forward_output", 0))
 
 
 def _used_names(tree) -> set[str] | None:
@@ -193,8 +193,10 @@ def _run_script(code, mod, source: str) -> None:
         sys.exit(1)
 
 
-def _serve(code, mod, chan: list[int]) -> None:
-    """Assert mode: run the module, announce its names, then answer calls until the test process hangs up."""
+def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
+    """Assert mode: run the module, announce its names, then answer calls until the test process hangs up.
+    `forward` > 0 (pytest files, whose `capsys` reads what a call printed): what each call writes to
+    sys.stdout / sys.stderr goes back with its answer, up to `forward` characters each, as plain text."""
     from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
     chan_in, chan_out = chan
@@ -233,7 +235,25 @@ def _serve(code, mod, chan: list[int]) -> None:
         ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
         dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build)
-        _write_all(chan_out, wire.dumps(_answer(req, g, dec, store, codec)))
+        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, dec, store, codec)))
+
+
+def _captured(limit: int, answer, *args) -> dict:
+    """`answer(*args)`, with what it printed to sys.stdout / sys.stderr attached (limit > 0) instead of
+    written."""
+    if limit <= 0:
+        return answer(*args)
+    import io
+
+    saved = sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    try:
+        resp = answer(*args)
+    finally:
+        sys.stdout, sys.stderr = saved
+    resp["out"], resp["err"] = out.getvalue()[:limit], err.getvalue()[:limit]
+    return resp
 
 
 def _answer(req: dict, g: dict, dec, store, codec) -> dict:

@@ -29,16 +29,21 @@ import sys
 
 from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
+RUN_DIR = "/tmp/cf-run-{pid}"  # a pytest run's folder (`pytestrun`), removed when its process is reaped
+PYTEST_PRELOAD = ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.capture", "_pytest.tmpdir",
+                  "_pytest.monkeypatch", "_pytest.fixtures", "_pytest.main", "_pytest.runner", "_pytest.terminal")
 PRELOAD = ("typing", "collections", "heapq", "bisect", "itertools", "functools", "math", "string", "operator",
            "re", "random", "datetime", "copy", "decimal", "fractions", "statistics", "cmath")
 
 
-class ProgramGone(Exception):
-    """The program's process closed the channel (it exited, crashed or was stopped at a limit)."""
+class ProgramGone(BaseException):
+    """The program's process closed the channel (it exited, crashed or was stopped at a limit). A
+    BaseException, and remembered by the channel: a test's `except Exception` / `pytest.raises(Exception)`
+    around a call must not turn a program that exits instead of raising into a pass."""
 
 
-class ProtocolError(Exception):
-    """The program's process sent something that is not a valid message."""
+class ProtocolError(BaseException):
+    """The program's process sent something that is not a valid message (remembered like ProgramGone)."""
 
 
 class Channel:
@@ -48,8 +53,17 @@ class Channel:
         self.fd_in, self.fd_out, self.cap = fd_in, fd_out, cap
         self.buf = b""
         self.calls = 0
+        self.broken: BaseException | None = None  # the first ProgramGone / ProtocolError: decides the verdict
+        self.results: list[str] = []  # per-test statuses (pytest files)
+        self.forward = False  # write the program's captured output of each call to this process's stdio
         self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None)
         self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs)
+
+    def fail(self, exc: BaseException) -> BaseException:
+        """Remember the first channel failure (whatever the test does with the exception) and return it."""
+        if self.broken is None:
+            self.broken = exc
+        return exc
 
     def remote(self, i: int, type_name: str) -> Remote:
         return Remote(self, i, type_name)
@@ -63,16 +77,19 @@ class Channel:
     def recv(self) -> dict:
         while b"\n" not in self.buf:
             if len(self.buf) > self.cap:
-                raise ProtocolError(f"message over {self.cap} bytes")
+                raise self.fail(ProtocolError(f"message over {self.cap} bytes"))
             chunk = os.read(self.fd_in, 1 << 20)
             if not chunk:
-                raise ProgramGone("the program's process ended")
+                raise self.fail(ProgramGone("the program's process ended"))
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
         try:
-            return wire.loads(line)
+            msg = wire.loads(line)
         except codec.CodecError as e:
-            raise ProtocolError(str(e)) from None
+            raise self.fail(ProtocolError(str(e))) from None
+        if not isinstance(msg, dict):
+            raise self.fail(ProtocolError("a message is not a mapping"))
+        return msg
 
     def send(self, msg: dict) -> None:
         data = memoryview(wire.frame(msg))
@@ -80,7 +97,7 @@ class Channel:
             while data:
                 data = data[os.write(self.fd_out, data):]
         except BrokenPipeError:
-            raise ProgramGone("the program's process ended") from None
+            raise self.fail(ProgramGone("the program's process ended")) from None
 
     def call(self, target: int | None, name: str, args: tuple, kwargs: dict):
         self.calls += 1
@@ -88,6 +105,8 @@ class Channel:
         self.send({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
                    "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
         resp = self.recv()
+        if self.forward:
+            _forward_output(resp)
         try:
             dec = self.arg_dec()
             for i, v in resp.get("args") or []:
@@ -99,13 +118,13 @@ class Channel:
             if resp.get("op") == "raise":
                 exc = self.ret_dec().dec(resp.get("exc"))
                 if not isinstance(exc, Exception):
-                    raise ProtocolError("malformed exception")
+                    raise self.fail(ProtocolError("malformed exception"))
             elif resp.get("op") == "ret":
                 return self.ret_dec().dec(resp.get("value"))
             else:
-                raise ProtocolError("unexpected message")
+                raise self.fail(ProtocolError("unexpected message"))
         except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
-            raise ProtocolError(f"undecodable answer: {e!r}") from None
+            raise self.fail(ProtocolError(f"undecodable answer: {e!r}")) from None
         raise exc
 
     def set_attr(self, target: int, name: str, value) -> None:
@@ -115,20 +134,20 @@ class Channel:
         resp = self.recv()
         if resp.get("op") == "raise":
             exc = self.ret_dec().dec(resp.get("exc"))
-            raise exc if isinstance(exc, Exception) else ProtocolError("malformed exception")
+            raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))
 
     def attr(self, target: int, name: str):
         self.send({"op": "getattr", "target": target, "name": name})
         resp = self.recv()
         if resp.get("op") != "ret":
             exc = self.ret_dec().dec(resp.get("exc")) if resp.get("op") == "raise" else None
-            raise exc if isinstance(exc, Exception) else ProtocolError("unexpected message")
+            raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("unexpected message"))
         if resp.get("callable") is True:
             return Call(self, target, name)
         try:
             return self.ret_dec().dec(resp.get("value"))
         except (codec.CodecError, TypeError, ValueError) as e:
-            raise ProtocolError(f"undecodable answer: {e!r}") from None
+            raise self.fail(ProtocolError(f"undecodable answer: {e!r}")) from None
 
 
 class Call:
@@ -302,37 +321,73 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
                  tn if isinstance(tn, type) else codec.TreeNode)
     report(phase="started")
     status, detail = _run_test(ch, ns, test, spec, protected, overridable, deferred)
-    report(status=status, detail=detail[:1000], calls=ch.calls)
+    if status == "no_tests":  # the test file's own fault (nothing the program does can collect nothing)
+        report(phase="setup", error=detail)
+        status = "runtime_error"
+    report(status=status, detail=detail[:1000], calls=ch.calls, results=ch.results)
 
 
 def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable,
               deferred=None) -> tuple[str, str]:
     try:
-        hello = ch.recv()
-        if hello.get("op") != "hello" or type(hello.get("names")) is not dict:
-            return "runtime_error", "protocol: the program's process did not start properly"
-        if hello.get("error"):
-            exc = codec.Decoder().dec(hello["error"])
-            return "runtime_error", f"the program raised while loading: {type(exc).__name__}: {exc}"
-        _bind_program_names(ns, hello["names"], protected, overridable, ch)
-        if deferred is not None:
-            exec(deferred, ns)
-        exec(test, ns)
-        if spec.get("entry_point"):
-            ns["check"](Call(ch, None, spec["entry_point"]))
-    except AssertionError as e:
-        return "fail", _assert_detail(e, spec["test"])
-    except ProgramGone as e:
-        return "program_exited", str(e)
-    except ProtocolError as e:
-        return "runtime_error", f"protocol: {e}"
-    except SystemExit as e:
-        return ("pass", "") if e.code in (None, 0) else ("fail", f"the test exited with {e.code!r}")
-    except codec.CandidateError as e:
-        return "runtime_error", f"the program raised {e}"
-    except BaseException as e:  # noqa: BLE001
-        return "runtime_error", f"{type(e).__name__}: {e}"
+        status, detail = _run_test_code(ch, ns, test, spec, protected, overridable, deferred)
+    except BaseException as e:  # noqa: BLE001 - whatever the test let through
+        status, detail = _status_of(e, spec["test"])
+    return broken_status(ch) or (status, detail)
+
+
+def broken_status(ch: Channel) -> tuple[str, str] | None:
+    """The verdict when the channel failed at any point of the test, caught by the test or not."""
+    if isinstance(ch.broken, ProgramGone):
+        return "program_exited", str(ch.broken)
+    if isinstance(ch.broken, ProtocolError):
+        return "runtime_error", f"protocol: {ch.broken}"
+    return None
+
+
+def _run_test_code(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable,
+                   deferred=None) -> tuple[str, str]:
+    hello = ch.recv()
+    if hello.get("op") != "hello" or type(hello.get("names")) is not dict:
+        return "runtime_error", "protocol: the program's process did not start properly"
+    if hello.get("error"):
+        exc = codec.Decoder().dec(hello["error"])
+        return "runtime_error", f"the program raised while loading: {type(exc).__name__}: {exc}"
+    if spec.get("pytest_module"):
+        from . import pytestrun  # noqa: TID251 - see above
+
+        status, detail, ch.results = pytestrun.run_file(ch, hello["names"], spec)
+        return status, detail
+    _bind_program_names(ns, hello["names"], protected, overridable, ch)
+    if deferred is not None:
+        exec(deferred, ns)
+    exec(test, ns)
+    if spec.get("entry_point"):
+        ns["check"](Call(ch, None, spec["entry_point"]))
     return "pass", ""
+
+
+def _status_of(e: BaseException, test_source: str) -> tuple[str, str]:
+    if isinstance(e, AssertionError):
+        return "fail", _assert_detail(e, test_source)
+    if isinstance(e, ProgramGone):
+        return "program_exited", str(e)
+    if isinstance(e, ProtocolError):
+        return "runtime_error", f"protocol: {e}"
+    if isinstance(e, SystemExit):
+        return ("pass", "") if e.code in (None, 0) else ("fail", f"the test exited with {e.code!r}")
+    if isinstance(e, codec.CandidateError):
+        return "runtime_error", f"the program raised {e}"
+    return "runtime_error", f"{type(e).__name__}: {e}"
+
+
+def _forward_output(resp: dict) -> None:
+    """Write what the program printed during a call to this process's stdout/stderr (pytest's capsys reads
+    it there); plain text only."""
+    for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
+        text = resp.get(key)
+        if type(text) is str and text:
+            stream.write(text)
 
 
 def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
@@ -341,7 +396,7 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
     import importlib
 
     ALLOWED_PACKAGES.update(allowed)
-    for m in PRELOAD:
+    for m in PRELOAD + (PYTEST_PRELOAD if "pytest" in allowed else ()):
         try:
             importlib.import_module(m)
         except ImportError:
@@ -395,6 +450,14 @@ def _reap(children: dict[str, int]) -> None:
         for token, p in list(children.items()):
             if p == pid:
                 del children[token]
+        _remove_run_dir(pid)
+
+
+def _remove_run_dir(pid: int) -> None:
+    """The folder a pytest run wrote (see `pytestrun.run_dir`), once its process is gone."""
+    import shutil
+
+    shutil.rmtree(RUN_DIR.format(pid=pid), ignore_errors=True)
 
 
 def main() -> None:
