@@ -2,12 +2,14 @@
 
 Math: `verify_math_batch` (killable pool) vs the same pairs through in-process `verify_math` on one core.
 Code: `run_tests_batch` (sandboxed: a jail for the program and a test process per run, `--code-workers` at a
-time, default one per CPU) vs bare `subprocess.run([python, -c, program])` (no isolation, no tests run) on the
-same programs, sequentially and at the same concurrency.
+time, default `default_workers()`) vs, on the same programs in the same run: the previous harness (the
+`curate/` tree of `--baseline-ref`, default the commit this branch left main at, loaded in a child process
+from `git archive`), at the same concurrency; and bare `subprocess.run([python, -c, program])` (no isolation,
+no tests run), sequentially and at the same concurrency.
 Inputs come from ../shared/data when present (MATH-style model outputs + GSM8K, DeepCoder references),
 else synthetic pairs.
 
-    python bench/verify.py [--math N] [--code N] [--workers W]
+    python bench/verify.py [--math N] [--code N] [--workers W] [--code-workers W] [--baseline-ref REF|none]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +35,20 @@ from cotforge.curate.verify import (
 )
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sft_sources"
+REPO = Path(__file__).resolve().parents[1]
+# Runs in a child process: the package `cotforge` pointed at an extracted old tree, its run_tests_batch timed.
+_OLD_HARNESS = """
+import json, sys, time, types
+pkg = types.ModuleType("cotforge"); pkg.__path__ = [sys.argv[1]]; sys.modules["cotforge"] = pkg
+from cotforge.curate.verify.code import run_tests_batch
+items = [tuple(x) for x in json.load(open(sys.argv[2]))]
+workers = int(sys.argv[3])
+run_tests_batch(items[:workers], workers=workers)
+t0 = time.perf_counter()
+verdicts = run_tests_batch(items, workers=workers)
+dt = time.perf_counter() - t0
+print(json.dumps({"rate": len(items) / dt, "passed": sum(v.status == "pass" for v in verdicts)}))
+"""
 
 
 def _jsonl(name: str, n: int) -> list[dict]:
@@ -77,8 +94,33 @@ def bench_math(n: int, workers: int) -> None:
           f"{base_rate:8.1f} verdicts/s | ratio {pool_rate / base_rate:.2f}x | agree {same}/{base_n}")
 
 
-def bench_code(n: int, workers: int) -> None:
+def previous_harness(items: list, workers: int, ref: str) -> dict | None:
+    """Executions/s of the harness in `ref`'s curate/ tree on `items` (None when git cannot provide it)."""
+    if ref == "none":
+        return None
+    if ref == "auto":
+        res = subprocess.run(["git", "-C", str(REPO), "merge-base", "HEAD", "main"], capture_output=True,
+                             text=True, check=False)
+        if res.returncode:
+            return None
+        ref = res.stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="cf-bench-") as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "curate"], capture_output=True, check=False)
+        if archive.returncode:
+            return None
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        (Path(tmp) / "items.json").write_text(json.dumps(items))
+        res = subprocess.run([sys.executable, "-c", _OLD_HARNESS, tmp, str(Path(tmp) / "items.json"), str(workers)],
+                             capture_output=True, text=True, check=False, cwd=tmp)
+        if res.returncode:
+            print(f"previous harness ({ref[:10]}) failed: {res.stderr[-500:]}")
+            return None
+        return {"ref": ref[:10], **json.loads(res.stdout.strip().splitlines()[-1])}
+
+
+def bench_code(n: int, workers: int, baseline_ref: str = "auto") -> None:
     items = code_items(n)
+    old = previous_harness(items, workers, baseline_ref)
     run_tests_batch(items[:workers], workers=workers)  # start the test server
     t0 = time.perf_counter()
     verdicts = run_tests_batch(items, workers=workers)
@@ -104,6 +146,9 @@ def bench_code(n: int, workers: int) -> None:
           f"({passed} pass) | bare subprocess, no isolation: sequential {base_rate:7.1f}/s, {workers} concurrent "
           f"{conc_rate:7.1f}/s | ratio {rate / base_rate:.2f}x / {rate / conc_rate:.2f}x | "
           f"load {os.getloadavg()[0]:.1f}")
+    if old is not None:
+        print(f"code: previous harness ({old['ref']}, {workers} concurrent) {old['rate']:7.1f} executions/s "
+              f"({old['passed']} pass) | this harness / previous {rate / old['rate']:.2f}x")
 
 
 def main() -> None:
@@ -111,14 +156,16 @@ def main() -> None:
     ap.add_argument("--math", type=int, default=1000, help="Math pairs (0 to skip).")
     ap.add_argument("--code", type=int, default=300, help="Programs (0 to skip).")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Math processes.")
-    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default: one per CPU).")
+    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default_workers()).")
+    ap.add_argument("--baseline-ref", default="auto", help="Git ref whose curate/ tree is the previous harness "
+                    "(auto: merge-base of HEAD and main; none: skip).")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
     if args.math:
         bench_math(args.math, args.workers)
     if args.code:
-        bench_code(args.code, args.code_workers or default_workers())
+        bench_code(args.code, args.code_workers or default_workers(), args.baseline_ref)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Every program here was first run against the previous harness (shared interpreter for program and test,
 host filesystem, host IPC namespace, program as PID 1): each one forged a pass or leaked there (the closing
 note of issue 15 has the per-test table). Here every one must end in a non-pass status, leave no process
-running and nothing behind on the host.
+running and nothing behind on the host. One route is the split design's own: `exit_instead_of_raising` (the
+program ends its process where the test expects an exception) did not forge on the previous harness (the
+exit ended the test too) but forged a pass on this sandbox until channel failures became sticky.
 
 The forgery routes run as ONE `run_tests_batch` (module fixture) so the suite stays fast; each route and
 test style still has its own named test.
