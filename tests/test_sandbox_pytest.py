@@ -11,9 +11,9 @@ import time
 import pytest
 from test_sandbox_hostile import _sandbox_pids as sandbox_pids
 
-from cotforge.curate.verify import SandboxLimits, run_tests, run_tests_batch
 from cotforge.curate.verify.code import TestsError as BadTests
-from cotforge.curate.verify.code import parse_tests
+from cotforge.curate.verify.code import parse_tests, run_tests, run_tests_batch
+from cotforge.curate.verify.sandbox import SandboxLimits
 
 LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
 

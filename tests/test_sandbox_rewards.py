@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cotforge.curate.verify import CodeVerdict
+from cotforge.curate.verify.code import CodeVerdict
 from cotforge.train.rl.rewards import RewardConfig, code_reward, code_rewards
 
 STATUSES_FAILED = ["fail", "timeout", "memory", "runtime_error", "syntax_error"]

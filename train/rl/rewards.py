@@ -88,7 +88,8 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
                  limits: Any = None) -> list[float | None]:
     """`code_reward` of the program after `</think>` run against each row's tests in the sandbox;
     format-penalised rows are not run."""
-    from cotforge.curate.verify import SandboxLimits, extract_program, run_tests_batch
+    from cotforge.curate.verify.code import extract_program, run_tests_batch
+    from cotforge.curate.verify.sandbox import SandboxLimits
 
     cfg = cfg or RewardConfig()
     out: list[float | None] = [format_penalty(r, cfg) for r in responses]
