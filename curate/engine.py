@@ -7,8 +7,11 @@ writers turn it back into the row (plus `reason` etc. for removed rows).
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import io
 import logging
+import math
 import os
 import shutil
 import sys
@@ -25,7 +28,7 @@ from datatrove.pipeline.writers import ParquetWriter
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 from cotforge.curate.io.ingest import DEFAULT_ROWS_PER_TASK, materialize
-from cotforge.curate.io.inputs import input_schema
+from cotforge.curate.io.inputs import input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig, normalize
@@ -128,14 +131,61 @@ def doc_to_row(self, document) -> dict:
 # --------------------------------------------------------------------------- executors
 
 
+EXECUTORS = ("local", "slurm", "ray")
+
+
 @dataclass
 class ExecutorConfig:
-    """How datatrove runs a stage: `local` (default), `slurm` or `ray`, with their options."""
+    """How datatrove runs a stage: `local` (default), `slurm` or `ray`, with their options.
 
-    executor: str = "local"
-    workers: int = 2
-    rows_per_task: int = DEFAULT_ROWS_PER_TASK
-    options: dict[str, Any] = field(default_factory=dict)  # passed to the Slurm/Ray executor
+    The same settings (and flags) serve every datatrove-based stage: the recipe's `executor:` section, or
+    `--executor --workers --tasks --rows-per-task --executor-option KEY=VALUE --keep-work` on the command line.
+    `options` go to the Slurm/Ray executor as they are (their meaning is datatrove's)."""
+
+    executor: str = field(default="local", metadata={"help": "datatrove executor.", "choices": EXECUTORS})
+    workers: int = field(default=2, metadata={"help": "Tasks run at once (local processes, Slurm/Ray concurrency)."})
+    tasks: int | None = field(default=None, metadata={
+        "help": "Split the input into about this many datatrove tasks (replaces rows_per_task)."})
+    rows_per_task: int = field(default=DEFAULT_ROWS_PER_TASK, metadata={
+        "help": "Rows per datatrove task (one ordered work shard each)."})
+    options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Option of the Slurm/Ray executor, e.g. partition=cpu or cpus_per_task=4 (repeatable).",
+        "flag": "--executor-option", "metavar": "KEY=VALUE"})
+    keep_work: bool = field(default=False, metadata={
+        "help": "Keep OUT/_work (work shards, datatrove logs, indexes), e.g. to inspect or rerun Slurm/Ray tasks."})
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor: {self.executor!r} is not one of {', '.join(EXECUTORS)}")
+        for name in ("workers", "rows_per_task"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
+        if self.tasks is not None and self.tasks < 1:
+            raise ValueError(f"tasks: must be >= 1 or null (got {self.tasks})")
+        if not isinstance(self.options, dict):
+            raise ValueError(f"options: expected a mapping of executor options, got {self.options!r}")
+
+    def for_inputs(self, specs: list[InputSpec]) -> ExecutorConfig:
+        """This config with `tasks` turned into rows per task for these inputs (unchanged without `tasks`)."""
+        if not self.tasks:
+            return self
+        return dataclasses.replace(self, tasks=None, rows_per_task=max(1, math.ceil(count_rows(specs) / self.tasks)))
+
+
+def count_rows(specs: list[InputSpec]) -> int:
+    """Cheap row count for `tasks`: Parquet metadata, JSONL line counts (other inputs are read)."""
+    total = 0
+    for spec in specs:
+        p = Path(spec.path)
+        if p.is_file() and p.name.endswith(".parquet"):
+            total += pq.ParquetFile(p).metadata.num_rows
+        elif p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")):
+            opener = gzip.open if p.name.endswith(".gz") else open
+            with opener(p, "rb") as fh:
+                total += sum(1 for line in fh if line.strip())
+        else:
+            total += sum(1 for _ in iter_input_rows([spec]))
+    return total
 
 
 def make_executor(pipeline: list, tasks: int, logging_dir: str | Path, cfg: ExecutorConfig,
@@ -190,17 +240,28 @@ def collect(writer: StageWriter, kept_dir: Path, removed_dir: Path, tasks: int,
                         writer.remove(on_removed(row) if on_removed else row)
 
 
-def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
-                        build_steps: Callable[[Path, pa.Schema], list], *,
-                        removed_extra: list[pa.Field] | None = None, exec_cfg: ExecutorConfig | None = None,
-                        strict: bool = False, rows_per_shard: int = 50_000, config: dict | None = None,
-                        keep_work: bool = False, extra_stats: Callable[[], dict] | None = None) -> dict:
-    """Ingest `specs`, run `[reader, *build_steps(removed_dir, removed_schema), kept_writer]` with
-    datatrove, and publish deterministic OUT/kept, OUT/removed and OUT/stats.json.
+@dataclass
+class WorkArea:
+    """A datatrove stage in progress: its work folder, the stage writer and the ordered work shards
+    (one per task) that ingest wrote. `start_stage` opens one, `finish_stage` publishes it."""
 
-    `build_steps(removed_dir, removed_schema)` returns the stage's datatrove steps; filters among
-    them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer."""
-    exec_cfg = exec_cfg or ExecutorConfig()
+    out: Path
+    work: Path
+    schema: pa.Schema
+    writer: StageWriter
+    shards: list[Path]
+    exec_cfg: ExecutorConfig
+
+    @property
+    def tasks(self) -> int:
+        return len(self.shards)
+
+
+def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cfg: ExecutorConfig, *,
+                removed_extra: list[pa.Field] | None = None, strict: bool = False, rows_per_shard: int = 50_000,
+                config: dict | None = None) -> WorkArea:
+    """Reset OUT/_work/<stage>, open the stage writer and ingest `specs` into work shards of
+    `exec_cfg.rows_per_task` rows (call `exec_cfg.for_inputs(specs)` first to honour `tasks`)."""
     out = Path(out_dir)
     work = out / "_work" / stage
     if work.exists():
@@ -208,22 +269,49 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
     schema = input_schema(specs)
     writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
                          config=config)
-    rschema = writer.removed.schema  # the row schema + reason/duplicate_of + the stage's extra columns
     shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
                          schema=schema)
-    tasks = len(shards)
-    if tasks:
-        pipeline = [schema_reader(work / "input"), *build_steps(work / "removed", rschema),
-                    schema_writer(work / "kept", schema)]
-        make_executor(pipeline, tasks, work / "logs", exec_cfg, name=stage).run()
-        missing = [r for r in range(tasks) if not (work / "logs" / "completions" / f"{r:05d}").exists()]
-        if missing:  # slurm/ray return once jobs are queued; a local failure leaves ranks incomplete
-            raise RuntimeError(f"{stage}: {len(missing)} of {tasks} datatrove tasks did not finish (see "
-                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
-        collect(writer, work / "kept", work / "removed", tasks)
-    stats = writer.close(extra_stats() if extra_stats else None)
-    if not keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-        if out.joinpath("_work").exists() and not any(out.joinpath("_work").iterdir()):
-            out.joinpath("_work").rmdir()
+    return WorkArea(out, work, schema, writer, shards, exec_cfg)
+
+
+def finish_stage(area: WorkArea, extra: dict | None = None) -> dict:
+    """Publish OUT/kept, OUT/removed and OUT/stats.json, then delete the work folder (unless keep_work)."""
+    stats = area.writer.close(extra)
+    if not area.exec_cfg.keep_work:
+        shutil.rmtree(area.work, ignore_errors=True)
+        parent = area.out / "_work"
+        if parent.exists() and not any(parent.iterdir()):
+            parent.rmdir()
     return stats
+
+
+def check_completions(logs: Path, tasks: int, stage: str) -> None:
+    """Raise when some datatrove ranks left no completion file (a local failure; Slurm/Ray still queued)."""
+    missing = [r for r in range(tasks) if not (logs / "completions" / f"{r:05d}").exists()]
+    if missing:
+        raise RuntimeError(f"{stage}: {len(missing)} of {tasks} datatrove tasks did not finish (see {logs}); "
+                           "with slurm/ray wait for the jobs, then rerun with keep_work")
+
+
+def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
+                        build_steps: Callable[[Path, pa.Schema], list], *,
+                        removed_extra: list[pa.Field] | None = None, exec_cfg: ExecutorConfig | None = None,
+                        strict: bool = False, rows_per_shard: int = 50_000, config: dict | None = None,
+                        extra_stats: Callable[[], dict] | None = None) -> dict:
+    """Ingest `specs`, run `[reader, *build_steps(removed_dir, removed_schema), kept_writer]` with
+    datatrove, and publish deterministic OUT/kept, OUT/removed and OUT/stats.json.
+
+    `build_steps(removed_dir, removed_schema)` returns the stage's datatrove steps; filters among
+    them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer."""
+    exec_cfg = (exec_cfg or ExecutorConfig()).for_inputs(specs)
+    area = start_stage(specs, out_dir, stage, exec_cfg, removed_extra=removed_extra, strict=strict,
+                       rows_per_shard=rows_per_shard, config=config)
+    work = area.work
+    if area.tasks:
+        rschema = area.writer.removed.schema  # the row schema + reason/duplicate_of + the stage's extra columns
+        pipeline = [schema_reader(work / "input"), *build_steps(work / "removed", rschema),
+                    schema_writer(work / "kept", area.schema)]
+        make_executor(pipeline, area.tasks, work / "logs", exec_cfg, name=stage).run()
+        check_completions(work / "logs", area.tasks, stage)
+        collect(area.writer, work / "kept", work / "removed", area.tasks)
+    return finish_stage(area, extra_stats() if extra_stats else None)

@@ -123,9 +123,9 @@ def test_strict_names_file_line_and_field(tmp_path):
 def test_missing_unreadable_and_empty_inputs(tmp_path, caplog):
     with pytest.raises(InputError, match="no such file"):
         rows(InputSpec(str(tmp_path / "missing.jsonl")))
-    (tmp_path / "x.csv").write_text("a,b\n")
+    (tmp_path / "hostname").write_text("buildhost\n")  # neither by name nor by content a data file
     with pytest.raises(InputError, match="unknown format"):
-        rows(InputSpec(str(tmp_path / "x.csv")))
+        rows(InputSpec(str(tmp_path / "hostname")))
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     with pytest.raises(InputError, match="not a readable Parquet"):
         rows(InputSpec(str(tmp_path / "broken.parquet")))

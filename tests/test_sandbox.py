@@ -234,6 +234,28 @@ def test_limits_validate_themselves():
         SandboxLimits(memory_mb=16)
     with pytest.raises(ValueError, match="stderr_bytes"):
         SandboxLimits(stderr_bytes=-1)
+    with pytest.raises(ValueError, match="packages"):
+        SandboxLimits(packages="numpy")  # a string is not a list of names (it would become its letters)
+
+
+def test_package_allow_list_from_the_generated_cli():
+    """The allow-list as the generated CLI takes it: repeatable and comma-separated."""
+    import click
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.fields import FlagSet
+
+    flags = FlagSet(SandboxLimits, "cfg")
+
+    @click.command(params=flags.options)
+    @click.pass_context
+    def cmd(ctx: click.Context, **_: object) -> dict:
+        return flags.values(ctx)
+
+    res = CliRunner().invoke(cmd, ["--packages", "numpy,sortedcontainers", "--packages", "pytest"],
+                             standalone_mode=False)
+    assert res.exception is None, res.output
+    assert SandboxLimits(**res.return_value).packages == ("numpy", "sortedcontainers", "pytest")
 
 
 def test_run_cgroups_are_left_empty():

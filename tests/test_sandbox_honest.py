@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cotforge.curate.verify.code import LEETCODE_PRELUDE, outputs_match, run_tests, run_tests_batch
+from cotforge.curate.verify.code import outputs_match, run_tests, run_tests_batch
+from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
 LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)

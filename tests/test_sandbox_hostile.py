@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cotforge.curate.verify.code import LEETCODE_PRELUDE, run_tests, run_tests_batch
+from cotforge.curate.verify.code import run_tests, run_tests_batch
+from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.sandbox import UID_BASE, UID_SPAN, SandboxLimits, run_python
 
 LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)

@@ -6,6 +6,7 @@ own `approx` via `from solution import *`, reading the test file, always-equal o
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -185,3 +186,16 @@ def test_pytest_kind_is_validated():
     for bad in ({"kind": "pytest"}, {"kind": "pytest", "test": " "}, {"kind": "pytest", "test": FILE, "module": "a-b"}):
         with pytest.raises(BadTests):
             parse_tests(bad)
+
+
+def test_kodcode_reader_output_runs_in_the_sandbox():
+    """What the KodCode preset writes (`curate/io/codetests.pytest_file`) is what this verifier runs: a file
+    needing pytest stays kind pytest and passes with a right program; a plain one becomes assert code."""
+    from cotforge.curate.io.codetests import pytest_file
+
+    needs_pytest = json.loads(pytest_file(FILE))
+    plain = json.loads(pytest_file("from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"))
+    assert (needs_pytest["kind"], plain["kind"]) == ("pytest", "assert")
+    got = run_tests_batch([(RIGHT, needs_pytest), (RIGHT, plain), (WRONG, plain)], LIM)
+    assert [v.status for v in got] == ["pass", "pass", "fail"], [v.details for v in got]
+    assert got[0].total == N_TESTS

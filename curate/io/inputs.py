@@ -1,7 +1,8 @@
 """Where a curation stage's rows come from: raw inputs or an earlier stage's folder (its `kept/` shards).
 
 A stage folder holds `kept/part-NNNNN.parquet`, `removed/part-NNNNN.parquet` and `stats.json` (see
-`cotforge.curate.io.writer`); a later stage reads the kept shards, raw files go through the readers.
+`cotforge.curate.io.writer`); a later stage reads the kept shards, raw files go through the readers. Both may
+live on any fsspec filesystem (`s3://bucket/run/dedup`).
 """
 
 from __future__ import annotations
@@ -9,80 +10,135 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows
+from cotforge.curate.io import fs
+from cotforge.curate.io.presets import PRESET_FIELDS
+from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows, uses_preset
 from cotforge.curate.schema import CORE_FIELDS, SCHEMA
+
+if TYPE_CHECKING:
+    from cotforge.curate.io.writer import StageWriter
 
 
 def is_stage_dir(path: str | Path) -> bool:
     """True for an earlier stage's output folder (it has `kept/`)."""
-    return (Path(path) / "kept").is_dir()
+    p = str(path)
+    if fs.is_url(p) and not p.startswith("file://"):
+        return not fs.has_glob(p) and fs.isdir(fs.join(p, "kept"))
+    return (Path(fs.local_path(p) or p) / "kept").is_dir()
 
 
-def stage_files(path: str | Path, part: str = "kept") -> list[Path]:
-    """The shards of one part (`kept` or `removed`) of a stage folder, in order."""
-    return sorted((Path(path) / part).glob("*.parquet"))
+def stage_files(path: str | Path, part: str = "kept") -> list[Path] | list[str]:
+    """The shards of one part (`kept` or `removed`) of a stage folder, in order (URLs for remote folders)."""
+    p = str(path)
+    if fs.is_remote(p):
+        folder = fs.join(p, part)
+        return [f for f in fs.list_files(folder, (".parquet",))] if fs.isdir(folder) else []
+    return sorted((Path(fs.local_path(p) or p) / part).glob("*.parquet"))
 
 
 def resolve_inputs(paths: Iterable[str], *, source_names: dict[str, str] | None = None,
-                   mapping: dict[str, str] | None = None, domain: str | None = None) -> list[InputSpec]:
+                   mapping: dict[str, str] | None = None, domain: str | None = None,
+                   preset: str | None = None) -> list[InputSpec]:
     """Turn CLI paths into InputSpecs; a stage folder expands to its `kept/` shards."""
     source_names = source_names or {}
     specs: list[InputSpec] = []
     for p in paths:
-        if not p.startswith("hf:") and not Path(p).exists():
+        remote_or_glob = fs.is_url(p) or fs.has_glob(p)
+        if not p.startswith("hf:") and not remote_or_glob and not Path(p).exists():
             raise InputError(f"{p}: no such file or directory")
-        if not p.startswith("hf:") and is_stage_dir(p):
+        if not p.startswith("hf:") and not fs.has_glob(p) and is_stage_dir(p):
             for f in stage_files(p):
                 specs.append(InputSpec(str(f), source_names.get(p), dict(mapping or {}), domain))
             continue
-        specs.append(InputSpec(p, source_names.get(p), dict(mapping or {}), domain))
+        specs.append(InputSpec(p, source_names.get(p), dict(mapping or {}), domain, preset=preset))
     return specs
+
+
+def _read_schema(path: str) -> pa.Schema | None:
+    try:
+        if fs.is_remote(path):
+            with fs.open_binary(path) as fh:
+                return pq.read_schema(fh)
+        return pq.read_schema(fs.local_path(path) or path)
+    except Exception:
+        return None
 
 
 def _is_schema_parquet(path: str) -> bool:
     if not path.endswith(".parquet"):
         return False
-    try:
-        names = set(pq.read_schema(path).names)
-    except Exception:
-        return False
-    return set(CORE_FIELDS) <= names
+    schema = _read_schema(path)
+    return schema is not None and set(CORE_FIELDS) <= set(schema.names)
 
 
-def iter_input_rows(specs: list[InputSpec], strict: bool = False) -> Iterator[dict[str, Any] | Quarantined]:
+def iter_input_rows(specs: list[InputSpec], strict: bool = False,
+                    report: dict[str, Any] | None = None) -> Iterator[dict[str, Any] | Quarantined]:
     """All rows of all inputs in order. Parquet already in the schema passes through unchanged
     (extra columns from earlier stages are kept); anything else goes through `read_rows`."""
     for spec in specs:
         if _is_schema_parquet(spec.path):
-            pf = pq.ParquetFile(spec.path)
-            for batch in pf.iter_batches(batch_size=4096):
-                for row in batch.to_pylist():
-                    if spec.source_name:
-                        row["source"] = spec.source_name
-                    yield row
+            fh = fs.open_binary(spec.path) if fs.is_remote(spec.path) else None
+            try:
+                pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path))
+                for batch in pf.iter_batches(batch_size=4096):
+                    for row in batch.to_pylist():
+                        if spec.source_name:
+                            row["source"] = spec.source_name
+                        yield row
+            finally:
+                if fh is not None:
+                    fh.close()
         else:
-            yield from read_rows(spec, strict=strict)
+            yield from read_rows(spec, strict=strict, report=report)
+
+
+def counted_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool = False,
+                 report: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The valid rows of `specs` for a stage: malformed ones go to the writer's removed/ (skipped when
+    `writer` is None, e.g. a first pass that only looks), the others are counted in per source, then yielded.
+    What every row-by-row curation stage does before its own decision, so their counts add up the same way."""
+    for row in iter_input_rows(specs, strict=strict, report=report):
+        if isinstance(row, Quarantined):
+            if writer is not None:
+                writer.quarantine(row)
+            continue
+        if writer is not None:
+            writer.count_in(row["source"])
+        yield row
 
 
 def input_schema(specs: list[InputSpec]) -> pa.Schema:
-    """The widest schema among schema-parquet inputs (earlier stages' added columns), else SCHEMA."""
+    """The widest schema among the inputs: earlier stages' added columns of schema-parquet inputs, plus the
+    preset label columns (problem_id, gen_index, correct, pass_rate, difficulty) when a raw input is read
+    through a preset; else SCHEMA."""
     schema = SCHEMA
+    extra: list[pa.Field] = []
     for spec in specs:
         if _is_schema_parquet(spec.path):
-            for f in pq.read_schema(spec.path):
-                if schema.get_field_index(f.name) < 0 and f.name not in ("reason", "duplicate_of"):
-                    schema = schema.append(f)
+            for f in _read_schema(spec.path) or []:
+                if f.name not in ("reason", "duplicate_of"):
+                    extra.append(f)
+        elif spec.preset != "none" and not spec.mapping:
+            try:
+                if uses_preset(spec):
+                    extra.extend(PRESET_FIELDS)
+            except InputError:
+                pass  # reported when the input is read
+    for f in extra:
+        if schema.get_field_index(f.name) < 0:
+            schema = schema.append(f)
     return schema
 
 
 def read_stats(out_dir: str | Path) -> dict[str, Any]:
-    """A finished stage's stats.json."""
-    return json.loads((Path(out_dir) / "stats.json").read_text())
+    """A finished stage's stats.json (local or remote folder)."""
+    with fs.open_text(fs.join(str(out_dir), "stats.json")) as f:
+        return json.load(f)
 
 
 def read_table(out_dir: str | Path, part: str = "kept"):
@@ -92,4 +148,11 @@ def read_table(out_dir: str | Path, part: str = "kept"):
     files = stage_files(out_dir, part)
     if not files:
         return pl.DataFrame(schema={f.name: pl.Utf8 for f in SCHEMA})
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    frames = []
+    for f in files:
+        if fs.is_remote(str(f)):
+            with fs.open_binary(str(f)) as fh:
+                frames.append(pl.read_parquet(fh))
+        else:
+            frames.append(pl.read_parquet(f))
+    return pl.concat(frames, how="diagonal_relaxed")

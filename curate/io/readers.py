@@ -1,452 +1,382 @@
-"""Read JSONL / JSONL.gz / Parquet / Hugging Face datasets into rows of the one schema.
+"""Read any input into rows of the one schema: files (any format, any filesystem), folders, globs,
+`save_to_disk` folders and Hub datasets; source presets or plain field detection.
 
-Field names are auto-detected from the aliases below (the chosen mapping is logged) and can be
-overridden with ``--map prompt=problem``. Chat lists (``messages`` / ``conversations``) become
-prompt/response. A bad row never raises unless ``strict``: it comes back as a `Quarantined`
-record naming the file, line/row and field, so every input row ends up somewhere.
+The pieces: `fs` (paths and fsspec URLs), `formats` (format detection and streaming record readers),
+`presets` (popular sources as published), `mapping` (field detection for everything else), `codetests`.
+One detection step (`detect_input`) decides per file its format (name + content) and its preset (first
+record's columns); the recipe planner calls it for `--dry-run`, the readers for every file they open.
+
+A bad row never raises unless ``strict``: it comes back as a `Quarantined` record naming the file,
+line/row/byte offset and field, so every input row ends up somewhere. A compressed stream that breaks keeps
+the rows before the break and adds one quarantined entry for the break.
 """
 
 from __future__ import annotations
 
-import ast
-import gzip
 import json
 import logging
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from cotforge.curate.schema import dump_meta, make_id, normalize_domain
+from cotforge.curate.io import fs
+from cotforge.curate.io.codetests import normalize_tests
+from cotforge.curate.io.formats import (
+    DATA_SUFFIXES,
+    BadRecord,
+    Break,
+    Format,
+    UnknownFormat,
+    detect_format,
+    iter_arrow,
+    iter_csv,
+    iter_json_array,
+    iter_jsonl,
+    iter_parquet,
+)
+from cotforge.curate.io.mapping import ALIASES, CHAT_KEYS, TARGETS, detect_mapping, to_row
+from cotforge.curate.io.presets import PRESETS, Preset, detect_preset, preset_rows
+from cotforge.curate.io.records import InputError, Origin, Quarantined
+from cotforge.curate.io.spec import InputSpec
 
 log = logging.getLogger(__name__)
 
-ALIASES: dict[str, tuple[str, ...]] = {
-    "id": ("id", "uid", "unique_id", "task_id", "problem_id", "question_id"),
-    "prompt": ("prompt", "problem", "question", "instruction", "query", "input_text"),
-    "response": ("response", "solution", "completion", "generation", "output", "answer_text",
-                 "generated_solution"),
-    "answer": ("answer", "ground_truth", "gold", "gt", "expected_answer", "final_answer", "target",
-               "reward_model"),
-    "tests": ("tests", "test", "test_cases", "input_output", "test_list"),
-    "source": ("source", "data_source", "dataset"),
-    "domain": ("domain", "ability", "category"),
-}
-CHAT_KEYS = ("messages", "conversations", "conversation")
-TARGETS = tuple(ALIASES)
+HF_DIR_FILES = ("dataset_info.json", "dataset_dict.json", "state.json")
+PEEK_UNITS = 16  # files whose first record input_schema looks at when a folder mixes sources
 
-DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
+__all__ = ["ALIASES", "CHAT_KEYS", "DATA_SUFFIXES", "TARGETS", "InputError", "InputSpec", "Origin", "Quarantined",
+           "describe_input", "detect_input", "detect_mapping", "input_units", "iter_raw", "normalize_tests",
+           "read_rows", "to_row", "validate_input"]
 
 
-class InputError(Exception):
-    """A bad input: names the file, line/row and field. `what` is the message without the place."""
-
-    def __init__(self, message: str, what: str | None = None):
-        super().__init__(message)
-        self.what = what or message
+# --------------------------------------------------------------------------- units (files / datasets)
 
 
-def _err(origin: Origin, what: str) -> InputError:
-    return InputError(f"{origin}: {what}", what)
+def is_hf_dir(path: str) -> bool:
+    """A `datasets.save_to_disk` folder (a Dataset or a DatasetDict)."""
+    return any(fs.exists(fs.join(path, f)) for f in HF_DIR_FILES)
 
 
-@dataclass
-class Origin:
-    """Where a record came from: file (as given) and 1-based line (JSONL) or 0-based row index."""
-
-    file: str
-    index: int
-    unit: str = "line"
-
-    def __str__(self) -> str:
-        return f"{self.file}, {self.unit} {self.index}"
-
-    def as_meta(self) -> dict[str, Any]:
-        return {"file": self.file, self.unit: self.index}
-
-
-@dataclass
-class Quarantined:
-    """A record that could not become a row, with the reason (`malformed: ...`)."""
-
-    origin: Origin
-    reason: str
-    raw: Any = None
-    source: str = ""
-
-    def to_row(self) -> dict[str, Any]:
-        raw = self.raw if isinstance(self.raw, str) else json.dumps(self.raw, default=str)[:2000]
-        meta = {"_origin": self.origin.as_meta(), "_raw": (raw or "")[:2000]}
-        prompt = ""
-        if isinstance(self.raw, dict):
-            for k in ALIASES["prompt"]:
-                if isinstance(self.raw.get(k), str):  # shown as is, minus what UTF-8 cannot hold
-                    prompt = self.raw[k].encode("utf-8", "replace").decode("utf-8")
-                    break
-        return {
-            "id": make_id(self.source, f"{self.origin}", raw),
-            "source": self.source,
-            "domain": "other",
-            "prompt": prompt,
-            "response": None,
-            "answer": None,
-            "tests": None,
-            "meta": dump_meta(meta),
-            "reason": self.reason,
-            "duplicate_of": None,
-        }
+def input_units(spec: InputSpec) -> list[InputSpec]:
+    """The units one input expands into, in order: each file of a folder or glob, or the one dataset."""
+    p = spec.path
+    if spec.is_hub:
+        return [spec]
+    try:
+        if fs.has_glob(p):
+            files = fs.expand(p)
+            if not files:
+                raise InputError(f"{fs.shown(p)}: the pattern matches no files")
+            return [spec.with_path(f) for f in files]
+        if not fs.exists(p):
+            raise InputError(f"{fs.shown(p)}: no such file or directory")
+        if fs.isdir(p):
+            if is_hf_dir(p):
+                return [spec]
+            files = fs.list_files(p, DATA_SUFFIXES)
+            if not files:
+                raise InputError(f"{fs.shown(p)}: directory holds no data files ({', '.join(DATA_SUFFIXES[:8])}, ...)")
+            return [spec.with_path(f) for f in files]
+    except fs.StorageError as e:
+        raise InputError(str(e)) from e
+    except PermissionError as e:
+        raise InputError(f"{fs.shown(p)}: not readable ({e})") from e
+    return [spec]
 
 
-@dataclass
-class InputSpec:
-    """One input: a path or `hf:org/name[:split]`, plus per-input overrides."""
-
-    path: str
-    source_name: str | None = None
-    mapping: dict[str, str] = field(default_factory=dict)
-    domain: str | None = None
-
-    @property
-    def default_source(self) -> str:
-        if self.source_name:
-            return self.source_name
-        if self.path.startswith("hf:"):
-            return self.path[3:].split(":")[0].rstrip("/").split("/")[-1]
-        name = Path(self.path.rstrip("/")).name
-        for suf in (".gz", ".jsonl", ".json", ".parquet"):
-            name = name.removesuffix(suf)
-        return name
+def unit_format(unit: InputSpec) -> Format | str:
+    """`Format` of a file unit, or "hub" / "save_to_disk" for dataset units; unknown formats raise InputError."""
+    if unit.is_hub:
+        name, _ = unit.hub_name_split()
+        return "save_to_disk" if fs.local_path(name) and Path(name).is_dir() and is_hf_dir(name) else "hub"
+    if fs.isdir(unit.path):
+        return "save_to_disk"
+    if unit.format != "auto":
+        by_name = detect_format(unit.path) if unit.format in ("jsonl", "json", "csv", "tsv") else None
+        return Format(unit.format, by_name.compression if by_name else None)
+    try:
+        return detect_format(unit.path)
+    except UnknownFormat as e:
+        raise InputError(str(e)) from e
 
 
 # --------------------------------------------------------------------------- raw records
 
 
-def _is_hf_dir(path: Path) -> bool:
-    return any((path / f).exists() for f in ("dataset_info.json", "dataset_dict.json", "state.json"))
-
-
 def iter_raw(spec: InputSpec) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
-    """Yield (origin, record) for every raw record of one input; bad lines come as Quarantined."""
-    p = spec.path
-    if p.startswith("hf:"):
-        yield from _iter_hf(spec)
-        return
-    path = Path(p)
-    if not path.exists():
-        raise InputError(f"{p}: no such file or directory")
-    if path.is_dir():
-        if _is_hf_dir(path):
-            yield from _iter_hf(spec)
-            return
-        files = sorted(f for f in path.rglob("*") if f.is_file() and str(f).endswith(DATA_SUFFIXES))
-        if not files:
-            raise InputError(f"{p}: directory holds no .jsonl/.jsonl.gz/.parquet files")
-        for f in files:
-            yield from iter_raw(InputSpec(str(f), spec.source_name, spec.mapping, spec.domain))
-        return
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{p}: not readable")
-    name = path.name
-    if name.endswith(".parquet"):
-        yield from _iter_parquet(path, p)
-    elif name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        yield from _iter_jsonl(path, p)
-    else:
-        raise InputError(f"{p}: unknown format (expected .jsonl, .jsonl.gz, .parquet, a dataset dir or hf:)")
+    """Yield (origin, record) for every raw record of one input; bad records come as Quarantined."""
+    for unit in input_units(spec):
+        yield from _iter_unit(unit)
 
 
-def _iter_jsonl(path: Path, shown: str) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
+def _iter_unit(unit: InputSpec) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
+    fmt = unit_format(unit)
+    if fmt == "hub":
+        yield from _iter_hub(unit)
+        return
+    if fmt == "save_to_disk":
+        name, split = unit.hub_name_split() if unit.is_hub else (unit.path, unit.split or "train")
+        yield from _iter_disk(name, split, unit.path)
+        return
+    assert isinstance(fmt, Format)
+    shown = fs.shown(unit.path)
     try:
-        fh = opener(path, "rb")
-        first = fh.read(1)
-    except (OSError, EOFError) as e:
+        fh = fs.open_binary(unit.path)
+    except (OSError, fs.StorageError) as e:
         raise InputError(f"{shown}: cannot read ({e})") from e
-    if not first:
-        log.warning("%s: empty file", shown)
-        fh.close()
-        return
-    if path.name.endswith((".json", ".json.gz")) and first == b"[":
-        data = json.loads(first + fh.read())
-        fh.close()
-        for i, rec in enumerate(data):
-            o = Origin(shown, i, "row")
-            yield o, rec if isinstance(rec, dict) else Quarantined(o, "malformed: record is not an object", rec)
-        return
+    n = 0
     with fh:
-        lineno = 0
-        pending = first
-        for raw in fh:
-            raw = pending + raw
-            pending = b""
-            lineno += 1
-            yield _parse_line(raw, Origin(shown, lineno))
-        if pending:
-            yield _parse_line(pending, Origin(shown, 1))
-
-
-def _parse_line(raw: bytes, origin: Origin) -> tuple[Origin, dict[str, Any] | Quarantined]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return origin, Quarantined(origin, f"malformed: invalid UTF-8 at byte {e.start}",
-                                   raw.decode("utf-8", "replace"))
-    if not text.strip():
-        return origin, Quarantined(origin, "malformed: empty line", text)
-    try:
-        rec = json.loads(text)
-    except json.JSONDecodeError as e:
-        return origin, Quarantined(origin, f"malformed: invalid JSON ({e.msg} at column {e.colno})", text)
-    if not isinstance(rec, dict):
-        return origin, Quarantined(origin, "malformed: line is not a JSON object", text)
-    return origin, rec
-
-
-def _iter_parquet(path: Path, shown: str) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow raises several types for broken files
-        raise InputError(f"{shown}: not a readable Parquet file ({e})") from e
-    i = 0
-    for batch in pf.iter_batches(batch_size=2048):
-        for rec in batch.to_pylist():
-            yield Origin(shown, i, "row"), rec
-            i += 1
-    if i == 0:
+        if fmt.kind == "parquet":
+            try:
+                records: Iterator = iter_parquet(fh)
+                first = next(records, None)
+            except Exception as e:  # pyarrow raises several types for broken files
+                raise InputError(f"{shown}: not a readable Parquet file ({e})") from e
+            records = _chain(first, records)
+            unit_name = "row"
+        elif fmt.kind == "arrow":
+            records, unit_name = iter_arrow(fh), "row"
+        elif fmt.kind == "jsonl":
+            records, unit_name = iter_jsonl(fh, fmt.compression), "line"
+        elif fmt.kind == "json":
+            records, unit_name = iter_json_array(fh, fmt.compression), "row"
+        else:
+            records, unit_name = iter_csv(fh, fmt.compression, "\t" if fmt.kind == "tsv" else ","), "line"
+        for idx, rec in records:
+            n += 1
+            if isinstance(rec, Break):
+                where = Origin(shown, rec.offset, "byte") if rec.offset >= 0 else Origin(shown, idx, unit_name)
+                tail = rec.tail.decode("utf-8", "replace")[:2000]
+                log.warning("%s: %s (records before it are kept)", shown, rec.reason)
+                yield where, Quarantined(where, f"malformed: {rec.reason}; last complete record before it: "
+                                                f"{unit_name} {idx - 1}", tail)
+                continue
+            origin = Origin(shown, idx, unit_name)
+            yield origin, rec if not isinstance(rec, BadRecord) else Quarantined(origin, rec.reason, rec.raw)
+    if n == 0:
         log.warning("%s: empty file", shown)
 
 
-def _iter_hf(spec: InputSpec) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
-    """Local `save_to_disk` directories, or hub names / local dataset dirs through `load_dataset`."""
+def _chain(first: Any, rest: Iterator) -> Iterator:
+    if first is not None:
+        yield first
+    yield from rest
+
+
+def _iter_disk(folder: str, split: str, shown_path: str) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
+    """Rows of a `save_to_disk` folder read straight from its Arrow files (streamed, no `datasets` needed)."""
+    if fs.exists(fs.join(folder, "dataset_dict.json")):
+        with fs.open_text(fs.join(folder, "dataset_dict.json")) as f:
+            splits = json.load(f).get("splits", [])
+        if split not in splits:
+            raise InputError(f"{shown_path}: no split {split!r} (has {sorted(splits)})")
+        folder = fs.join(folder, split)
+    try:
+        with fs.open_text(fs.join(folder, "state.json")) as f:
+            files = [d["filename"] for d in json.load(f)["_data_files"]]
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        raise InputError(f"{shown_path}: not a readable save_to_disk folder ({e})") from e
+    i = 0
+    for name in files:
+        with fs.open_binary(fs.join(folder, name)) as fh:
+            for _, rec in iter_arrow(fh):
+                origin = Origin(fs.shown(shown_path), i, "row")
+                if isinstance(rec, Break):
+                    yield origin, Quarantined(origin, f"malformed: {name}: {rec.reason}", None)
+                    break
+                yield origin, rec
+                i += 1
+    log.info("%s: %d rows (split %s)", fs.shown(shown_path), i, split)
+
+
+def _iter_hub(spec: InputSpec) -> Iterator[tuple[Origin, dict[str, Any] | Quarantined]]:
+    """A Hub dataset (or a local folder in the Hub's layout) through `datasets.load_dataset`, streamed unless
+    `streaming=False`: rows arrive as the files are read, nothing is converted to a cache first."""
     import datasets
 
-    p = spec.path
-    if p.startswith("hf:"):
-        name, _, split = p[3:].partition(":")
-        split = split or "train"
+    name, split = spec.hub_name_split()
+    kwargs = {"name": spec.config_name, "split": split, "revision": spec.revision, "data_files": spec.data_files,
+              "streaming": spec.streaming}
+    try:
+        ds = datasets.load_dataset(name, **{k: v for k, v in kwargs.items() if v is not None})
+    except Exception as e:
+        raise InputError(f"{spec.path}: cannot load dataset ({type(e).__name__}: {e})") from e
+    log.info("%s: reading split %s%s (%s)", spec.path, split, f", config {spec.config_name}" if spec.config_name else "",
+             "streamed" if spec.streaming else "downloaded")
+    i = 0
+    it = iter(ds)
+    while True:
         try:
-            if Path(name).is_dir() and _is_hf_dir(Path(name)):
-                ds = datasets.load_from_disk(name)
-            else:
-                ds = datasets.load_dataset(name, split=split)
+            rec = next(it)
+        except StopIteration:
+            break
         except Exception as e:
-            raise InputError(f"{p}: cannot load dataset ({type(e).__name__}: {e})") from e
-    else:
-        name, split = p, "train"
-        ds = datasets.load_from_disk(p)
-    if isinstance(ds, datasets.DatasetDict):
-        if split not in ds:
-            raise InputError(f"{p}: no split {split!r} (has {sorted(ds)})")
-        ds = ds[split]
-    log.info("%s: %d rows (split %s)", p, len(ds), split)
-    for i, rec in enumerate(ds):
-        yield Origin(p, i, "row"), rec
+            raise InputError(f"{spec.path}, row {i}: reading the dataset failed ({type(e).__name__}: {e})") from e
+        yield Origin(spec.path, i, "row"), rec
+        i += 1
 
 
-# --------------------------------------------------------------------------- mapping
+# --------------------------------------------------------------------------- detection (format + preset)
 
 
-def detect_mapping(keys: list[str], overrides: dict[str, str] | None = None) -> dict[str, str]:
-    """Choose input field per schema field: explicit overrides first, then the first alias present."""
-    mapping: dict[str, str] = {}
-    overrides = overrides or {}
-    for target in TARGETS:
-        if target in overrides:
-            mapping[target] = overrides[target]
-            continue
-        for alias in ALIASES[target]:
-            if alias in keys and alias not in mapping.values():
-                mapping[target] = alias
-                break
-    chat = next((k for k in CHAT_KEYS if k in keys), None)
-    if chat and "prompt" not in overrides and ("prompt" not in mapping or "response" not in mapping):
-        mapping["chat"] = chat
-    return mapping
+@dataclass
+class Detection:
+    """What the one detection step found for an input: its units' formats and the preset of its rows."""
+
+    units: int
+    formats: list[str]
+    preset: Preset | None
+    how: str  # explicit | detected | none | mapping | unknown (hub inputs are only opened when read)
+
+    def describe(self, spec: InputSpec | None = None) -> str:
+        kinds = sorted(set(self.formats))
+        if kinds == ["hub"]:
+            where = "Hub dataset, " + ("streamed" if spec is None or spec.streaming else "downloaded first")
+            if spec is not None and (spec.config_name or spec.revision or spec.data_files):
+                where += "".join(f", {k} {v}" for k, v in (("config", spec.config_name), ("revision", spec.revision),
+                                                          ("data_files", spec.data_files)) if v)
+        elif kinds == ["save_to_disk"]:
+            where = "save_to_disk folder (Arrow files, streamed)"
+        else:
+            where = f"{', '.join(kinds)} ({self.units} file{'s' if self.units != 1 else ''})"
+        if self.preset is not None:
+            pre = f"preset {self.preset.name} ({self.how}{' from the columns' if self.how == 'detected' else ''})"
+        elif self.how == "unknown":
+            pre = "preset: detected from the first record's columns when read"
+        elif self.how == "mapping":
+            pre = "no preset (explicit field mapping)"
+        else:
+            pre = "no preset (field detection)"
+        return f"{where}; {pre}"
 
 
-def _text(value: Any, field_name: str, origin: Origin, *, required: bool) -> str | None:
-    if value is None:
-        if required:
-            raise _err(origin, f"field {field_name!r} is missing or null")
-        return None
-    if isinstance(value, str):
-        if required and not value.strip():
-            raise _err(origin, f"field {field_name!r} is empty")
-        return value
-    raise _err(origin, f"field {field_name!r} must be a string, got {type(value).__name__}")
+def _explicit(spec: InputSpec) -> tuple[Preset | None, str] | None:
+    if spec.preset == "none":
+        return None, "none"
+    if spec.mapping:
+        return None, "mapping"
+    if spec.preset:
+        return PRESETS[spec.preset], "explicit"
+    return None
 
 
-def _scalar_text(value: Any) -> str | None:
-    """Answers may be numbers or lists in the wild; keep them as text."""
-    if value is None:
-        return None
-    if isinstance(value, dict) and "ground_truth" in value:  # verl reward_model
-        return _scalar_text(value["ground_truth"])
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float, bool)):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, default=str)
+def first_record(unit: InputSpec) -> dict[str, Any] | None:
+    """The first good record of a unit (None when it has none)."""
+    for _, rec in _iter_unit(unit):
+        if not isinstance(rec, Quarantined):
+            return rec
+    return None
 
 
-def normalize_tests(value: Any) -> str | None:
-    """Code tests as the JSON text the verifiers take: {"kind": "stdio", "cases": [...]} or
-    {"kind": "assert", "test": code, "entry_point": name|None}. Unknown shapes are kept as JSON."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            return normalize_tests(json.loads(value))
-        except json.JSONDecodeError:
-            return json.dumps({"kind": "assert", "test": value, "entry_point": None}) if "assert" in value else value
-    if isinstance(value, dict):
-        if "kind" in value:
-            return json.dumps(value, ensure_ascii=False)
-        ins, outs = value.get("inputs"), value.get("outputs")
-        if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) and not value.get("fn_name"):
-            cases = [{"input": _as_text(i), "output": _as_text(o)} for i, o in zip(ins, outs, strict=True)]
-            return json.dumps({"kind": "stdio", "cases": cases}, ensure_ascii=False)
-    if isinstance(value, list) and value:
-        if all(isinstance(t, dict) and "input" in t and "output" in t for t in value):
-            cases = [{"input": _as_text(t["input"]), "output": _as_text(t["output"])} for t in value]
-            return json.dumps({"kind": "stdio", "cases": cases}, ensure_ascii=False)
-        if all(isinstance(t, str) for t in value) and any("assert" in t for t in value):  # MBPP test_list
-            return json.dumps({"kind": "assert", "test": "\n".join(value), "entry_point": None})
-    return json.dumps(value, ensure_ascii=False, default=str)
+def detect_input(spec: InputSpec, *, open_hub: bool = True, max_units: int = PEEK_UNITS) -> Detection:
+    """Formats of the input's units and the preset of its rows (explicit, or from the first record's columns).
+    Missing inputs and unknown formats raise InputError naming the file."""
+    units = input_units(spec)
+    formats = [str(unit_format(u)) for u in units[:max_units]]
+    chosen = _explicit(spec)
+    if chosen is not None:
+        return Detection(len(units), formats, chosen[0], chosen[1])
+    if not open_hub and formats[0] == "hub":
+        return Detection(len(units), formats, None, "unknown")
+    for u in units[:max_units]:
+        rec = first_record(u)
+        if rec is not None:
+            found = detect_preset(rec)
+            if found is not None:
+                return Detection(len(units), formats, found, "detected")
+    return Detection(len(units), formats, None, "none")
 
 
-def _as_text(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, list):
-        return "\n".join(str(x) for x in v)
-    return str(v)
+@lru_cache(maxsize=256)
+def _cached_preset(path: str, preset: str | None, fmt: str, mapping: tuple, config: str | None, split: str | None,
+                   revision: str | None, data_files: str | None) -> str | None:
+    spec = InputSpec(path, preset=preset, format=fmt, mapping=dict(mapping), config_name=config, split=split,
+                     revision=revision, data_files=json.loads(data_files) if data_files else None)
+    det = detect_input(spec)
+    return det.preset.name if det.preset else None
 
 
-def _chat_to_pair(msgs: Any, origin: Origin, key: str) -> tuple[str, str | None, str | None]:
-    """(prompt, response, system) from a chat list: the last assistant turn is the response."""
-    if not isinstance(msgs, list) or not msgs:
-        raise _err(origin, f"field {key!r} must be a non-empty list of messages")
-    turns = []
-    for m in msgs:
-        if not isinstance(m, dict):
-            raise _err(origin, f"field {key!r} holds a non-object message")
-        role = str(m.get("role", m.get("from", ""))).lower()
-        content = m.get("content", m.get("value"))
-        if not isinstance(content, str):
-            raise _err(origin, f"field {key!r}: message content must be a string")
-        role = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}.get(role, role)
-        turns.append((role, content))
-    system = "\n".join(c for r, c in turns if r == "system") or None
-    last_asst = max((i for i, (r, _) in enumerate(turns) if r == "assistant"), default=None)
-    before = turns if last_asst is None else turns[:last_asst]
-    users = [c for r, c in before if r == "user"]
-    if not users:
-        raise _err(origin, f"field {key!r} has no user turn")
-    prompt = users[-1] if len(users) == 1 else "\n\n".join(users)
-    response = None if last_asst is None else turns[last_asst][1]
-    return prompt, response, system
+def uses_preset(spec: InputSpec) -> bool:
+    """True when the input is (or, detected from its first records, will be) read through a preset."""
+    return _cached_preset(spec.path, spec.preset, spec.format, tuple(sorted(spec.mapping.items())),
+                          spec.config_name, spec.split, spec.revision,
+                          json.dumps(spec.data_files) if spec.data_files else None) is not None
 
 
-def _parse_meta(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value.strip():
-        for parse in (json.loads, ast.literal_eval):
-            try:
-                out = parse(value)
-                return out if isinstance(out, dict) else {"meta": out}
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+def validate_input(spec: InputSpec) -> Detection:
+    """Plan-time check (`--dry-run`): the input exists, every file's format is known, the preset is known.
+    Hub inputs are not opened (no network at plan time); local folders in the Hub layout are."""
+    name = spec.hub_name_split()[0] if spec.is_hub else None
+    return detect_input(spec, open_hub=bool(name and Path(name).is_dir()))
+
+
+def describe_input(spec: InputSpec) -> str:
+    """One line for `--dry-run`: formats and the preset (and how it was chosen)."""
+    return validate_input(spec).describe(spec)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def read_rows(spec: InputSpec, strict: bool = False,
+              report: dict[str, Any] | None = None) -> Iterator[dict[str, Any] | Quarantined]:
+    """Rows of one input in file order; bad records come back as Quarantined (or raise if strict).
+
+    Per file the preset is explicit or detected from its first record; `report` (if given) gets, per
+    source, the preset used and how it was chosen, for stats.json."""
+    source = spec.source_name or spec.default_source
+    for unit in input_units(spec):
+        chosen: tuple[Preset | None, str] | None = _explicit(unit)
+        mapping: dict[str, str] | None = None
+        logged: set[tuple] = set()
+        for origin, rec in _iter_unit(unit):
+            if isinstance(rec, Quarantined):
+                rec.source = source
+                if strict:
+                    raise InputError(f"{origin}: {rec.reason}")
+                yield rec
                 continue
-        return {"meta": value}
-    return {} if value is None else {"meta": value}
-
-
-def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin: Origin) -> dict[str, Any]:
-    """Turn one raw record into a schema row; raises InputError naming file, line and field."""
-    used = set(mapping.values())
-    system = None
-    if "chat" in mapping and ("prompt" not in mapping or "response" not in mapping):
-        prompt, response, system = _chat_to_pair(rec.get(mapping["chat"]), origin, mapping["chat"])
-        if "prompt" in mapping and rec.get(mapping["prompt"]) is not None:
-            prompt = _text(rec.get(mapping["prompt"]), mapping["prompt"], origin, required=True)
-    else:
-        if "prompt" not in mapping:
-            raise _err(origin, f"no prompt field (looked for {', '.join(ALIASES['prompt'])}, "
-                             f"{', '.join(CHAT_KEYS)}; use --map prompt=FIELD)")
-        value = rec.get(mapping["prompt"])
-        if isinstance(value, list):  # verl-style prompt as a chat list
-            prompt, _, system = _chat_to_pair(value, origin, mapping["prompt"])
-        else:
-            prompt = _text(value, mapping["prompt"], origin, required=True)
-        response = _text(rec.get(mapping["response"]), mapping["response"], origin, required=False) \
-            if "response" in mapping else None
-    if response is not None and not response.strip():
-        response = None
-    answer = _scalar_text(rec.get(mapping["answer"])) if "answer" in mapping else None
-    tests = normalize_tests(rec.get(mapping["tests"])) if "tests" in mapping else None
-    source = spec.source_name or (str(rec[mapping["source"]]) if rec.get(mapping.get("source", "")) else spec.default_source)
-    domain_v = spec.domain or (rec.get(mapping["domain"]) if "domain" in mapping else None)
-    domain = normalize_domain(domain_v) if domain_v else ("code" if tests else "math" if answer else "other")
-    meta: dict[str, Any] = {}
-    for k, v in rec.items():
-        if k in used or k in CHAT_KEYS:
-            continue
-        if k == "meta":
-            meta.update(_parse_meta(v))
-        else:
-            meta[k] = v
-    if tests is None and isinstance(meta.get("tests"), (str, list, dict)):  # e.g. DeepCoder keeps tests in meta
-        tests = normalize_tests(meta.pop("tests"))
-    if system:
-        meta["system"] = system
-    meta["_origin"] = origin.as_meta()
-    given_id = rec.get(mapping["id"]) if "id" in mapping else None
-    row_id = str(given_id) if given_id not in (None, "") else make_id(source, prompt, response)
-    row = {"id": row_id, "source": source, "domain": domain, "prompt": prompt, "response": response,
-           "answer": answer, "tests": tests, "meta": dump_meta(meta)}
-    _check_unicode(row, mapping, origin)
-    return row
-
-
-def _check_unicode(row: dict[str, Any], mapping: dict[str, str], origin: Origin) -> None:
-    """Text that cannot be written as UTF-8 (a lone surrogate from a JSON `\\ud800` escape) is bad input:
-    raise naming the field, instead of failing later when the shard is written."""
-    for name, value in row.items():
-        if isinstance(value, str) and not value.isascii():
+            if chosen is None:
+                found = detect_preset(rec)
+                chosen = (found, "detected") if found else (None, "none")
+            preset, how = chosen
+            if ("preset", preset.name if preset else None) not in logged:
+                logged.add(("preset", preset.name if preset else None))
+                _note(report, source, unit, preset, how)
+            if preset is not None:
+                try:
+                    yield from preset_rows(preset, rec, unit, origin)
+                except InputError as e:
+                    if strict:
+                        raise
+                    yield Quarantined(origin, f"malformed: {e.what}", rec, source)
+                continue
+            # re-detect when a mapped field (incl. the chat list) is absent: files or rows of another shape
+            unmapped = mapping is not None and "prompt" not in mapping and "chat" not in mapping
+            if mapping is None or (unit.mapping == {} and (unmapped or not set(mapping.values()) <= set(rec))):
+                new = detect_mapping(list(rec), unit.mapping)
+                key = tuple(sorted(new.items()))
+                if key not in logged:
+                    logged.add(key)
+                    log.info("%s: field mapping %s", fs.shown(unit.path), ", ".join(f"{k}<-{v}" for k, v in new.items()))
+                mapping = new
             try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as e:
-                field = mapping.get(name, name)
-                raise _err(origin, f"field {field!r}: invalid Unicode (lone surrogate at character {e.start})") from e
+                yield to_row(rec, mapping, unit, origin)
+            except InputError as e:
+                if strict:
+                    raise
+                yield Quarantined(origin, f"malformed: {e.what}", rec, source)
 
 
-def read_rows(spec: InputSpec, strict: bool = False) -> Iterator[dict[str, Any] | Quarantined]:
-    """Rows of one input in file order; bad records come back as Quarantined (or raise if strict)."""
-    mapping: dict[str, str] | None = None
-    logged: set[tuple] = set()
-    for origin, rec in iter_raw(spec):
-        if isinstance(rec, Quarantined):
-            rec.source = spec.source_name or spec.default_source
-            if strict:
-                raise InputError(f"{origin}: {rec.reason}")
-            yield rec
-            continue
-        # re-detect when a mapped field (incl. the chat list) is absent: files or rows of another shape
-        unmapped = mapping is not None and "prompt" not in mapping and "chat" not in mapping
-        if mapping is None or (spec.mapping == {} and (unmapped or not set(mapping.values()) <= set(rec))):
-            new = detect_mapping(list(rec), spec.mapping)
-            key = tuple(sorted(new.items()))
-            if key not in logged:
-                logged.add(key)
-                log.info("%s: field mapping %s", spec.path, ", ".join(f"{k}<-{v}" for k, v in new.items()))
-            mapping = new
-        try:
-            yield to_row(rec, mapping, spec, origin)
-        except InputError as e:
-            if strict:
-                raise
-            yield Quarantined(origin, f"malformed: {e.what}", rec, spec.source_name or spec.default_source)
+def _note(report: dict[str, Any] | None, source: str, unit: InputSpec, preset: Preset | None, how: str) -> None:
+    if preset is not None:
+        log.info("%s: preset %s (%s%s)", fs.shown(unit.path), preset.name, how,
+                 " from the columns" if how == "detected" else "")
+    if report is None:
+        return
+    entry = report.setdefault(source, {"preset": None, "chosen": how, "files": 0})
+    entry["files"] += 1
+    if preset is not None:
+        entry.update(preset=preset.name, chosen=how, card=preset.card)

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
+from cotforge.curate.io import fs
 from cotforge.curate.io.readers import Quarantined
-from cotforge.curate.schema import SCHEMA, removed_schema
+from cotforge.curate.schema import SCHEMA, load_meta, removed_schema
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class StageWriter:
         self.removed.write(row)
         self.removed_by[reason_family(row["reason"])][row["source"]] += 1
         if row["reason"].startswith("malformed") and len(self.malformed_examples) < 20:
-            meta = json.loads(row.get("meta") or "{}")
+            meta = load_meta(row.get("meta"))
             self.malformed_examples.append(f"{meta.get('_origin', {})}: {row['reason']}")
 
     def close(self, extra_stats: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -209,6 +210,7 @@ class StageWriter:
         }
         if self.malformed_examples:
             stats["malformed_examples"] = self.malformed_examples
+        stats = redact(stats)
         wall = round(time.time() - self.started, 3)
         (self.tmp / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
         for part in ("kept", "removed", "stats.json"):
@@ -226,6 +228,18 @@ class StageWriter:
         log.info("%s: %d rows in, %d kept, %d removed %s in %.1fs -> %s", self.stage, n_in, n_kept,
                  n_removed, stats["removed_by_reason"], wall, self.out_dir)
         return stats
+
+
+def redact(value: Any) -> Any:
+    """`value` with every URL string made safe to publish (`fs.shown`: no user:secret@, no query string), so
+    credentials a user put in an input URL never reach stats.json."""
+    if isinstance(value, str):
+        return fs.shown(value) if fs.is_url(value) else value
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
 
 
 def _value_counts(table: pa.Table, column: str) -> dict[str, int]:

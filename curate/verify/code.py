@@ -27,18 +27,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cotforge.curate.schema import load_meta
 from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.math import split_after_reasoning
 from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
-__all__ = ["LEETCODE_PRELUDE", "CHECKERS", "CodeVerdict", "TestsError", "default_workers", "extract_program",
+__all__ = ["CHECKERS", "CodeVerdict", "TestsError", "default_workers", "extract_program",
            "outputs_match", "parse_tests", "run_tests", "run_tests_batch", "tests_from_row"]
 CHECKERS = ("exact", "tokens", "float")
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 class TestsError(ValueError):
-    """A row's `tests` value is not one of the two accepted kinds (message names the problem)."""
+    """A row's `tests` value is not one of the accepted kinds (message names the problem)."""
 
 
 @dataclass
@@ -251,11 +252,7 @@ def tests_from_row(row: dict[str, Any]) -> dict[str, Any] | str | None:
     tests = row.get("tests")
     if isinstance(tests, dict) or (isinstance(tests, str) and tests.strip()):
         return tests
-    meta = row.get("meta")
-    if isinstance(meta, str):
-        from cotforge.curate.verify.math import load_meta_lenient
-
-        meta = load_meta_lenient(meta)
-    if isinstance(meta, dict) and isinstance(meta.get("tests"), str) and "check(" in meta["tests"]:
+    meta = load_meta(row.get("meta"))
+    if isinstance(meta.get("tests"), str) and "check(" in meta["tests"]:
         return {"kind": "assert", "test": meta["tests"], "entry_point": None, "setup": LEETCODE_PRELUDE}
     return None

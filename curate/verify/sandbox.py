@@ -66,7 +66,7 @@ class SandboxLimits:
                                                                  "is discarded and the run goes on."})
     tmp_mb: int = field(default=64, metadata={"help": "Size of the run's private /tmp in MiB."})
     packages: tuple[str, ...] = field(default=("numpy", "sortedcontainers"), metadata={
-        "help": "Installed distributions the program may import besides the standard library."})
+        "help": "Installed distributions the program may import besides the standard library.", "sep": ","})
     channel_mb: int = field(default=64, metadata={"help": "Largest single message from the program to the "
                                                           "test process (assert tests), MiB."})
 
@@ -80,6 +80,8 @@ class SandboxLimits:
                 raise ValueError(f"SandboxLimits.{name} must be a positive integer, got {v!r}")
         if self.memory_mb < 64:
             raise ValueError(f"SandboxLimits.memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+        if isinstance(self.packages, str):
+            raise ValueError(f"SandboxLimits.packages must be a list of distribution names, got {self.packages!r}")
         self.packages = tuple(self.packages)
         if not all(isinstance(p, str) and p for p in self.packages):
             raise ValueError(f"SandboxLimits.packages must be distribution names, got {self.packages!r}")

@@ -1,4 +1,5 @@
-"""`cotforge curate verify`: label every row with `correct`, `verify_status`, `tests_passed`, `tests_total`.
+"""The verify stage (`cotforge curate verify`): label every row with `correct`, `verify_status`,
+`tests_passed` and `tests_total`.
 
 Math rows are checked against `answer`, code rows run against `tests` (or a LeetCode `check(...)` test in
 meta["tests"]) in the sandbox. The stage removes nothing: every row goes to OUT/kept (malformed input rows
@@ -9,19 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import pyarrow as pa
 
-from cotforge.curate.cli_common import input_options, specs_from_cli
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify.math import MODES, MathCompare
 from cotforge.curate.verify.sandbox import SandboxLimits
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +41,33 @@ VERIFY_FIELDS = [
 class VerifyConfig:
     """Settings of the verify stage (recorded in stats.json)."""
 
-    think_end: str | None = "</think>"
-    workers: int | None = None
-    math_timeout_s: float = 5.0
-    batch_rows: int = 2048
-    limits: SandboxLimits | None = None
+    think_end: str | None = field(default="</think>", metadata={
+        "help": "Marker that ends the reasoning block; the answer is read after it. Empty: the whole response."})
+    workers: int | None = field(default=None, metadata={"help": "Verifier processes (default: CPU count)."})
+    math_timeout_s: float = field(default=5.0, metadata={"help": "Seconds per math verdict.", "flag": "--math-timeout"})
+    batch_rows: int = field(default=2048, metadata={"help": "Rows verified per batch."})
+    limits: SandboxLimits | None = field(default=None, metadata={"help": "Sandbox limits of one code run."})
+    recompute: bool = field(default=False, metadata={
+        "help": "Also verify rows whose source shipped a `correct` label (ingest presets); by default they "
+                "keep it (status `shipped`)."})
+    math_mode: str = field(default="lenient", metadata={
+        "help": "Math answer extraction: lenient (labels: boxes, 'the answer is', ####, Answer lines, "
+                "math-verify's own extraction) or strict (only a box after the reasoning block)."})
+    math_compare: MathCompare = field(default_factory=MathCompare, metadata={
+        "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
+
+    def __post_init__(self) -> None:
+        if self.think_end == "":
+            self.think_end = None
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers: must be >= 1 or null (got {self.workers})")
+        if self.math_timeout_s <= 0:
+            raise ValueError(f"math_timeout_s: must be > 0 (got {self.math_timeout_s})")
+        if self.batch_rows < 1:
+            raise ValueError(f"batch_rows: must be >= 1 (got {self.batch_rows})")
+        if self.math_mode not in MODES:
+            raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
+        self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -55,9 +80,15 @@ def output_schema(base: pa.Schema) -> pa.Schema:
 
 def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
            by_status: Counter[str], by_source: dict[str, Counter[str]]) -> None:
-    """Verify one batch of rows and keep them with their verdict columns."""
-    verdicts = verify_rows(batch, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                           math_timeout_s=cfg.math_timeout_s)
+    """Verify one batch of rows and keep them with their verdict columns. Rows whose source shipped a
+    correctness label (`correct` set at ingest, no verdict yet) keep it: status `shipped`, not re-run."""
+    shipped = [not cfg.recompute and r.get("correct") is not None and r.get("verify_status") is None for r in batch]
+    todo = [r for r, s in zip(batch, shipped, strict=True) if not s]
+    done = iter(verify_rows(todo, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
+                            math_timeout_s=cfg.math_timeout_s, math_mode=cfg.math_mode,
+                            math_compare=cfg.math_compare) if todo else [])
+    verdicts = [{"correct": r["correct"], "verify_status": "shipped", "tests_passed": None, "tests_total": None}
+                if s else next(done) for r, s in zip(batch, shipped, strict=True)]
     for row, v in zip(batch, verdicts, strict=True):
         row.update(v)
         by_status[v["verify_status"]] += 1
@@ -69,18 +100,14 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
                strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
     """Run the verify stage over `specs` into `out_dir`; returns the stats dict."""
     cfg = cfg or VerifyConfig()
-    cfg.limits = cfg.limits or SandboxLimits()
+    cfg = replace(cfg, limits=cfg.limits or SandboxLimits())
     config = asdict(cfg)
     writer = StageWriter(out_dir, STAGE, schema=output_schema(input_schema(specs)), rows_per_shard=rows_per_shard,
                          config={"inputs": [s.path for s in specs], **config})
     by_status: Counter[str] = Counter()
     by_source: dict[str, Counter[str]] = defaultdict(Counter)
     batch: list[dict[str, Any]] = []
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         batch.append(row)
         if len(batch) >= cfg.batch_rows:
             _flush(batch, cfg, writer, by_status, by_source)
@@ -92,25 +119,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     return writer.close(extra)
 
 
-@click.command("verify")
-@input_options
-@click.option("--think-end", default="</think>", show_default=True,
-              help="Marker that ends the reasoning block; the answer is read after it. Empty: whole response.")
-@click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count).")
-@click.option("--math-timeout", type=float, default=5.0, show_default=True, help="Seconds per math verdict.")
-@click.option("--wall-s", type=float, default=10.0, show_default=True, help="Wall-clock limit per sandboxed run.")
-@click.option("--cpu-s", type=float, default=5.0, show_default=True, help="CPU-time limit per sandboxed run.")
-@click.option("--memory-mb", type=int, default=1024, show_default=True, help="Address-space limit per run.")
-def verify_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, think_end, workers,
-                   math_timeout, wall_s, cpu_s, memory_mb) -> None:
-    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row of INPUTS:
-    math rows by `answer` (math-verify), code rows by `tests` (sandboxed execution)."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    cfg = VerifyConfig(think_end=think_end or None, workers=workers, math_timeout_s=math_timeout,
-                       limits=SandboxLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb))
-    try:
-        stats = run_verify(specs, out, cfg, strict=strict, rows_per_shard=rows_per_shard)
-    except InputError as e:
-        raise click.ClickException(str(e)) from e
-    by = ", ".join(f"{k} {v}" for k, v in stats["verify"]["by_status"].items())
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} verified ({by}) -> {out}")
+def run(cfg: VerifyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row: math rows by `answer`
+    (math-verify), code rows by `tests` (sandboxed execution)."""
+    return run_verify(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -59,7 +59,7 @@ def format_penalty(text: str, cfg: RewardConfig) -> float | None:
 
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None) -> list[float]:
     """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified."""
-    from cotforge.curate.verify import verify_math_batch
+    from cotforge.curate.verify.math import verify_math_batch
 
     cfg = cfg or RewardConfig()
     out: list[float | None] = [format_penalty(r, cfg) for r in responses]
