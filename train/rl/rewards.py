@@ -11,6 +11,12 @@ Klear-Reasoner's shaping (paper §3.2.4, official reward code):
   code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
           no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
           `code_r1_compute.py`: the last ```python block after `</think>`, else ScoringConfig.format_error_score)
+          Per code status of a program that ran (`code_reward`):
+            pass -> counts as passed; fail, timeout, memory, runtime_error, syntax_error -> counts as failed
+            no_answer (a fence with no program in it) -> `code_no_program`: below every program's score
+                (soft: `incorrect` = -1 < 0; signed: `incorrect` - 0.5 = -1.5 < -1)
+            sandbox_error (malformed tests, or the sandbox failed before the program started), or a row
+                without tests -> None (TRL: unscorable, advantage 0); the program cannot cause it
 A rollout counts as *correct* (for the SFT term and accuracy) when its reward equals `correct` (1.0).
 
 `make_reward_func` returns a TRL reward function f(completions, completion_ids, ability, ground_truth, tests, ...)
@@ -42,6 +48,7 @@ class RewardConfig:
     require_think: bool = True          # apply the format penalties at all
     think_start_in_prompt: bool | None = None  # the prompt already opened <think>; None: detect it per row
     code_signed: bool = False            # 2p-1 instead of p
+    code_no_program: float | None = None  # reward without a program; None: below every program's (see above)
     answer_abilities: tuple[str, ...] = ("math", "science", "other")  # rewarded by answer checking
     math_mode: str = "strict"            # curate.verify.math extraction: strict = boxed after </think>
     math_timeout_s: float = 5.0
@@ -138,11 +145,23 @@ def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardCo
     return [float(v) for v in out]  # type: ignore[arg-type]
 
 
+def code_reward(verdict: Any, cfg: RewardConfig) -> float | None:
+    """The reward of one CodeVerdict (the status -> value mapping in the module docstring)."""
+    if verdict.status == "sandbox_error":
+        return None
+    if verdict.status == "no_answer":
+        if cfg.code_no_program is not None:
+            return float(cfg.code_no_program)
+        return cfg.incorrect - (0.5 if cfg.code_signed else 0.0)
+    p = float(verdict.pass_fraction)
+    return (2 * p - 1) if cfg.code_signed else p
+
+
 def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
                  limits: Any = None, opened: Sequence[bool] | None = None) -> list[float | None]:
-    """Soft pass fraction of the program after `</think>` under the sandbox; signed 2p-1 when cfg.code_signed.
-
-    None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error").
+    """`code_reward` of the program after `</think>` run against each row's tests in the sandbox;
+    format-penalised rows are not run, a response without a ```python block gets `cfg.format_error` (never
+    run), a row without tests is unscorable (None: TRL gives it advantage 0), as is a sandbox failure.
     `opened` as in `math_rewards`."""
     from cotforge.curate.verify.code import extract_program, run_tests_batch
     from cotforge.curate.verify.sandbox import SandboxLimits
@@ -157,21 +176,17 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
         if not has_code_block(resp, cfg.think_end):
             out[i] = cfg.format_error
             continue
-        program = extract_program(resp, think_end=cfg.think_end)
-        if not program or not t:
-            out[i] = cfg.incorrect
+        if not t:
+            log.warning("code reward: row %d has no tests; unscorable", i)
             continue
-        items.append((program, t))
+        items.append((extract_program(resp, think_end=cfg.think_end, require_fence=True), t))
         idx.append(i)
     if items:
         verdicts = run_tests_batch(items, limits if limits is not None else SandboxLimits(), cfg.workers)
         for i, v in zip(idx, verdicts, strict=True):
-            if v.status == "sandbox_error":  # malformed tests / runner failure: not the policy's fault
+            if v.status == "sandbox_error":  # malformed tests / the sandbox failed before the program started
                 log.warning("code reward: sandbox error on row %d: %s", i, "; ".join(v.details)[:200])
-                out[i] = None
-                continue
-            p = float(v.pass_fraction)
-            out[i] = (2 * p - 1) if cfg.code_signed else p
+            out[i] = code_reward(v, cfg)
     return [None if v is None else float(v) for v in out]
 
 
