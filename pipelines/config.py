@@ -66,14 +66,8 @@ class BenchmarksConfig:
     registry: str | None = None  # YAML of extra benchmark specs (curate.benchmarks.load_registry_yaml)
 
 
-@dataclass
-class ExecutorSection:
-    """The datatrove executor of curation stages (`curate.dt.ExecutorConfig`)."""
-
-    executor: str = "local"
-    workers: int = 2
-    rows_per_task: int = 20_000
-    options: dict[str, Any] = field(default_factory=dict)
+# The recipe's `executor:` section is the curation executor config itself (options validated by name).
+from cotforge.curate.engine import ExecutorConfig as ExecutorSection  # noqa: E402
 
 
 @dataclass

@@ -25,10 +25,10 @@ Normalisation is `curate.normalize` (numbers kept), never datatrove's digit-to-0
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -59,13 +59,15 @@ from cotforge.curate.dedup.steps import (
 )
 from cotforge.curate.engine import (
     ExecutorConfig,
-    make_executor,
+    Step,
+    finish_stage,
     quiet_datatrove,
+    run_steps,
     schema_reader,
     schema_writer,
+    start_stage,
 )
-from cotforge.curate.io.ingest import DEFAULT_ROWS_PER_TASK, materialize
-from cotforge.curate.io.inputs import input_schema
+from cotforge.curate.io.ingest import DEFAULT_ROWS_PER_TASK
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
@@ -160,48 +162,38 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
     quiet_datatrove()
     specs = sort_specs(specs, cfg.source_priority)
     if tasks:
-        exec_cfg = ExecutorConfig(exec_cfg.executor, exec_cfg.workers,
-                                  max(1, math.ceil(_count_rows(specs) / tasks)), dict(exec_cfg.options))
-    out = Path(out_dir)
-    work = out / "_work" / STAGE
-    if work.exists():
-        shutil.rmtree(work)
-    schema = input_schema(specs)
-    writer = StageWriter(out, STAGE, schema=schema, rows_per_shard=rows_per_shard,
-                         config={"dedup": cfg.describe(), "inputs": [s.path for s in specs],
-                                 "executor": exec_cfg.executor, "workers": exec_cfg.workers,
-                                 "rows_per_task": exec_cfg.rows_per_task})
-    shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
-                         schema=schema)
-    n_tasks = len(shards)
-    cluster_stats: dict[str, Any] = {}
-    timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
-    if n_tasks:
-        t1 = time.time()
-        n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in shards)
-        timings.update(_run_steps(work, n_tasks, partitions_for(n_rows), cfg, exec_cfg, schema,
-                                  writer.removed.schema, document_steps))
-        timings["datatrove_s"] = round(time.time() - t1, 3)
-        cluster_stats = json.loads((work / "cluster_stats.json").read_text())
-        t2 = time.time()
-        collect_tables(writer, work, n_tasks)
-        timings["collect_s"] = round(time.time() - t2, 3)
-    timings["total_s"] = round(time.time() - t0, 3)
-    stats = writer.close({"dedup": {**cluster_stats, "tasks": n_tasks, "timings": timings}})
-    if not keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-        if (out / "_work").exists() and not any((out / "_work").iterdir()):
-            (out / "_work").rmdir()
-    return stats
+        exec_cfg = dataclasses.replace(exec_cfg, rows_per_task=max(1, math.ceil(_count_rows(specs) / tasks)))
+    if keep_work:
+        exec_cfg = dataclasses.replace(exec_cfg, keep_work=True)
+    area = start_stage(specs, out_dir, STAGE, exec_cfg, strict=strict, rows_per_shard=rows_per_shard,
+                       config={"dedup": cfg.describe(), "inputs": [s.path for s in specs],
+                               "executor": exec_cfg.executor, "workers": exec_cfg.workers,
+                               "rows_per_task": exec_cfg.rows_per_task})
+    with area:
+        work, n_tasks = area.work, area.tasks
+        cluster_stats: dict[str, Any] = {}
+        timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
+        if n_tasks:
+            t1 = time.time()
+            n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in area.shards)
+            timings.update(_run_steps(work, n_tasks, partitions_for(n_rows), cfg, exec_cfg, area.schema,
+                                      area.writer.removed.schema, document_steps))
+            timings["datatrove_s"] = round(time.time() - t1, 3)
+            cluster_stats = json.loads((work / "cluster_stats.json").read_text())
+            t2 = time.time()
+            collect_tables(area.writer, work, n_tasks, area.batch_rows(cap=65536))
+            timings["collect_s"] = round(time.time() - t2, 3)
+        timings["total_s"] = round(time.time() - t0, 3)
+        return finish_stage(area, {"dedup": {**cluster_stats, "tasks": n_tasks, "timings": timings}})
 
 
-def collect_tables(writer: StageWriter, work: Path, tasks: int) -> None:
+def collect_tables(writer: StageWriter, work: Path, tasks: int, batch_rows: int = 65536) -> None:
     """Per-task kept/removed shards into the stage writer in rank order (= input order), table by table."""
     for rank in range(tasks):
         for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
             f = work / part / f"{rank:05d}.parquet"
             if f.exists():
-                for batch in pq.ParquetFile(f).iter_batches(batch_size=65536):
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
                     dst(pa.Table.from_batches([batch]))
         release_arrow_memory()
 
@@ -223,22 +215,9 @@ def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec
         ("clusters", [ProblemCluster(str(work), n_tasks, cfg, partitions)], 1),
         ("filter", split, n_tasks),
     ]
-    timings: dict[str, float] = {}
-    prev = None
-    for i, (name, pipeline, tasks) in enumerate(steps, 1):
-        ex = make_executor(pipeline, tasks, work / "logs" / f"{i}_{name}", exec_cfg,
-                           depends=None if exec_cfg.executor == "local" else prev, name=f"dedup-{name}")
-        if exec_cfg.executor == "local":
-            t = time.time()
-            log.info("dedup: step %d/4 %s (%d tasks, %d workers)", i, name, tasks, min(exec_cfg.workers, tasks))
-            ex.run()
-            timings[f"{name}_s"] = round(time.time() - t, 3)
-        prev = ex
-    if exec_cfg.executor != "local":
-        prev.run()
+    timings = run_steps(work, [Step(name, pipeline, tasks) for name, pipeline, tasks in steps], exec_cfg, STAGE)
     if not (work / "cluster_stats.json").exists() or not (work / "decisions").is_dir():
-        raise RuntimeError(f"dedup: datatrove steps did not finish (see {work / 'logs'}); "
-                           "with slurm/ray wait for the jobs, then rerun with --keep-work")
+        raise RuntimeError(f"dedup: datatrove steps finished but left no cluster stats (see {work / 'logs'})")
     return timings
 
 

@@ -33,8 +33,16 @@ TABLE_ROW_GROUP = 65_536  # row group size of shards written from whole tables
 class ShardWriter:
     """Writes rows into fixed-size Parquet shards `part-00000.parquet`, ... in arrival order."""
 
-    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD):
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+                 bytes_per_shard: int | None = None, buffer_bytes: int | None = None):
+        """`bytes_per_shard` also ends a shard once its rows hold that many bytes, and `buffer_bytes` flushes
+        buffered rows (one row group each) at that many bytes: long rows then make smaller shards and row
+        groups, so whoever reads a shard or a row group back holds a bounded number of bytes."""
         self.folder, self.schema, self.rows_per_shard = folder, schema, rows_per_shard
+        self.bytes_per_shard, self.buffer_bytes = bytes_per_shard, buffer_bytes
+        self._buf_bytes = 0
+        self._shard_bytes = 0
+        self._sizes: list[int] = []
         self.folder.mkdir(parents=True, exist_ok=True)
         self._buf: list[dict[str, Any]] = []
         self._writer: pq.ParquetWriter | None = None
@@ -47,6 +55,16 @@ class ShardWriter:
     def write(self, row: dict[str, Any]) -> None:
         self._buf.append(row)
         self.rows += 1
+        if self.bytes_per_shard or self.buffer_bytes:
+            from cotforge.curate.executors.budget import row_bytes
+
+            n = row_bytes(row)
+            self._sizes.append(n)
+            self._buf_bytes += n
+            if (self.buffer_bytes and self._buf_bytes >= self.buffer_bytes) or (
+                    self.bytes_per_shard and self._shard_bytes + self._buf_bytes >= self.bytes_per_shard):
+                self._flush()
+                return
         if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
             self._flush()
 
@@ -86,6 +104,7 @@ class ShardWriter:
         self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
         self.shards += 1
         self._in_shard = 0
+        self._shard_bytes = 0
 
     def _flush(self) -> None:
         self._drain_tables(final=True)
@@ -93,10 +112,22 @@ class ShardWriter:
             if self._writer is None:
                 self._open_next()
             take = min(len(self._buf), self.rows_per_shard - self._in_shard)
+            full = self._in_shard + take >= self.rows_per_shard
+            if self.bytes_per_shard and self._sizes:  # the rows that fit in the shard's bytes (at least one)
+                room, k = self.bytes_per_shard - self._shard_bytes, 0
+                while k < take and (k == 0 or room - self._sizes[k] >= 0):
+                    room -= self._sizes[k]
+                    k += 1
+                full = full or k < take or room <= 0
+                take = k
             chunk, self._buf = self._buf[:take], self._buf[take:]
+            if self._sizes:
+                done, self._sizes = sum(self._sizes[:take]), self._sizes[take:]
+                self._shard_bytes += done
+                self._buf_bytes -= done
             self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
             self._in_shard += take
-            if self._in_shard >= self.rows_per_shard:
+            if full:
                 self._writer.close()
                 self._writer = None
 
