@@ -220,8 +220,9 @@ class ExecutorConfig:
             return self
         return dataclasses.replace(self, tasks=None, rows_per_task=max(1, math.ceil(count_rows(specs) / self.tasks)))
 
-    def describe(self, stages: list[str] | None = None) -> list[str]:
-        """Dry-run lines: the executor and its options; for Slurm the sbatch script of the first stage."""
+    def describe(self, stages: list[str] | None = None, run_dir: str | Path = "<run>") -> list[str]:
+        """Dry-run lines: the executor and its options; for Slurm the sbatch script of the first stage's
+        first step, as it would be submitted into `run_dir`."""
         opts = self.parsed_options()
         lines = [f"curation executor: {self.executor} ({self.workers} workers, <= {self.rows_per_task} rows and "
                  f"<= {self.budget().task_bytes >> 20} MiB of rows per task, memory budget "
@@ -230,9 +231,9 @@ class ExecutorConfig:
             lines.append(f"  options: {json.dumps(dataclasses.asdict(opts), sort_keys=True, default=str)}")
         if isinstance(opts, SlurmOptions):
             step = (stages or ["stage"])[0]
-            lines.append(f"  sbatch script ({step}; one job array per datatrove step, "
-                         f"{'waits for the jobs' if self.wait else 'returns after submitting'}):")
-            logs = Path("<out>") / "_work" / step / "logs"
+            lines.append(f"  sbatch script of {step} (one job array per datatrove step; "
+                         f"{'waits for the jobs' if self.wait else 'returns after submitting, a rerun resumes'}):")
+            logs = Path(run_dir) / step / "_work" / step / "logs" / f"1_{step}"
             lines += ["    " + ln for ln in sbatch_script(opts, None, logs, self.workers, step).splitlines()]
         elif isinstance(opts, RayOptions):
             lines.append(f"  ray: {opts.address or 'RAY_ADDRESS, else a local instance'}; at most "
@@ -290,7 +291,7 @@ def run_steps(work: Path, steps: list[Step], cfg: ExecutorConfig, stage: str) ->
     timings: dict[str, float] = {}
     if cfg.executor == "slurm":
         opts = cfg.parsed_options()
-        names = [job_name(opts.job_name, f"{stage}-{s.name}", d) for s, d in zip(steps, logs, strict=True)]
+        names = [job_name(opts.job_name, _step_id(stage, s, steps), d) for s, d in zip(steps, logs, strict=True)]
         queued = active_jobs(names)
         if queued:
             log.info("%s: %d Slurm jobs of this work folder are still queued or running: waiting for them",
@@ -298,7 +299,7 @@ def run_steps(work: Path, steps: list[Step], cfg: ExecutorConfig, stage: str) ->
         else:
             prev = None
             for s, d in zip(steps, logs, strict=True):
-                prev = make_executor(s.pipeline, s.tasks, d, cfg, depends=prev, name=f"{stage}-{s.name}")
+                prev = make_executor(s.pipeline, s.tasks, d, cfg, depends=prev, name=_step_id(stage, s, steps))
             prev.run()
             log.info("%s: submitted %d steps to Slurm (%s)", stage, len(steps), ", ".join(names))
         if not cfg.wait:
@@ -312,7 +313,7 @@ def run_steps(work: Path, steps: list[Step], cfg: ExecutorConfig, stage: str) ->
     for s, d in zip(steps, logs, strict=True):
         t = time.time()
         log.info("%s: step %s (%d tasks, %d workers)", stage, s.name, s.tasks, min(cfg.workers, s.tasks))
-        make_executor(s.pipeline, s.tasks, d, cfg, name=f"{stage}-{s.name}").run()
+        make_executor(s.pipeline, s.tasks, d, cfg, name=_step_id(stage, s, steps)).run()
         missing = incomplete_ranks(d, s.tasks)
         if missing:
             raise JobsFailed(f"{stage}: step {s.name}: {len(missing)} of {s.tasks} tasks did not finish (ranks "
@@ -320,6 +321,11 @@ def run_steps(work: Path, steps: list[Step], cfg: ExecutorConfig, stage: str) ->
                              f"{failure_detail(d, missing)}")
         timings[f"{s.name}_s"] = round(time.time() - t, 3)
     return timings
+
+
+def _step_id(stage: str, step: Step, steps: list[Step]) -> str:
+    """`stage` for a one-step stage, else `stage-step` (Slurm job names, datatrove job names)."""
+    return stage if len(steps) == 1 else f"{stage}-{step.name}"
 
 
 # --------------------------------------------------------------------------- stage runner
@@ -383,6 +389,7 @@ def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cf
         writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
                              config=config)
         budget = exec_cfg.budget()
+        writer.kept.buffer_bytes = writer.removed.buffer_bytes = budget.batch_bytes  # bounded row groups
         cut = {"rows_per_task": exec_cfg.rows_per_task, "bytes_per_task": budget.task_bytes,
                "batch_bytes": budget.batch_bytes, "strict": strict}
         key = work_key(stage, specs, schema, cut, config)

@@ -296,7 +296,7 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, check_code: bool = True)
     if recipe.benchmarks.names:
         lines.append(f"benchmarks: {', '.join(recipe.benchmarks.names)}"
                      + (f" (dir {recipe.resolve_path(recipe.benchmarks.dir, run)})" if recipe.benchmarks.dir else ""))
-    lines += recipe.executor.describe([s.name for s in stages if s.name in CURATE_STAGES and s.name != "ingest"])
+    lines += recipe.executor.describe([s.name for s in stages if s.name in ("decontaminate", "dedup")], run)
     lines.append("")
     for i, st in enumerate(stages, 1):
         state = ""

@@ -134,4 +134,27 @@ def test_jobs_still_running_are_waited_for_not_resubmitted(tmp_path, monkeypatch
     (d / "completions" / "00000").touch()
     cfg = ExecutorConfig(executor="slurm", poll_s=0.01)
     assert run_steps(tmp_path, [Step("x", [], 1)], cfg, "st") == {}
-    assert len(seen) >= 2 and seen[0][0].startswith("cotforge-st-x-")
+    assert len(seen) >= 2 and seen[0][0].startswith("cotforge-st-")
+
+
+def test_dry_run_shows_the_sbatch_script_and_rejects_misspelt_options(tmp_path):
+    from cotforge.pipelines.config import RecipeError
+    from cotforge.pipelines.runner import describe_plan
+
+    data = make_data(tmp_path)
+    opts = {"partition": "long", "time": "12:00:00", "cpus_per_task": 4, "mem_per_cpu_gb": 3, "qos": "high",
+            "account": "proj1", "env_command": "source /shared/venvs/cf/bin/activate", "logs": "/shared/slurm"}
+    text = describe_plan(recipe(data, {"executor": "slurm", "workers": 8, "options": opts}), tmp_path / "run")
+    for line in ("#SBATCH --partition=long", "#SBATCH --time=12:00:00", "#SBATCH --cpus-per-task=4",
+                 "#SBATCH --mem-per-cpu=3G", "#SBATCH --qos=high", "#SBATCH --account=proj1",
+                 "#SBATCH --array=0-<tasks-1>%8", "#SBATCH --output=/shared/slurm/decontaminate/%A_%a.out",
+                 "source /shared/venvs/cf/bin/activate; export PATH=",
+                 f"launch_pickled_pipeline {tmp_path}/run/decontaminate/_work/decontaminate/logs/1_decontaminate/"):
+        assert line in text, line
+    assert not (tmp_path / "run").exists()  # a dry run creates nothing
+    with pytest.raises(RecipeError, match=r"options.partiton: unknown Slurm option \(did you mean 'partition'\?"):
+        recipe(data, {"executor": "slurm", "options": {"partiton": "cpu"}})
+    with pytest.raises(RecipeError, match=r"options.cpus_per_task: expected int, got 'four'"):
+        recipe(data, {"executor": "slurm", "options": {"cpus_per_task": "four"}})
+    with pytest.raises(RecipeError, match=r"'slrum' is not one of local, slurm, ray \(did you mean 'slurm'\?\)"):
+        recipe(data, {"executor": "slrum"})

@@ -204,6 +204,7 @@ def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec
     Slurm/Ray: chained with `depends=` and launched together. Returns seconds per step."""
     sign = ProblemSignature(str(work / "sigs"), str(work), cfg, partitions,
                             input_folder=None if document_steps else str(work / "input"))
+    sign.batch_bytes = exec_cfg.budget().batch_bytes  # long rows: fewer rows per batch
     split = ([schema_reader(work / "input"),
               DedupFilter(str(work), exclusion_writer=schema_writer(work / "removed", rschema)),
               schema_writer(work / "kept", schema)] if document_steps else [DedupSplit(str(work), schema, rschema)])

@@ -42,6 +42,7 @@ from cotforge.curate.dedup.core import (
     unpack_order,
 )
 from cotforge.curate.engine import NormTokenizer, quiet_datatrove
+from cotforge.curate.executors.budget import MemoryBudget, batch_rows_of
 from cotforge.curate.text.hashing import sorted_lookup
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 KEY_DTYPE = np.dtype([("pkey", "<u8"), ("pair", "<u8"), ("order", "<u8")])
 HEAD_DTYPE = np.dtype([("idx", "<u4"), ("pkey", "<u8"), ("num", "<u8")])
 DECISION_DTYPE = np.dtype([("idx", "<u4"), ("near", "u1"), ("target", "<u8")])
-BATCH_ROWS = 4096  # rows per batch in the signature step
+BATCH_ROWS = 4096  # rows per batch in the signature step (fewer for long rows: `batch_bytes`)
+DEFAULT_BATCH_BYTES = MemoryBudget().batch_bytes
 PARTITION_ROWS = 1 << 17  # rows per key partition in the cluster step (bounds its memory)
 BUCKET_CHUNK = 1 << 18  # band records per hash-range chunk in the bucket step
 ALL_PAIRS_RUN = 32  # runs of equal band hashes up to this long give all their pairs, longer ones neighbours
@@ -96,7 +98,9 @@ class ProblemSignature(MinhashDedupSignature):
         """(prompts, responses, sources) of the task's work shard, BATCH_ROWS at a time, by column."""
         folder = get_datafolder(self.input_folder)
         with folder.open(input_file(rank), "rb") as f:
-            for b in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS, columns=["prompt", "response", "source"]):
+            pf = pq.ParquetFile(f)  # batches of BATCH_ROWS rows, fewer when rows are long (memory budget)
+            rows = batch_rows_of(pf.metadata, getattr(self, "batch_bytes", DEFAULT_BATCH_BYTES), BATCH_ROWS)
+            for b in pf.iter_batches(batch_size=rows, columns=["prompt", "response", "source"]):
                 yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()
 
     @staticmethod

@@ -2,9 +2,9 @@
 are 100 characters or 60,000.
 
 A worker holds a few copies of the rows it is working on at once (Parquet pages, Arrow arrays, Python
-strings, the writer's buffer), so a budget of B bytes allows about B/16 bytes of raw row text per batch
-(64 MiB at the default 1 GiB) and B/4 per task (256 MiB: the share a step that reads its whole task by
-column may hold). Row counts still cap both (a task of tiny rows stays a sensible size). `bench/longcot_rss.py`
+strings, the writer's buffer: ~6x a batch, measured), so a budget of B bytes allows B/64 bytes of raw row
+text per batch (16 MiB at the default 1 GiB) and B/8 per task (128 MiB: the share a step that reads its
+whole task by column may hold). Row counts still cap both (a task of tiny rows stays a sensible size). `bench/longcot_rss.py`
 measures the resulting peak RSS per worker on long-CoT rows.
 """
 
@@ -38,13 +38,15 @@ class MemoryBudget:
 
     @property
     def batch_bytes(self) -> int:
-        """Raw row bytes per batch (reads, buffered writes, verification batches)."""
-        return self.bytes // 16
+        """Raw row bytes per batch (reads, buffered writes, verification batches): 1/64 of the budget, as
+        converting and writing a batch holds ~6x its bytes at once (measured, bench/longcot_rss.py)."""
+        return self.bytes // 64
 
     @property
     def task_bytes(self) -> int:
-        """Raw row bytes per datatrove task (one work shard)."""
-        return self.bytes // 4
+        """Raw row bytes per datatrove task (one work shard): 1/8 of the budget, for steps that hold their
+        whole task by column (dedup's split holds the shard, the kept and removed tables and the writes)."""
+        return self.bytes // 8
 
     def rows_per_batch(self, avg_row_bytes: float, cap: int = 4096) -> int:
         """Rows of this average size that fit in one batch (at least 1, at most `cap`)."""
@@ -76,6 +78,13 @@ def avg_row_bytes(files: Iterable[str | Path]) -> float:
             if rg.num_rows:
                 worst = max(worst, rg.total_byte_size / rg.num_rows)
     return worst
+
+
+def batch_rows_of(md: pq.FileMetaData, batch_bytes: int, cap: int) -> int:
+    """Rows per batch for reading a Parquet file (its metadata) within `batch_bytes` of row data."""
+    worst = max((md.row_group(i).total_byte_size / md.row_group(i).num_rows
+                 for i in range(md.num_row_groups) if md.row_group(i).num_rows), default=0.0)
+    return cap if worst <= 0 else max(1, min(cap, int(batch_bytes // worst)))
 
 
 def peak_rss_mb() -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import click
 import pyarrow as pa
 
 from cotforge.curate.cli_common import input_options, specs_from_cli
+from cotforge.curate.executors.budget import DEFAULT_BUDGET_MB, MemoryBudget, row_bytes
 from cotforge.curate.io.inputs import input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
 from cotforge.curate.io.writer import StageWriter
@@ -44,6 +45,8 @@ class VerifyConfig:
     batch_rows: int = 2048
     limits: SandboxLimits | None = None
     recompute: bool = False  # also verify rows whose source shipped a `correct` label (ingest presets)
+    memory_budget_mb: int = field(default=DEFAULT_BUDGET_MB, metadata={
+        "help": "Peak memory of the stage in MiB: a batch also ends at the budget's bytes (long rows)."})
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -82,15 +85,18 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     by_status: Counter[str] = Counter()
     by_source: dict[str, Counter[str]] = defaultdict(Counter)
     batch: list[dict[str, Any]] = []
+    batch_bytes, limit = 0, MemoryBudget(cfg.memory_budget_mb).batch_bytes
+    writer.kept.buffer_bytes = writer.removed.buffer_bytes = limit  # row groups bounded by bytes too
     for row in iter_input_rows(specs, strict=strict):
         if isinstance(row, Quarantined):
             writer.quarantine(row)
             continue
         writer.count_in(row["source"])
         batch.append(row)
-        if len(batch) >= cfg.batch_rows:
+        batch_bytes += row_bytes(row)
+        if len(batch) >= cfg.batch_rows or batch_bytes >= limit:  # rows or bytes, whichever comes first
             _flush(batch, cfg, writer, by_status, by_source)
-            batch = []
+            batch, batch_bytes = [], 0
     if batch:
         _flush(batch, cfg, writer, by_status, by_source)
     extra = {"verify": {"by_status": dict(sorted(by_status.items())),
