@@ -47,6 +47,7 @@ from cotforge.train.data.sft import (
     packing_leak,
     prepare_sft_dataset,
 )
+from cotforge.train.distributed import check_training_args
 from cotforge.train.overrides import parse_set
 
 log = logging.getLogger(__name__)
@@ -312,6 +313,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = ()) -> tuple[SFT
     """Load model + data, decide packing and return a ready SFTTrainer plus the data statistics."""
     if not cfg.data:
         raise SFTConfigError("data: required (SFT shards: files, folders or hf:org/name)")
+    check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
     model, tok = load_model_and_tokenizer(cfg)
     cfg.packing = decide_packing(cfg, model)
     if not cfg.packing:

@@ -35,6 +35,7 @@ from typing import Any
 
 import click
 
+from cotforge.train.distributed import check_training_args
 from cotforge.train.overrides import parse_set
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES, masked_nll, policy_loss
 from cotforge.train.rl.rewards import RewardConfig, make_reward_func
@@ -310,7 +311,9 @@ def build_trainer(cfg: RLConfig, train_dataset=None, reward_funcs: list[Callable
     tok = processing_class or AutoTokenizer.from_pretrained(cfg.model)
     if reward_funcs is None:
         reward_funcs = [make_reward_func(RewardConfig(**cfg.reward), tokenizer=tok)]
-    trainer = trainer_class()(model=model or cfg.model, reward_funcs=reward_funcs, args=grpo_args(cfg),
+    args = grpo_args(cfg)
+    check_training_args(args)  # refuse launches that would silently train otherwise (train/distributed.py)
+    trainer = trainer_class()(model=model or cfg.model, reward_funcs=reward_funcs, args=args,
                               train_dataset=train_dataset, processing_class=tok, rl_config=cfg,
                               callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png")])
     return trainer
