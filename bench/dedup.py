@@ -3,8 +3,9 @@
     python bench/dedup.py                      # labelled set + 100k and 1M generated rows
     python bench/dedup.py --sizes 20000 --quick  # quick check (smaller labelled set)
 
-Quality: precision/recall of "same problem" on curate.labelled_sets (pairwise decision, and end to end
-through run_dedup, where clusters add transitivity). Speed: rows/s (wall time of the whole call in a fresh
+Quality: precision/recall of "same problem" per kind on both parts of bench/labelled_sets.py (tuning and
+held-out; the held-out hash is checked against bench/dedup_heldout.sha256), pairwise and end to end through
+run_dedup (clusters add transitivity), and the multi-response groups (every distinct response kept). Speed: rows/s (wall time of the whole call in a fresh
 subprocess, ingest and output included) of `run_dedup` vs a plain datasketch MinHashLSH loop doing the same
 work (normalise, exact pair keys, MinHash + LSH on new problems; no guards, no clustering) on the same file.
 Memory: peak RSS of each subprocess (VmHWM: ru_maxrss would include the bench process's own RSS, which Linux
@@ -29,7 +30,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
+SHARED = next((d / "shared" / "data" for d in (REPO.parent, REPO.parent.parent) if (d / "shared" / "data").is_dir()),
+              REPO.parent / "shared" / "data")  # ../shared/data (main checkout) or ../../shared/data (worktree)
 WORDS = ("apples pears coins marbles books pencils stamps cards shells tickets seeds beads bottles boxes "
          "chairs tables lamps cups plates spoons").split()
 NAMES = "Ava Ben Cara Dan Eve Finn Gia Hal Ivy Jon Kai Lea Max Nia Omar Pia".split()
@@ -188,43 +190,102 @@ def measure(method: str, path: Path, workers: int) -> dict:
 # --------------------------------------------------------------------------- quality
 
 
-def quality(n_per_kind: int) -> None:
-    """Precision/recall on the labelled set: pairwise decision and end to end through run_dedup."""
-    import polars as pl
-    from labelled_sets import build_labelled_pairs
+def _pair_table(pairs: list, pairwise: list[str | None], e2e: list[bool]) -> None:
+    """Per kind: pairs, pairwise right, end-to-end right (dup kinds: merged = right; negatives: kept apart)."""
+    by_kind: dict[tuple[str, bool], list] = collections.defaultdict(lambda: [0, 0, 0, collections.Counter()])
+    for p, v, m in zip(pairs, pairwise, e2e, strict=True):
+        row = by_kind[(p.kind, p.duplicate)]
+        row[0] += 1
+        row[1] += (v is None) == p.duplicate
+        row[2] += m == p.duplicate
+        if (v is None) != p.duplicate:
+            row[3][v or "merged"] += 1
+    print(f"    {'kind':32s} {'label':7s} {'pairs':>5s} {'pairwise':>15s} {'end-to-end':>15s}  wrong pairwise (why)")
+    for (kind, dup), (n, pw, ee, why) in sorted(by_kind.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+        what = "recall" if dup else "apart"
+        print(f"    {kind:32s} {'dup' if dup else 'not-dup':7s} {n:5d} {what} {pw / n:8.3f} {what} {ee / n:8.3f}  "
+              f"{dict(why.most_common(3))}")
 
-    from cotforge.curate.dedup.config import DedupConfig
-    from cotforge.curate.dedup.stage import PairJudge, run_dedup
+
+def _prf(pairs: list, merged: list[bool]) -> str:
+    tp = sum(p.duplicate and m for p, m in zip(pairs, merged, strict=True))
+    fp = sum((not p.duplicate) and m for p, m in zip(pairs, merged, strict=True))
+    fn = sum(p.duplicate and not m for p, m in zip(pairs, merged, strict=True))
+    return f"precision {tp / max(1, tp + fp):.4f}  recall {tp / max(1, tp + fn):.4f}  (tp {tp}, fp {fp}, fn {fn})"
+
+
+def _end_to_end(pairs: list, cfg, d: str) -> list[bool]:
+    """Every prompt of the pairs through run_dedup once; a pair is merged when both end in one cluster."""
+    import polars as pl
+
+    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
 
+    texts = sorted({x for p in pairs for x in (p.a, p.b)})
+    ids = {x: f"t{i}" for i, x in enumerate(texts)}
+    pl.DataFrame({"id": list(ids.values()), "problem": texts}).write_parquet(f"{d}/lab.parquet")
+    run_dedup([InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", cfg, ExecutorConfig(workers=1))
+    rem = pl.read_parquet(f"{d}/out/removed/*.parquet")
+    rep = dict(zip(rem["id"], rem["duplicate_of"], strict=True))
+    return [rep.get(ids[p.a], ids[p.a]) == rep.get(ids[p.b], ids[p.b]) for p in pairs]
+
+
+def _groups_kept(groups: list, cfg, d: str) -> tuple[int, int, int]:
+    """(rows, rows that must be kept = distinct normalised (prompt, response), rows kept) for the response
+    groups run through run_dedup together."""
+    import polars as pl
+
+    from cotforge.curate.dedup.core import row_keys
+    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+
+    rows = [(g.prompt, r) for g in groups for r in g.responses]
+    expect = len({row_keys(p, r)[2] for p, r in rows})
+    pl.DataFrame({"id": [f"g{i}" for i in range(len(rows))], "problem": [p for p, _ in rows],
+                  "solution": [r for _, r in rows]}).write_parquet(f"{d}/groups.parquet")
+    stats = run_dedup([InputSpec(f"{d}/groups.parquet", source_name="groups")], f"{d}/gout", cfg,
+                      ExecutorConfig(workers=1))
+    return len(rows), expect, stats["kept"]
+
+
+def quality(n_per_kind: int) -> None:
+    """Precision/recall per kind on both parts of the labelled set (tuning, held-out), pairwise (PairJudge)
+    and end to end (run_dedup: clusters add transitivity), and whether response groups keep every response."""
+    from labelled_sets import SHARED as LAB_SHARED
+    from labelled_sets import build_labelled_set, recorded_hash
+
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.stage import PairJudge
+
     t = time.time()
-    pairs = build_labelled_pairs(SHARED, n_per_kind=n_per_kind)
-    print(f"labelled set: {len(pairs)} pairs built in {time.time() - t:.1f}s; config {DedupConfig().describe()['minhash']}"
-          f", threshold {DedupConfig().threshold}, guards number+edit")
-    judge = PairJudge(DedupConfig())
-    pairwise = [judge.is_duplicate(p.a, p.b) for p in pairs]
-    with tempfile.TemporaryDirectory() as d:
-        texts = sorted({x for p in pairs for x in (p.a, p.b)})
-        ids = {x: f"t{i}" for i, x in enumerate(texts)}
-        pl.DataFrame({"id": list(ids.values()), "problem": texts}).write_parquet(f"{d}/lab.parquet")
-        run_dedup([InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", DedupConfig(),
-                  ExecutorConfig(workers=1))
-        rem = pl.read_parquet(f"{d}/out/removed/*.parquet")
-        rep = dict(zip(rem["id"], rem["duplicate_of"], strict=True))
-        e2e = [rep.get(ids[p.a], ids[p.a]) == rep.get(ids[p.b], ids[p.b]) for p in pairs]
-    for name, pred in (("pairwise", pairwise), ("end-to-end", e2e)):
-        tp = sum(p.duplicate and d for p, d in zip(pairs, pred, strict=True))
-        fp = sum((not p.duplicate) and d for p, d in zip(pairs, pred, strict=True))
-        fn = sum(p.duplicate and not d for p, d in zip(pairs, pred, strict=True))
-        print(f"  {name:10s} precision {tp / max(1, tp + fp):.4f}  recall {tp / max(1, tp + fn):.4f}  "
-              f"(tp {tp}, fp {fp}, fn {fn})")
-    by_kind = collections.defaultdict(lambda: [0, 0])
-    for p, d in zip(pairs, e2e, strict=True):
-        by_kind[(p.kind, p.duplicate)][0] += d == p.duplicate
-        by_kind[(p.kind, p.duplicate)][1] += 1
-    for (kind, dup), (right, n) in sorted(by_kind.items()):
-        print(f"    {kind:24s} {'dup' if dup else 'not-dup':8s} correct {right}/{n}")
+    ls = build_labelled_set(LAB_SHARED, n_per_kind=n_per_kind)
+    digest = ls.part("held").digest()
+    cfg = DedupConfig()
+    print(f"labelled set: {len(ls.pairs)} pairs + {len(ls.groups)} response groups built in {time.time() - t:.1f}s; "
+          f"held-out sha256 {digest[:16]}... {'matches' if digest == recorded_hash() else 'DOES NOT MATCH'} "
+          f"bench/dedup_heldout.sha256")
+    print(f"config: {cfg.describe()['minhash']}, threshold {cfg.threshold}, max_reworded {cfg.max_reworded}, "
+          f"guards number={cfg.number_guard} graded={cfg.edit_guard}")
+    judge = PairJudge(cfg)
+    for part, title in (("tune", "tuning part (rules and thresholds chosen here)"),
+                        ("held", "held-out part (not tuned on)")):
+        sub = ls.part(part)
+        texts = sorted({x for p in sub.pairs for x in (p.a, p.b)})
+        sk = dict(zip(texts, judge.sketches(texts), strict=True))
+        t = time.time()
+        pairwise = [judge.verdict_sketches(sk[p.a], sk[p.b], p.a, p.b) for p in sub.pairs]
+        t_pair = time.time() - t
+        with tempfile.TemporaryDirectory() as d:
+            e2e = _end_to_end(sub.pairs, cfg, d)
+            n_rows, expect, kept = _groups_kept(sub.groups, cfg, d)
+        print(f"\n  {title}: {len(sub.pairs)} pairs ({t_pair:.1f}s pairwise)")
+        print(f"    pairwise   {_prf(sub.pairs, [v is None for v in pairwise])}")
+        print(f"    end-to-end {_prf(sub.pairs, e2e)}")
+        print(f"    multi-response groups: {len(sub.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
+              f"response) must be kept, kept {kept}")
+        _pair_table(sub.pairs, pairwise, e2e)
 
 
 # --------------------------------------------------------------------------- main
@@ -234,7 +295,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,1000000", help="comma list of generated row counts")
     ap.add_argument("--workers", default="1,2", help="worker counts to measure ours with (comma list)")
-    ap.add_argument("--quick", action="store_true", help="smaller labelled set (100 pairs per kind)")
+    ap.add_argument("--quick", action="store_true", help="smaller labelled set (60 pairs per kind; hash differs)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -242,7 +303,7 @@ def main() -> None:
         _child(args.child[0], args.child[1], int(args.workers))
         return
     if not args.skip_quality and SHARED.exists():
-        quality(100 if args.quick else 300)
+        quality(60 if args.quick else 150)
     with tempfile.TemporaryDirectory() as d:
         for n in [int(x) for x in args.sizes.split(",") if x]:
             path = Path(d) / f"gen_{n}.parquet"

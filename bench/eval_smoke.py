@@ -78,7 +78,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     import torch
 
-    from cotforge.train.eval.run import MATH_SUFFIX_BOXED, EvalConfig, run_eval
+    from cotforge.train.eval.config import MATH_SUFFIX_BOXED, EvalConfig
+    from cotforge.train.eval.run import run_eval
 
     t = time.monotonic()
     model_dir = convert_once(Path(args.model_cache))

@@ -1,47 +1,100 @@
-"""A labelled near-duplicate problem set built from ../shared/data, for choosing and checking dedup defaults.
+"""A labelled near-duplicate problem set built from ../shared/data, split into a tuning and a held-out part.
 
-Positives (same problem): MATH-500 items paired with their MATH test-set copy (matched by identical
-solution), and variants generated from real problems that only change presentation (instruction
-wrappers, LaTeX delimiters/spacing, whitespace/case) or make a small wording edit that keeps every
-number (drop an article, swap a verb like "Find" -> "Compute", add a trailing phrase).
-Negatives (different problems that look alike): the same real problem with one number changed or two
-numbers swapped, and
-real pairs of *different* problems mined from MATH test/train, AIME and GSM8K that share most of their
-wording (word-3-gram Jaccard >= 0.4) but have different answers.
-Everything is seeded, so the set is the same on every run.
+    python bench/labelled_sets.py [--write-hash]    # build, print counts per part and kind, and the hash
+
+Every base problem (MATH test, MATH train, AIME 1983-2023, GSM8K train) belongs to one part by a hash of its
+text, so the two parts share no problem; the generated variants of each part use that part's word pools
+(bench/dedup_pools.py: disjoint synonym tables, instruction wrappers, antonym and object swaps), so the
+held-out part measures rules on rewordings they were not tuned on. The held-out part's sha256 is recorded in
+bench/dedup_heldout.sha256 (written before the rules were tuned); bench/dedup.py checks it.
+
+Positives (same problem): real cross-source copies (MATH-500 vs MATH test by identical solution; the
+DeepScaleR AIME pool and the MATH train pool vs MATH test, mined by 13-gram containment, same answer) and
+generated variants: one-word synonyms anywhere in the prose (verbs, nouns, quantifiers, adjectives),
+instruction wrappers before / after, reformatting (LaTeX delimiters and spacing, whitespace, case,
+punctuation), combinations, the built-in wrappers and the old small edits.
+Negatives (different problems): one number changed, two numbers swapped, a word swap that changes the question
+asked (sum/product, largest/smallest, even/odd, at least/at most, "not" ...), a changed object (shape, unit,
+coin), a changed name, a changed variable, "arrange the letters of X" look-alikes (real and generated),
+mined real look-alikes with different answers (same template), and real cross-source look-alikes with
+different answers. Multi-response groups (one prompt, several real responses) must keep every response.
+
+The builder uses its own tokeniser, not curate.text.normalize, so a change to the shared normalisation does
+not change the set (or its hash). Everything is seeded.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import hashlib
 import json
 import random
 import re
+import sys
+from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cotforge.curate.text.normalize import INSTRUCTION_WRAPPERS, normalize
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dedup_pools import LETTER_WORDS  # noqa: E402
+from dedup_variants import make_variant  # noqa: E402
 
-POSITIVE_KINDS = ("math500_vs_math_test", "wrapper", "latex_whitespace_case", "near_copy")
-NEGATIVE_KINDS = ("number_changed", "numbers_swapped", "same_template")
+PARTS = ("tune", "held")
+_REPO = Path(__file__).resolve().parents[1]
+SHARED = next((d / "shared" / "data" for d in (_REPO.parent, _REPO.parent.parent) if (d / "shared" / "data").is_dir()),
+              _REPO.parent / "shared" / "data")  # ../shared/data (main checkout) or ../../shared/data (worktree)
+HASH_FILE = Path(__file__).resolve().parent / "dedup_heldout.sha256"
+SYNONYM_KINDS = tuple(f"synonym_{c}" for c in ("verb", "noun", "quantifier", "adjective"))
+POSITIVE_GENERATED = (*SYNONYM_KINDS, "wrapper_unseen_before", "wrapper_unseen_after", "reformat",
+                      "combo_reformat_synonym", "combo_wrapper_synonym", "combo_wrapper_reformat_synonym",
+                      "wrapper_builtin", "near_copy_small")
+NEGATIVE_GENERATED = ("number_changed", "numbers_swapped", "question_changed", "object_changed", "name_changed",
+                      "variable_changed")
+REAL_POSITIVE = ("real_math500_vs_math_test", "real_aime_vs_math_test", "real_math_train_vs_math_test")
+REAL_NEGATIVE = ("real_cross_source_different", "same_template_real", "letters_real", "letters_changed")
 
-_VERB_SWAPS = (("Find", "Compute"), ("Compute", "Find"), ("Determine", "Find"), ("What is", "Find"),
-               ("Calculate", "Compute"), ("How many", "Find how many"))
-_TAILS = (" Show your work.", " Give your answer in simplest form.", " Explain your reasoning.",
-          " Justify your answer.")
-_ARTICLE = re.compile(r"\b(the|a|an) ", re.IGNORECASE)
-_NUM = re.compile(r"(?<![\w.])\d+(?![\w.])")
-
-
+_TOK = re.compile(r"[a-z0-9]+")
 @dataclass(frozen=True)
 class LabelledPair:
-    """Two problem statements, whether they are the same problem, and how the pair was made."""
+    """Two problem statements, whether they are the same problem, how the pair was made, and its part."""
 
     a: str
     b: str
     duplicate: bool
     kind: str
+    part: str
+
+
+@dataclass(frozen=True)
+class ResponseGroup:
+    """One real prompt with several real responses (every distinct response must be kept)."""
+
+    prompt: str
+    responses: tuple[str, ...]
+    kind: str
+    part: str
+
+
+@dataclass
+class LabelledSet:
+    """Pairs and response groups of both parts."""
+
+    pairs: list[LabelledPair] = field(default_factory=list)
+    groups: list[ResponseGroup] = field(default_factory=list)
+
+    def part(self, name: str) -> LabelledSet:
+        return LabelledSet([p for p in self.pairs if p.part == name], [g for g in self.groups if g.part == name])
+
+    def digest(self) -> str:
+        """sha256 of the set's canonical JSON lines (pairs then groups, each sorted)."""
+        lines = sorted(json.dumps(asdict(p), sort_keys=True) for p in self.pairs)
+        lines += sorted(json.dumps({**asdict(g), "responses": list(g.responses)}, sort_keys=True) for g in self.groups)
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- loading
 
 
 def _jsonl(path: Path) -> Iterator[dict]:
@@ -50,6 +103,11 @@ def _jsonl(path: Path) -> Iterator[dict]:
         for line in fh:
             if line.strip():
                 yield json.loads(line)
+
+
+def part_of(text: str) -> str:
+    """The part a problem belongs to (a hash of its stripped text: the same problem always lands the same)."""
+    return PARTS[hashlib.sha1(" ".join(_TOK.findall(text.lower())).encode()).digest()[0] & 1]
 
 
 def load_problems(shared: Path) -> list[dict]:
@@ -64,135 +122,208 @@ def load_problems(shared: Path) -> list[dict]:
     return [p for p in out if p["problem"] and p["answer"]]
 
 
-# --------------------------------------------------------------------------- generated variants
+def tokens(text: str) -> list[str]:
+    """The builder's own tokens: lower-case alphanumeric runs (\\dfrac = \\frac)."""
+    return _TOK.findall(text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").lower())
 
 
-def wrapper_variant(text: str, rng: random.Random) -> str:
-    """Wrap a problem in a stock instruction (random case/spacing), before or after it."""
-    w = rng.choice(INSTRUCTION_WRAPPERS)
-    w = w.upper() if rng.random() < 0.2 else w
-    return f"{w}\n\n{text}" if rng.random() < 0.5 else f"{text}\n{w}"
+def answer_key(ans: object) -> str:
+    """Answer for equality tests: tokens without frac/boxed/text/dollar words, integers without leading zeros."""
+    toks = [t for t in tokens(str(ans)) if t not in ("frac", "boxed", "text", "mbox", "dollars", "left", "right")]
+    return " ".join(t.lstrip("0") or "0" if t.isdigit() else t for t in toks)
 
 
-def latex_variant(text: str, rng: random.Random) -> str:
-    """Change LaTeX delimiters/spacing, whitespace and case without touching the words or numbers."""
-    t = re.sub(r"\$([^$]+)\$", lambda m: rf"\({m.group(1)}\)", text) if rng.random() < 0.5 else text
-    t = t.replace("\\frac", "\\dfrac") if rng.random() < 0.5 else t
-    t = t.replace("(", "\\left(").replace(")", "\\right)") if rng.random() < 0.3 else t
-    t = re.sub(r" ", lambda m: rng.choice([" ", "  ", "\n", " \t"]), t)
-    return t.lower() if rng.random() < 0.3 else t
+# --------------------------------------------------------------------------- real pairs
 
 
-def near_copy_variant(text: str, rng: random.Random) -> str | None:
-    """A small wording edit that keeps the problem: drop an article, swap the verb, or add a tail."""
-    edits = []
-    if _ARTICLE.search(text):
-        edits.append("article")
-    if any(text.startswith(a) for a, _ in _VERB_SWAPS):
-        edits.append("verb")
-    edits.append("tail")
-    kind = rng.choice(edits)
-    if kind == "article":
-        spots = list(_ARTICLE.finditer(text))
-        m = rng.choice(spots)
-        return text[:m.start()] + text[m.end():]
-    if kind == "verb":
-        for a, b in _VERB_SWAPS:
-            if text.startswith(a):
-                return b + text[len(a):]
-    return text.rstrip() + rng.choice(_TAILS)
+def _grams(toks: list[str], n: int) -> set[str]:
+    return {" ".join(toks[i:i + n]) for i in range(max(1, len(toks) - n + 1))}
 
 
-def number_changed_variant(text: str, rng: random.Random) -> str | None:
-    """The same wording with one standalone number replaced by a different one (a different problem)."""
-    nums = list(_NUM.finditer(text))
-    if not nums:
-        return None
-    m = rng.choice(nums)
-    old = int(m.group())
-    new = old + rng.choice([1, 2, 3, 5, 10]) if old < 10_000 else old + 1
-    return text[:m.start()] + str(new) + text[m.end():]
+def mine_cross_source(left: list[dict], right: list[dict], min_containment: float = 0.5) -> list[tuple[dict, dict]]:
+    """Pairs (l, r) whose 13-gram sets overlap on >= min_containment of the smaller set, or whose tokens are
+    equal (the MANIFEST's method); the best r per l."""
+    index: dict[str, list[int]] = defaultdict(list)
+    rgrams = [_grams(tokens(r["problem"]), 13) for r in right]
+    for j, g in enumerate(rgrams):
+        for s in g:
+            index[s].append(j)
+    out = []
+    for item in left:
+        g = _grams(tokens(item["problem"]), 13)
+        hits: dict[int, int] = defaultdict(int)
+        for s in g:
+            for j in index.get(s, ()):
+                hits[j] += 1
+        best = max(hits.items(), key=lambda kv: (kv[1] / max(1, min(len(g), len(rgrams[kv[0]]))), -kv[0]), default=None)
+        if best and best[1] / max(1, min(len(g), len(rgrams[best[0]]))) >= min_containment:
+            out.append((item, right[best[0]]))
+    return out
 
 
-def numbers_swapped_variant(text: str, rng: random.Random) -> str | None:
-    """The same words and numbers with two different numbers swapped ("3n square, 2n cube" -> "2n ..., 3n")."""
-    nums = list(_NUM.finditer(text))
-    pairs = [(a, b) for i, a in enumerate(nums) for b in nums[i + 1:] if a.group() != b.group()]
-    if not pairs:
-        return None
-    a, b = rng.choice(pairs)
-    return text[:a.start()] + b.group() + text[a.end():b.start()] + a.group() + text[b.end():]
+def real_pairs(shared: Path, problems: list[dict]) -> list[LabelledPair]:
+    """MATH-500 vs MATH test (identical solution); AIME pool and MATH train pool vs MATH test (mined): same
+    answer = same problem, a different answer = a real look-alike."""
+    test = [p for p in problems if p["origin"] == "math_test5000"]
+    by_sol = {p["solution"].strip(): p for p in test}
+    out = []
+    for r in _jsonl(shared / "benchmarks" / "math500.jsonl"):
+        twin = by_sol.get((r.get("solution") or "").strip())
+        if twin is not None:
+            out.append(LabelledPair(r["problem"], twin["problem"], True, "real_math500_vs_math_test", part_of(twin["problem"])))
+    for origin, kind in (("deepscaler_aime_1983_2023", "real_aime_vs_math_test"),
+                         ("deepscaler_math_train", "real_math_train_vs_math_test")):
+        for a, b in mine_cross_source([p for p in problems if p["origin"] == origin], test):
+            label = cross_source_label(a, b)
+            if label is not None:
+                out.append(LabelledPair(a["problem"], b["problem"], label, kind if label else "real_cross_source_different",
+                                        part_of(b["problem"])))
+    return out
 
 
-# --------------------------------------------------------------------------- mined real pairs
+def cross_source_label(a: dict, b: dict) -> bool | None:
+    """Label of a mined cross-source pair: the same problem when the answers and the numbers agree; different
+    when the answers differ and the texts do too; None (left out) otherwise: the same answer with different
+    numbers (by hand, these were different problems that share an answer, e.g. two graph-transformation
+    multiple-choice items answered "B") and the same text with different answers (answer-format noise)."""
+    same_answer = answer_key(a["answer"]) == answer_key(b["answer"])
+    same_numbers = sorted(_NUMS.findall(a["problem"])) == sorted(_NUMS.findall(b["problem"]))
+    if same_answer:
+        return True if same_numbers else None
+    return False if tokens(a["problem"]) != tokens(b["problem"]) else None
 
 
-def _answer_key(ans: str) -> str:
-    return " ".join(t for t in normalize(str(ans)).split(" ") if t not in ("frac", "dfrac", "tfrac", "text"))
+_NUMS = re.compile(r"\d+")
 
 
-def mine_same_template(problems: list[dict], limit: int, min_jaccard: float = 0.4) -> list[LabelledPair]:
-    """Real pairs of different problems (different answers) whose word-3-gram Jaccard >= min_jaccard."""
+def mine_same_template(problems: list[dict], min_jaccard: float = 0.4) -> list[LabelledPair]:
+    """Real pairs of different problems (different answers, different text) whose word-3-gram Jaccard >= 0.4;
+    pairs where one problem holds the other's whole text are left out (a problem and its extension)."""
     from datasketch import MinHash, MinHashLSH
 
     lsh = MinHashLSH(threshold=min_jaccard, num_perm=64)
     grams: list[set[str]] = []
     out: list[LabelledPair] = []
-    seen: set[tuple[int, int]] = set()
     for i, p in enumerate(problems):
-        toks = normalize(p["problem"]).split(" ")
-        g = {" ".join(toks[k:k + 3]) for k in range(max(1, len(toks) - 2))}
+        g = _grams(tokens(p["problem"]), 3)
         grams.append(g)
         mh = MinHash(num_perm=64, seed=7)
         mh.update_batch([s.encode() for s in g])
-        for j in lsh.query(mh):
-            a, b = problems[j], p
-            if (j, i) in seen or normalize(a["problem"]) == normalize(b["problem"]):
+        for j in sorted(lsh.query(mh)):
+            a = problems[j]
+            ta, tb = " ".join(tokens(a["problem"])), " ".join(tokens(p["problem"]))
+            if ta in tb or tb in ta or answer_key(a["answer"]) == answer_key(p["answer"]):
                 continue
-            if _answer_key(a["answer"]) == _answer_key(b["answer"]):
-                continue
-            if a.get("solution") and a.get("solution") == b.get("solution"):
-                continue
-            jac = len(grams[j] & g) / max(1, len(grams[j] | g))
-            if jac >= min_jaccard:
-                seen.add((j, i))
-                out.append(LabelledPair(a["problem"], b["problem"], False, "same_template"))
+            if len(grams[j] & g) >= min_jaccard * len(grams[j] | g):
+                out.append(LabelledPair(a["problem"], p["problem"], False, "same_template_real", part_of(a["problem"])))
         lsh.insert(i, mh)
-    out.sort(key=lambda p: (p.a, p.b))
-    return random.Random(0).sample(out, min(limit, len(out)))
-
-
-def math500_pairs(shared: Path) -> list[LabelledPair]:
-    """MATH-500 items and their MATH test copies, matched by identical reference solution."""
-    by_sol = {r["solution"].strip(): r for r in _jsonl(shared / "benchmarks" / "math_test5000.jsonl.gz")}
-    out = []
-    for r in _jsonl(shared / "benchmarks" / "math500.jsonl"):
-        twin = by_sol.get((r.get("solution") or "").strip())
-        if twin is not None:
-            out.append(LabelledPair(r["problem"], twin["problem"], True, "math500_vs_math_test"))
     return out
 
 
-def build_labelled_pairs(shared: str | Path, n_per_kind: int = 300, seed: int = 0) -> list[LabelledPair]:
-    """The full labelled set: `n_per_kind` pairs of each generated kind plus the real ones (seeded)."""
+_LETTERS = re.compile(r"(letters of the word\s*\$?\\?(?:text\{)?)([A-Z]+)")
+
+
+def letter_pairs(problems: list[dict]) -> list[LabelledPair]:
+    """"Arrange the letters of the word X" problems: real pairs of two different words, and each problem with
+    its word swapped for one of the part's pool words."""
+    real = sorted({p["problem"] for p in problems if _LETTERS.search(p["problem"])})
+    out = []
+    for i, a in enumerate(real):
+        for b in real[i + 1:]:
+            out.append(LabelledPair(a, b, False, "letters_real", part_of(a)))
+        part = part_of(a)
+        for w in LETTER_WORDS[part]:
+            out.append(LabelledPair(a, _LETTERS.sub(lambda m, w=w: m.group(1) + w, a, count=1), False,
+                                    "letters_changed", part))
+    return out
+
+
+def response_groups(shared: Path, max_per_part: int) -> list[ResponseGroup]:
+    """Real prompts with several distinct responses (sampled solutions of one problem)."""
+    by_prompt: dict[str, list[str]] = defaultdict(list)
+    for name in ("qwen25_math_rm_example", "qwen25_32b_instruct_aime24", "gsm8k_gpt3_model_solutions",
+                 "skyt1_longcot_eval_traces"):
+        for r in _jsonl(shared / "sft_sources" / f"{name}.jsonl.gz"):
+            if r.get("problem") and r.get("response") and r["response"] not in by_prompt[r["problem"]]:
+                by_prompt[r["problem"]].append(r["response"])
+    groups = [ResponseGroup(p, tuple(rs), "multi_response", part_of(p)) for p, rs in sorted(by_prompt.items())
+              if len(rs) >= 2]
+    rng = random.Random(1)
+    out = []
+    for part in PARTS:
+        mine = [g for g in groups if g.part == part]
+        out += rng.sample(mine, min(max_per_part, len(mine)))
+    return out
+
+
+# --------------------------------------------------------------------------- the set
+
+
+def build_labelled_set(shared: str | Path, n_per_kind: int = 150, seed: int = 0) -> LabelledSet:
+    """Both parts: `n_per_kind` pairs of each generated kind per part, the real pairs (capped at 4x that per
+    kind and part) and up to `n_per_kind` response groups per part. Each base problem is used by one kind."""
     shared = Path(shared)
-    rng = random.Random(seed)
     problems = load_problems(shared)
-    base = [p for p in problems if 8 <= len(p["problem"].split()) <= 300]
-    pick = rng.sample(base, min(len(base), 4 * n_per_kind))
-    pairs: list[LabelledPair] = rng.sample(math500_pairs(shared), min(n_per_kind, 500))
-    makers = (("wrapper", True, wrapper_variant), ("latex_whitespace_case", True, latex_variant),
-              ("near_copy", True, near_copy_variant), ("number_changed", False, number_changed_variant),
-              ("numbers_swapped", False, numbers_swapped_variant))
-    for kind, dup, make in makers:
-        made = 0
-        for p in pick:
-            if made >= n_per_kind:
-                break
-            v = make(p["problem"], rng)
-            if v and v != p["problem"]:
-                pairs.append(LabelledPair(p["problem"], v, dup, kind))
-                made += 1
-        rng.shuffle(pick)
-    pairs.extend(mine_same_template(problems, n_per_kind))
-    return pairs
+    real = real_pairs(shared, problems) + mine_same_template(problems) + letter_pairs(problems)
+    pairs: list[LabelledPair] = []
+    rng = random.Random(seed)
+    for part in PARTS:
+        for kind in sorted({p.kind for p in real}):
+            mine = sorted((p for p in real if p.kind == kind and p.part == part), key=lambda p: (p.a, p.b))
+            pairs += rng.sample(mine, min(len(mine), 4 * n_per_kind))
+    used = {x for p in pairs for x in (p.a, p.b)}
+    for part in PARTS:
+        base = sorted({p["problem"] for p in problems if part_of(p["problem"]) == part
+                       and 8 <= len(p["problem"].split()) <= 300 and p["problem"] not in used})
+        rng.shuffle(base)
+        taken: set[str] = set()
+        for kind in POSITIVE_GENERATED + NEGATIVE_GENERATED:
+            make, made = make_variant(kind, part), 0
+            krng = random.Random(f"{seed}-{part}-{kind}")
+            for text in base:
+                if made >= n_per_kind:
+                    break
+                if text in taken:
+                    continue
+                v = make(text, krng)
+                if v and v.strip() != text.strip():
+                    pairs.append(LabelledPair(text, v, kind in POSITIVE_GENERATED, kind, part))
+                    taken.add(text)
+                    made += 1
+    return LabelledSet(pairs, response_groups(shared, n_per_kind))
+
+
+def summary(ls: LabelledSet) -> dict[str, dict[str, int]]:
+    """Pairs per (part, kind), and response groups / rows per part."""
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in ls.pairs:
+        out[p.part][p.kind] = out[p.part].get(p.kind, 0) + 1
+    for g in ls.groups:
+        out[g.part]["multi_response_groups"] = out[g.part].get("multi_response_groups", 0) + 1
+        out[g.part]["multi_response_rows"] = out[g.part].get("multi_response_rows", 0) + len(g.responses)
+    return dict(out)
+
+
+def recorded_hash() -> str | None:
+    """The held-out hash recorded in bench/dedup_heldout.sha256 (None if the file is missing)."""
+    return HASH_FILE.read_text().split()[0] if HASH_FILE.exists() else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", default=str(SHARED))
+    ap.add_argument("--write-hash", action="store_true", help="record the held-out part's hash (before tuning!)")
+    args = ap.parse_args()
+    ls = build_labelled_set(args.shared)
+    for part, kinds in summary(ls).items():
+        print(part, json.dumps(kinds, sort_keys=True))
+    held = ls.part("held")
+    digest = held.digest()
+    print(f"held-out sha256 {digest} ({len(held.pairs)} pairs, {len(held.groups)} groups); recorded {recorded_hash()}")
+    if args.write_hash:
+        HASH_FILE.write_text(f"{digest}  held-out part of bench/labelled_sets.py (build_labelled_set defaults): "
+                             f"{len(held.pairs)} pairs, {len(held.groups)} response groups\n")
+
+
+if __name__ == "__main__":
+    main()

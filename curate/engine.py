@@ -165,7 +165,7 @@ class ExecutorConfig:
     """How datatrove runs a stage: `local` (default), `slurm` or `ray`, with their options.
 
     The same settings serve every datatrove-based stage (the recipe's `executor:` section, or the generated
-    `--executor --workers --tasks --rows-per-task --executor-option KEY=VALUE ...` flags). `options` are
+    `--executor --workers --tasks --rows-per-task --executor-option KEY=VALUE --keep-work ...` flags). `options` are
     checked by name against `curate.executors.options.SlurmOptions` / `RayOptions`. Slurm stages wait for
     their jobs (`wait`), or return and are resumed by the next invocation, which reuses finished work."""
 
@@ -447,15 +447,13 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
                         build_steps: Callable[[Path, pa.Schema], list], *,
                         removed_extra: list[pa.Field] | None = None, exec_cfg: ExecutorConfig | None = None,
                         strict: bool = False, rows_per_shard: int = 50_000, config: dict | None = None,
-                        keep_work: bool = False, extra_stats: Callable[[], dict] | None = None) -> dict:
+                        extra_stats: Callable[[], dict] | None = None) -> dict:
     """Ingest `specs`, run `[reader, *build_steps(removed_dir, removed_schema), kept_writer]` with
     datatrove, and publish deterministic OUT/kept, OUT/removed and OUT/stats.json.
 
     `build_steps(removed_dir, removed_schema)` returns the stage's datatrove steps; filters among
     them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer."""
     exec_cfg = (exec_cfg or ExecutorConfig()).for_inputs(specs)
-    if keep_work:
-        exec_cfg = dataclasses.replace(exec_cfg, keep_work=True)
     area = start_stage(specs, out_dir, stage, exec_cfg, removed_extra=removed_extra, strict=strict,
                        rows_per_shard=rows_per_shard, config=config)
     with area:

@@ -6,6 +6,7 @@ but never drop these eight.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from typing import Any
@@ -74,12 +75,37 @@ def dump_meta(meta: dict[str, Any]) -> str:
     return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def load_meta(text: str | None) -> dict[str, Any]:
-    """Parse a row's `meta` JSON text; empty or missing gives {}."""
-    if not text:
+def load_meta(value: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A JSON-object column (`meta`, and `tests` specs) as a dict: a dict passes through; text is read as
+    JSON, else as a Python literal (some real sources store `str(dict)`); anything else gives {}.
+    The one parser of these columns: curation, verification, training and evaluation all call it."""
+    if isinstance(value, dict):
+        return value
+    if not value or not isinstance(value, str):
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {"_raw_meta": text}
-    return value if isinstance(value, dict) else {"_meta": value}
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            parsed = parse(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def chat_messages(row: dict[str, Any], system_prompt: str | None = None) -> list[dict[str, str]]:
+    """A row as a chat list: a system turn (meta["system"], else `system_prompt`), the user prompt and,
+    when there is one, the assistant response. The mix's `messages` column and the SFT trainer's
+    rendering of rows without one both come from here."""
+    system = load_meta(row.get("meta")).get("system")
+    system = system if isinstance(system, str) else system_prompt
+    msgs = [{"role": "system", "content": system}] if system is not None else []
+    msgs.append({"role": "user", "content": row["prompt"]})
+    if row.get("response"):
+        msgs.append({"role": "assistant", "content": row["response"]})
+    return msgs
+
+
+def seeded_hash(seed: int, row_id: str) -> int:
+    """Order-independent pseudo-random 64-bit value of a row (same seed + id -> same value): the mix's draw
+    order and the policy's per-problem cap both sort by it."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}\x00{row_id}".encode(), digest_size=8).digest(), "big")

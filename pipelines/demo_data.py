@@ -21,9 +21,12 @@ import gzip
 import json
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -41,28 +44,34 @@ VERBS = ("collects", "gathers", "buys", "finds", "receives", "wins", "orders", "
 class DemoDataConfig:
     """Sizes and planting rates of the demo sources (same config + seed -> byte-identical files)."""
 
-    n_longcot_math: int = 160
-    n_shortcot_math: int = 140
-    n_code: int = 60
-    n_benchmark: int = 24  # items in the local benchmark
-    exact_dups: int = 12  # high-quality rows copied verbatim into the low-quality source
-    near_dups: int = 10  # high-quality problems reworded into the low-quality source
-    humaneval_leaks: int = 4  # HumanEval prompts planted in the code source
-    bench_leaks: int = 5  # local-benchmark problems planted in the long-CoT source
-    n_heldout: int = 0  # fresh long-CoT-style problems written as the local benchmark `demo_heldout`
-    malformed: int = 3  # broken lines in the low-quality source
-    wrong_rate_short: float = 0.4
-    wrong_rate_code: float = 0.35
-    seed: int = 0
+    n_longcot_math: int = field(default=160, metadata={"help": "Rows of the high-quality long-CoT math source."})
+    n_shortcot_math: int = field(default=140, metadata={"help": "Rows of the terse, often wrong math source."})
+    n_code: int = field(default=60, metadata={"help": "Rows of the code source (assert/stdio tests)."})
+    n_benchmark: int = field(default=24, metadata={"help": "Items in the local benchmark (demo_olympiad)."})
+    exact_dups: int = field(default=12, metadata={
+        "help": "High-quality rows copied verbatim into the low-quality source."})
+    near_dups: int = field(default=10, metadata={
+        "help": "High-quality problems reworded into the low-quality source."})
+    humaneval_leaks: int = field(default=4, metadata={"help": "HumanEval prompts planted in the code source."})
+    bench_leaks: int = field(default=5, metadata={"help": "Local-benchmark problems planted in the long-CoT source."})
+    n_heldout: int = field(default=0, metadata={
+        "help": "Fresh long-CoT-style problems written as the local benchmark `demo_heldout`."})
+    malformed: int = field(default=3, metadata={"help": "Broken lines in the low-quality source."})
+    wrong_rate_short: float = field(default=0.4, metadata={"help": "Share of wrong answers in the short source."})
+    wrong_rate_code: float = field(default=0.35, metadata={"help": "Share of wrong solutions in the code source."})
+    seed: int = field(default=0, metadata={"help": "Generator seed (the recipe seed by default)."})
 
     def __post_init__(self) -> None:
         for k, v in asdict(self).items():
             if isinstance(v, int) and v < 0:
-                raise ValueError(f"{k} must be >= 0, got {v}")
+                raise ValueError(f"{k}: must be >= 0, got {v}")
         if self.near_dups + self.exact_dups > self.n_longcot_math:
-            raise ValueError("exact_dups + near_dups cannot exceed n_longcot_math")
+            raise ValueError("near_dups: exact_dups + near_dups cannot exceed n_longcot_math")
         if self.bench_leaks > self.n_benchmark:
-            raise ValueError("bench_leaks cannot exceed n_benchmark")
+            raise ValueError("bench_leaks: cannot exceed n_benchmark")
+        for name in ("wrong_rate_short", "wrong_rate_code"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}: must be in [0, 1] (got {getattr(self, name)})")
 
 
 # --------------------------------------------------------------------------- math problems
@@ -348,3 +357,9 @@ def generate_demo_data(out_dir: str | Path, cfg: DemoDataConfig | None = None) -
     (out / "truth.json").write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n")
     log.info("demo data: %s -> %s", truth["files"], out)
     return truth
+
+
+def run(cfg: DemoDataConfig, ctx: StageContext) -> dict[str, Any]:
+    """The data stage: generate the demo's sources and local benchmark into RUN/data."""
+    truth = generate_demo_data(ctx.out_dir, cfg)
+    return {"stage": "data", "rows_out": sum(truth["files"].values()), "files": truth["files"]}

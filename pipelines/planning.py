@@ -1,114 +1,138 @@
 """Planning a run: check the recipe against the stage registry (stage names, option keys and values,
-source and benchmark paths, inputs) and give each stage its inputs, built options and completion hash."""
+source and benchmark paths, inputs) and give each stage its inputs, built config and completion hash.
+
+Every stage's config is built here with the loader the run uses (`cotforge.curate.config.build`) and
+validates itself on construction, so `--dry-run` rejects what a run would. The one exception is a stage
+run through `launch:` (a distributed trainer on other machines): its keys and value types are checked
+here, and the launched process builds the config itself (its checks depend on that machine: bf16 needs a
+GPU). Nothing here is keyed on a stage's name: what differs between stages is declared on their `Stage`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import typing
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotforge.pipelines.config import (
-    GENERATED,
-    RUNNER_KEYS,
-    Recipe,
-    RecipeError,
-    build_dataclass,
-    config_hash,
-    unknown_key_error,
-)
-from cotforge.pipelines.stages import ORDER, STAGES
-from cotforge.pipelines.stages.model import ModelConfig, gguf_path
-from cotforge.pipelines.stages.spec import StageSpec
+from cotforge.curate.config import build, check, init_fields, unknown_key
+from cotforge.pipelines.config import GENERATED, RUNNER_KEYS, Recipe, RecipeError, config_hash
+from cotforge.pipelines.stages import ORDER, SECTION_STAGES, get_stage
+from cotforge.pipelines.stages.spec import Stage
+
+OLD_CLI = re.compile(r"-m\s+pipelines\.cli\b")
 
 
 @dataclass
 class PlannedStage:
-    """A stage as it will run: spec, inputs, built options and the hash that marks it complete."""
+    """A stage as it will run: its Stage, inputs, options, plan-time config and completion hash."""
 
-    spec: StageSpec
-    inputs: list[str]
-    options: dict[str, Any]
-    cfg: Any
+    stage: Stage
+    inputs: list[str]  # upstream stage names (or absolute folders given with `input:`)
+    options: dict[str, Any]  # the recipe's options for it (runner keys removed, recipe seed filled in)
+    cfg: Any  # the config built from options + recipe defaults (a checked dict for launched stages)
     hash: str = ""
     seed: int | None = None
+    launch: str | None = None
+    where: str = ""  # the YAML field of its options, for messages
 
     @property
     def name(self) -> str:
-        return self.spec.name
-
-
-def _dataclass_for(cls: type, data: dict[str, Any], where: str) -> Any:
-    """Build `cls` from YAML data, recursing into nested dataclass fields (e.g. select.score)."""
-    hints = typing.get_type_hints(cls)
-    data = dict(data)
-    for f in dataclasses.fields(cls):
-        if f.name in data and isinstance(data[f.name], dict):
-            sub = _nested_dataclass(hints.get(f.name))
-            if sub is not None:
-                data[f.name] = _dataclass_for(sub, data[f.name], f"{where}.{f.name}")
-    return build_dataclass(cls, data, where)
-
-
-def _nested_dataclass(tp: Any) -> type | None:
-    if dataclasses.is_dataclass(tp):
-        return tp
-    for arg in typing.get_args(tp):
-        if dataclasses.is_dataclass(arg):
-            return arg
-    return None
+        return self.stage.name
 
 
 def enabled_stages(recipe: Recipe) -> list[str]:
     """Stage names the recipe runs, in pipeline order; unknown names are errors."""
     for name in recipe.stages:
-        if name not in STAGES:
-            raise unknown_key_error(f"{recipe.path}: stages", name, ORDER)
-    names = [n for n in ORDER if n in recipe.stages and recipe.stages[n].get("enabled", True) is not False]
-    if recipe.generate is not None and "data" not in names:
-        names.insert(0, "data")
-    return names
+        if name not in ORDER or name in SECTION_STAGES.values():
+            raise unknown_key(f"{recipe.path}: stages", name, [n for n in ORDER if n not in SECTION_STAGES.values()],
+                              error=RecipeError)
+    sectioned = {stage for section, stage in SECTION_STAGES.items() if getattr(recipe, section) is not None}
+    return [n for n in ORDER if n in sectioned
+            or (n in recipe.stages and recipe.stages[n].get("enabled", True) is not False)]
 
 
-def _inputs(spec: StageSpec, opts: dict[str, Any], done: list[str], recipe: Recipe) -> list[str]:
-    """Upstream stages of `spec`: `input:` if given (a stage name or a path), else the nearest earlier one."""
-    where = f"{recipe.path}: stages.{spec.name}.input"
+def stage_options(recipe: Recipe, name: str) -> tuple[dict[str, Any], str]:
+    """(options, YAML field) of a stage: its `stages.<name>` mapping, or the recipe section it reads."""
+    for section, stage in SECTION_STAGES.items():
+        if stage == name:
+            return dict(getattr(recipe, section) or {}), f"{recipe.path}: {section}"
+    return dict(recipe.stages.get(name) or {}), f"{recipe.path}: stages.{name}"
+
+
+def recipe_defaults(stage: Stage, recipe: Recipe, run_dir: Path | None) -> dict[str, Any]:
+    """Option values the stage takes from recipe sections when its own options leave them out
+    (paths resolved into `run_dir`; `<run>` placeholders when planning without one)."""
+    out: dict[str, Any] = {}
+    for d in stage.defaults:
+        value = getattr(getattr(recipe, d.section), d.key)
+        if value:
+            out[d.field] = recipe.resolve_path(value, run_dir) if d.path else value
+    return out
+
+
+def _inputs(stage: Stage, opts: dict[str, Any], done: list[str], recipe: Recipe, where: str) -> list[str]:
+    """Upstream stages: `input:` if given (a stage name or a path), else by the stage's `reads`."""
     if "input" in opts:
         given = opts["input"] if isinstance(opts["input"], list) else [opts["input"]]
         out = []
-        for g in given:
-            g = str(g)
-            if g in STAGES:
+        for g in map(str, given):
+            if g in ORDER:
                 if g not in done:
-                    raise RecipeError(f"{where}: stage {g!r} is not enabled before {spec.name!r} "
+                    raise RecipeError(f"{where}.input: stage {g!r} is not enabled before {stage.name!r} "
                                       f"(enabled before it: {', '.join(done) or 'none'})")
                 out.append(g)
             else:
                 p = Path(recipe.resolve_path(g))
                 if not p.exists():
-                    raise RecipeError(f"{where}: {g!r} is neither a stage nor an existing folder")
+                    raise RecipeError(f"{where}.input: {g!r} is neither a stage nor an existing folder")
                 out.append(str(p))
         return out
-    if spec.name == "ingest":
-        return []
-    if spec.kind == "curate":
-        earlier = [n for n in done if n in spec.after]
+    if stage.reads == "shards":
+        earlier = [n for n in done if n in stage.after]
         if not earlier:
-            raise RecipeError(f"{recipe.path}: stages.{spec.name}: no input: enable `ingest` (or an earlier "
-                              f"curation stage) before it, or give `input:`")
+            raise RecipeError(f"{where}: no input: enable `ingest` (or an earlier curation stage) before it, "
+                              "or give `input:`")
         return [earlier[-1]]
-    out = [n for n in done if n in spec.needs]
-    if "model" in spec.needs and not ({"model", "sft", "rl"} & set(out)) and not opts.get("model"):
-        raise RecipeError(f"{recipe.path}: stages.{spec.name}: needs a model: enable the `model` stage "
-                          f"or set stages.{spec.name}.model")
-    if spec.name in ("sft", "rl") and "mix" not in out and not (opts.get("train_files") or opts.get("data")):
-        raise RecipeError(f"{recipe.path}: stages.{spec.name}: its input is missing: enable `mix` before it "
-                          f"or set stages.{spec.name}." + ("data" if spec.name == "sft" else "train_files"))
-    return out
+    return [n for n in done if n in stage.needs]
 
 
-def plan(recipe: Recipe, check_code: bool = True) -> list[PlannedStage]:
+def _check_requirements(stage: Stage, own: dict[str, Any], done: list[str], where: str) -> None:
+    for r in stage.requires:
+        if not set(r.stages) & set(done) and not own.get(r.field):
+            raise RecipeError(f"{where}: {r.missing}: enable `{r.stages[0]}` before it or set "
+                              f"{where.split(': ', 1)[-1]}.{r.field}")
+
+
+def _launch(stage: Stage, opts: dict[str, Any], where: str) -> str | None:
+    launch = opts.get("launch")
+    if launch is None:
+        return None
+    if stage.launched is None:
+        raise RecipeError(f"{where}.launch: only training stages (sft, rl) run through a launcher")
+    if OLD_CLI.search(str(launch)):
+        raise RecipeError(f"{where}.launch: `-m pipelines.cli` is the old module path; the command line is "
+                          f"`-m cotforge.pipelines.cli` now (got {launch!r})")
+    return str(launch)
+
+
+def plan_stage(stage: Stage, recipe: Recipe, done: list[str], hashes: dict[str, str]) -> PlannedStage:
+    """One stage: its inputs, checked options, plan-time config and completion hash."""
+    opts, where = stage_options(recipe, stage.name)
+    inputs = _inputs(stage, opts, done, recipe, where)
+    launch = _launch(stage, opts, where)
+    own = {k: v for k, v in opts.items() if k not in RUNNER_KEYS}
+    if stage.seeded and "seed" in init_fields(stage.config) and "seed" not in own:
+        own["seed"] = recipe.seed
+    _check_requirements(stage, own, done, where)
+    values = {**recipe_defaults(stage, recipe, None), **own}
+    cfg = (check if launch else build)(stage.config, values, where, error=RecipeError)
+    sections = {s: recipe.section(s) for s in stage.uses}
+    h = config_hash(stage.name, own, sections, [hashes.get(i, i) for i in inputs], stage.code_hash())
+    return PlannedStage(stage, inputs, own, cfg, h, own.get("seed"), launch, where)
+
+
+def plan(recipe: Recipe) -> list[PlannedStage]:
     """Validate the recipe against the registry and return the stages in order, with hashes.
 
     Checks unknown stage names and option keys, option values, source and benchmark paths, benchmark
@@ -116,92 +140,29 @@ def plan(recipe: Recipe, check_code: bool = True) -> list[PlannedStage]:
     names = enabled_stages(recipe)
     if not names:
         raise RecipeError(f"{recipe.path}: no stages enabled")
-    validate_sources(recipe, names)
-    validate_benchmarks(recipe, names)
+    stages = [get_stage(n) for n in names]
+    validate_sources(recipe, stages)
+    validate_benchmarks(recipe, stages)
     planned: list[PlannedStage] = []
     hashes: dict[str, str] = {}
-    for name in names:
-        spec = STAGES[name]
-        opts = dict(recipe.stages.get(name) or {})
-        if name == "data":
-            opts = dict(recipe.generate or {})
-        where = f"{recipe.path}: stages.{name}" if name != "data" else f"{recipe.path}: generate"
-        inputs = _inputs(spec, opts, [p.name for p in planned], recipe)
-        own = {k: v for k, v in opts.items() if k not in RUNNER_KEYS}
-        if "launch" in opts and spec.kind != "train":
-            raise RecipeError(f"{where}.launch: only training stages (sft, rl) run through a launcher")
-        try:
-            cls = spec.config_class() if (spec.config and check_code) else None
-        except RecipeError as e:
-            raise RecipeError(f"{where}: the stage's code is missing: {e}") from e
-        seed = None
-        if cls is not None:
-            fields = {f.name for f in dataclasses.fields(cls) if f.init}
-            if spec.seeded and "seed" in fields and "seed" not in own:
-                own["seed"] = recipe.seed
-            seed = own.get("seed")
-            if spec.kind in ("train", "eval"):  # built at run time (paths, devices); keys checked now
-                for k in own:
-                    if k not in fields:
-                        raise unknown_key_error(where, k, sorted(fields))
-                if spec.check_values:
-                    _dataclass_for(cls, own, where)
-                cfg = own
-            else:
-                cfg = _dataclass_for(cls, own, where)
-                if isinstance(cfg, ModelConfig) and cfg.kind == "gguf":
-                    try:
-                        gguf_path(cfg)
-                    except RecipeError as e:
-                        raise RecipeError(f"{where}: {e}") from e
-        else:
-            if name == "ingest":
-                for k in own:
-                    if k not in ("strict",):
-                        raise unknown_key_error(where, k, ["strict", *RUNNER_KEYS])
-            cfg = own
-        sections = {s: _section(recipe, s) for s in spec.uses}
-        code = source_hash(spec.code_modules()) if check_code else ""
-        h = config_hash(name, own, sections, [hashes.get(i, i) for i in inputs], code)
-        hashes[name] = h
-        planned.append(PlannedStage(spec, inputs, own, cfg, h, seed))
+    for stage in stages:
+        p = plan_stage(stage, recipe, [q.name for q in planned], hashes)
+        hashes[p.name] = p.hash
+        planned.append(p)
     return planned
 
 
-def source_hash(modules: tuple[str, ...]) -> str:
-    """Hash of the stages' source files, so editing a stage's code re-runs it (and what follows)."""
-    import importlib.util
-
-    parts = []
-    for m in modules:
-        spec = importlib.util.find_spec(m)
-        origin = getattr(spec, "origin", None) if spec else None
-        parts.append(Path(origin).read_bytes().hex() if origin and Path(origin).is_file() else m)
-    return config_hash(parts)
-
-
-def _section(recipe: Recipe, name: str) -> Any:
-    if name == "sources":
-        return [dataclasses.asdict(s) for s in recipe.sources]
-    if name == "benchmarks":
-        return dataclasses.asdict(recipe.benchmarks)
-    return getattr(recipe, name)
-
-
-def validate_sources(recipe: Recipe, names: list[str]) -> None:
-    """Every source path exists (or is written by `generate:`); domains are known."""
-    from cotforge.curate.schema import DOMAINS
-
-    if "ingest" in names and not recipe.sources:
-        raise RecipeError(f"{recipe.path}: stages.ingest needs `sources:` (a list of {{name, path}})")
+def validate_sources(recipe: Recipe, stages: list[Stage]) -> None:
+    """Stages reading the recipe's sources have some; every source path exists (or is generated)."""
+    for st in stages:
+        if st.reads == "sources" and not recipe.sources:
+            raise RecipeError(f"{recipe.path}: stages.{st.name} needs `sources:` (a list of {{name, path}})")
     seen: set[str] = set()
     for i, s in enumerate(recipe.sources):
         where = f"{recipe.path}: sources[{i}] ({s.name})"
         if s.name in seen:
             raise RecipeError(f"{where}: duplicate source name {s.name!r}")
         seen.add(s.name)
-        if s.domain is not None and s.domain not in DOMAINS:
-            raise RecipeError(f"{where}: domain {s.domain!r} is not one of {', '.join(DOMAINS)}")
         _check_path(recipe, s.path, where + ".path")
         check_source_input(recipe, s, where)
 
@@ -237,16 +198,20 @@ def _check_path(recipe: Recipe, value: str, where: str) -> None:
                           f"(relative paths resolve against {recipe.base_dir})")
 
 
-def validate_benchmarks(recipe: Recipe, names: list[str]) -> None:
-    """Benchmark names are known to the registry (or a local/generated registry file); the dir exists."""
+def validate_benchmarks(recipe: Recipe, stages: list[Stage]) -> None:
+    """Benchmark names are known to the registry (or a local/generated registry file); the dir exists; a
+    stage that takes its benchmarks from `benchmarks.names` has some."""
     b = recipe.benchmarks
     if b.dir:
         _check_path(recipe, b.dir, f"{recipe.path}: benchmarks.dir")
     if b.registry:
         _check_path(recipe, b.registry, f"{recipe.path}: benchmarks.registry")
     if not b.names:
-        if "decontaminate" in names:
-            raise RecipeError(f"{recipe.path}: stages.decontaminate needs benchmarks.names")
+        for st in stages:
+            own = recipe.stages.get(st.name) or {}
+            for d in st.defaults:
+                if (d.section, d.key) == ("benchmarks", "names") and not own.get(d.field):
+                    raise RecipeError(f"{recipe.path}: stages.{st.name} needs benchmarks.names")
         return
     from cotforge.curate.benchmarks import REGISTRY, load_registry_yaml
 

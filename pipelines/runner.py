@@ -1,26 +1,26 @@
-"""The stage runner: a registry of thin stage adapters, the run directory, skip/resume and the manifest.
+"""The stage runner: the run directory, skip/resume, completion markers, the manifest and the --dry-run text.
 
 Every stage writes into RUN/<stage>/. A stage is complete when RUN/<stage>/_SUCCESS.json holds the hash
-of its options, the recipe sections it reads and its inputs' hashes; a re-run skips complete stages and
-re-runs a stage (and so everything after it) whose hash changed. A killed run leaves the stage it was in
-without a marker; the next run over the same folder removes that stage's partial output and runs it
-again. RUN/manifest.json records the resolved config, package versions, seeds, row counts and timings.
+of its options, the recipe sections it reads, its inputs' hashes and its code; a re-run skips complete
+stages and re-runs a stage (and so everything after it) whose hash changed. A killed run leaves the stage
+it was in without a marker; the next run over the same folder removes that stage's partial output and
+runs it again. RUN/manifest.json records the resolved config, package versions, seeds, row counts and
+timings.
 
-Files: `stage_spec.py` (StageSpec, StageContext) -> `stages.py` (the registry, in pipeline order) with the
-adapters in `curate_stages.py`, `model_stage.py` and `train_stages.py` -> `planning.py` (recipe checks, inputs,
-hashes) -> this module (run loop, skip/resume, markers, manifest, --dry-run text). Every public name of those
-modules is importable from here.
+Files: `stages/spec.py` (Stage) -> `stages/` (the registry, in pipeline order) -> `planning.py` (recipe
+checks, inputs, configs, hashes) -> this module. Each stage runs as `stage.run(cfg, ctx)` with a
+`cotforge.curate.context.StageContext`, or through its `launch:` command.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,28 +30,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.config import build
+from cotforge.curate.context import StageContext
 from cotforge.curate.executors.lock import RunLock
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
-from cotforge.pipelines.planning import (
-    PlannedStage,
-    check_source_input,
-    enabled_stages,
-    plan,
-    source_hash,
-    validate_benchmarks,
-    validate_sources,
-)
-from cotforge.pipelines.stages import EVAL_CODE, ORDER, STAGES
-from cotforge.pipelines.stages.curate import CURATE_STAGES
-from cotforge.pipelines.stages.model import MODEL_REF, ModelConfig, gguf_path, prepare_model
-from cotforge.pipelines.stages.spec import StageContext, StageSpec
-
-__all__ = [
-    "CURATE_STAGES", "EVAL_CODE", "MANIFEST", "MARKER", "MODEL_REF", "ORDER", "STAGES", "VERSION_PACKAGES",
-    "ModelConfig", "PlannedStage", "RunResult", "StageContext", "StageSpec", "default_run_dir", "describe_plan",
-    "enabled_stages", "gguf_path", "is_complete", "latest_run_dir", "package_versions", "plan", "prepare_model",
-    "read_marker", "run_recipe", "source_hash", "validate_benchmarks", "validate_sources",
-]
+from cotforge.pipelines.planning import PlannedStage, check_source_input, plan, recipe_defaults
+from cotforge.pipelines.stages.spec import make_generator
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +115,22 @@ class RunResult:
 
 def run_recipe(recipe: Recipe, run_dir: str | Path | None = None, *, until: str | None = None,
                force: tuple[str, ...] = (), hooks: dict[str, Callable[[str], None]] | None = None,
-               command: list[str] | None = None) -> RunResult:
+               command: list[str] | None = None, publish_cards: str | Path | None = None) -> RunResult:
     """Run the recipe's stages in order into `run_dir`, skipping complete ones; write the manifest and summary.
 
     `until` stops after that stage; `force` re-runs the named stages (and so everything downstream). The run
-    folder is locked for the whole invocation (one writer per run folder: a second is refused)."""
+    folder is locked for the whole invocation (one writer per run folder: a second is refused). It writes only
+    under `run_dir`, unless `publish_cards` names a folder for the dataset card and the contamination report
+    of a complete run (e.g. the repository's data_cards/)."""
     run = Path(run_dir) if run_dir is not None else default_run_dir(recipe)
     with RunLock(run, what="run folder", command=command):
-        return _run_recipe_locked(recipe, run, until=until, force=force, hooks=hooks, command=command)
+        return _run_recipe_locked(recipe, run, until=until, force=force, hooks=hooks, command=command,
+                                  publish_cards=publish_cards)
 
 
 def _run_recipe_locked(recipe: Recipe, run_dir: str | Path | None = None, *, until: str | None = None,
                        force: tuple[str, ...] = (), hooks: dict[str, Callable[[str], None]] | None = None,
-                       command: list[str] | None = None) -> RunResult:
+                       command: list[str] | None = None, publish_cards: str | Path | None = None) -> RunResult:
     stages = plan(recipe)
     names = [s.name for s in stages]
     if until is not None and until not in names:
@@ -154,7 +141,7 @@ def _run_recipe_locked(recipe: Recipe, run_dir: str | Path | None = None, *, unt
     run = Path(run_dir) if run_dir is not None else default_run_dir(recipe)
     run.mkdir(parents=True, exist_ok=True)
     _write_json(run / "recipe.json", recipe.to_dict())
-    manifest = _load_manifest(run, recipe, command)
+    manifest = _load_manifest(run, recipe, command, names)
     result = RunResult(run, manifest=manifest)
     t_run = time.time()
     forced = False
@@ -177,10 +164,11 @@ def _run_recipe_locked(recipe: Recipe, run_dir: str | Path | None = None, *, unt
     manifest["updated"] = _now()
     manifest["complete"] = all(is_complete(run / s.name, s.hash) for s in stages)
     _write_json(run / MANIFEST, manifest)
-    from cotforge.pipelines.summary import publish_cards, write_summary
+    from cotforge.pipelines.summary import publish_cards as copy_cards
+    from cotforge.pipelines.summary import write_summary
 
-    if manifest["complete"] and recipe.publish_cards:
-        manifest["published_cards"] = publish_cards(run, recipe.resolve_path(recipe.publish_cards))
+    if manifest["complete"] and publish_cards:
+        manifest["published_cards"] = copy_cards(run, publish_cards)
         _write_json(run / MANIFEST, manifest)
     write_summary(run, manifest)
     return result
@@ -190,7 +178,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _load_manifest(run: Path, recipe: Recipe, command: list[str] | None) -> dict[str, Any]:
+def _load_manifest(run: Path, recipe: Recipe, command: list[str] | None, names: list[str]) -> dict[str, Any]:
     """The run's manifest (kept across resumes), refreshed with this invocation's config and versions."""
     old: dict[str, Any] = {}
     if (run / MANIFEST).exists():
@@ -209,13 +197,31 @@ def _load_manifest(run: Path, recipe: Recipe, command: list[str] | None) -> dict
         "command": command or sys.argv,
         "versions": package_versions(),
         "seeds": {"recipe": recipe.seed},
-        "stages": {k: v for k, v in old.get("stages", {}).items() if k in recipe.stages or k == "data"},
+        "stages": {k: v for k, v in old.get("stages", {}).items() if k in names},
     }
+
+
+def stage_context(st: PlannedStage, recipe: Recipe, run: Path, names: list[str]) -> StageContext:
+    """The StageContext of a planned stage in run folder `run`."""
+    from cotforge.curate.io.inputs import resolve_inputs
+    from cotforge.curate.io.readers import InputSpec
+
+    dirs = [str(Path(n) if Path(n).is_absolute() else run / n) for n in st.inputs]
+    if st.stage.reads == "sources" and not st.inputs:
+        specs = [InputSpec(recipe.resolve_path(s.path, run), s.name, dict(s.mapping), s.domain, **s.reader_options())
+                 for s in recipe.sources]
+    elif st.stage.reads in ("shards", "sources"):
+        specs = resolve_inputs(dirs)
+    else:
+        specs = []
+    earlier = {n: str(run / n) for n in names[:names.index(st.name)]}
+    return StageContext(run / st.name, specs, dirs, recipe.executor, earlier, strict=recipe.strict,
+                        make_generator=make_generator)
 
 
 def _run_stage(st: PlannedStage, recipe: Recipe, run: Path, names: list[str], manifest: dict[str, Any],
                hooks: dict[str, Callable[[str], None]]) -> None:
-    """Clear the stage folder, run the adapter, then write its marker and manifest entry."""
+    """Clear the stage folder, build its config from the run, run it, then write its marker and manifest entry."""
     out = run / st.name
     started = out / STARTED
     if out.exists() and _started_hash(started) == st.hash and (out / "_work").is_dir():
@@ -226,20 +232,26 @@ def _run_stage(st: PlannedStage, recipe: Recipe, run: Path, names: list[str], ma
     out.mkdir(parents=True, exist_ok=True)
     _write_json(started, {"stage": st.name, "hash": st.hash, "started": _now()})
     log.info("stage %s: running (inputs: %s)", st.name,
-             ", ".join(st.inputs) or ("recipe sources" if st.name == "ingest" else "none"))
-    threads = recipe.torch_threads if st.spec.kind in ("model", "train", "eval") else None
+             ", ".join(st.inputs) or ("recipe sources" if st.stage.reads == "sources" else "none"))
+    threads = recipe.torch_threads if st.stage.kind in ("model", "train", "eval") else None
     t0 = time.time()
-    ctx = StageContext(recipe, run, st.name, st.inputs, st.cfg, names)
+    ctx = stage_context(st, recipe, run, names)
+    options = {**recipe_defaults(st.stage, recipe, run), **st.options}
+    if st.stage.fill is not None:
+        options = st.stage.fill(options, ctx)
     if "before" in hooks:
         hooks["before"](st.name)
     with _torch_threads(threads):
-        stats = st.spec.run(ctx) or {}
+        if st.launch:
+            stats = _launch(st, options, ctx)
+        else:
+            stats = st.stage.run(build(st.stage.config, options, st.where, error=RecipeError), ctx) or {}
     if "after" in hooks:
         hooks["after"](st.name)  # tests simulate a kill here: outputs written, marker not yet
     wall = round(time.time() - t0, 3)
     entry = {"status": "ran", "hash": st.hash, "inputs": st.inputs, "wall_s": wall, "finished": _now(),
-             "seed": st.seed, "rows": _row_counts(stats), "outputs": st.spec.outputs,
-             "options": _jsonable(st.cfg)}
+             "seed": st.seed, "rows": _row_counts(stats), "outputs": st.stage.outputs,
+             "options": json.loads(json.dumps(options, default=str))}
     _write_json(out / MARKER, {"stage": st.name, "hash": st.hash, "finished": entry["finished"], "wall_s": wall})
     manifest["stages"][st.name] = entry
     if st.seed is not None:
@@ -253,6 +265,19 @@ def _started_hash(path: Path) -> str | None:
         return json.loads(path.read_text()).get("hash")
     except (OSError, ValueError):
         return None
+
+
+def _launch(st: PlannedStage, options: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    """Run a stage through its `launch` command (a distributed launcher): the filled options go to
+    RUN/<stage>/stage_config.yaml; `{config}`, `{run_dir}` and `{out_dir}` in the command are replaced."""
+    import yaml
+
+    path = ctx.out_dir / "stage_config.yaml"
+    path.write_text(yaml.safe_dump(options, sort_keys=True))
+    cmd = st.launch.format(config=path, run_dir=ctx.out_dir.parent, out_dir=ctx.out_dir)  # type: ignore[union-attr]
+    log.info("stage %s: launching %s", st.name, cmd)
+    subprocess.run(cmd, shell=True, check=True)
+    return st.stage.launched(ctx.out_dir)  # type: ignore[misc]
 
 
 @contextlib.contextmanager
@@ -277,15 +302,9 @@ def _torch_threads(n: int | None) -> Iterator[None]:
             os.environ["OMP_NUM_THREADS"] = old_env
 
 
-def _jsonable(cfg: Any) -> Any:
-    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
-    return json.loads(json.dumps(cfg, default=str))
-
-
-def describe_plan(recipe: Recipe, run_dir: Path | None, check_code: bool = True) -> str:
+def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | None = None) -> str:
     """The --dry-run text: every stage with its inputs, outputs, key options and whether it would skip."""
-    stages = plan(recipe, check_code=check_code)
+    stages = plan(recipe)
     run = run_dir or Path(recipe.runs_root) / f"{recipe.name}-<timestamp>"
     lines = [f"recipe {recipe.name} ({recipe.path}), seed {recipe.seed}", f"run directory: {run}", ""]
     if recipe.sources:
@@ -302,16 +321,15 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, check_code: bool = True)
         state = ""
         if run_dir is not None and is_complete(run / st.name, st.hash):
             state = "  [complete: will skip]"
-        ins = ", ".join(st.inputs) if st.inputs else ("recipe sources" if st.name == "ingest" else "-")
+        ins = ", ".join(st.inputs) if st.inputs else ("recipe sources" if st.stage.reads == "sources" else "-")
         lines.append(f"{i:2d}. {st.name:<14} in: {ins}{state}")
-        lines.append(f"    out: {run / st.name}/ -> {st.spec.outputs}")
-        launch = (recipe.stages.get(st.name) or {}).get("launch")
-        if launch:
-            lines.append(f"    launch: {launch}")
+        lines.append(f"    out: {run / st.name}/ -> {st.stage.outputs}")
+        if st.launch:
+            lines.append(f"    launch: {st.launch}")
         if st.options:
             shown = json.dumps(st.options, sort_keys=True, default=str)
             lines.append(f"    options: {shown if len(shown) < 400 else shown[:400] + '...'}")
     lines.append("")
     lines.append(f"then: {run}/manifest.json, {run}/summary.md"
-                 + (f"; cards published to {recipe.publish_cards}" if recipe.publish_cards else ""))
+                 + (f"; cards published to {publish_cards}" if publish_cards else ""))
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-METRIC_FILES = ("log.jsonl", "metrics.jsonl")  # SFT (CsvJsonLogger), RL (metrics callback)
+METRIC_FILE = "log.jsonl"  # what SFT and RL both write (train/callbacks.py CsvJsonLogger)
 CARD_FILES = (("mix", "README.md", "README.md"),
               ("decontaminate", "contamination_report.md", "contamination_report.md"),
               ("decontaminate", "contamination_report.json", "contamination_report.json"),
@@ -38,24 +38,18 @@ ARTEFACTS = (
     ("eval_base", "report.md", "evaluation of the base model"),
     ("sft", "log.csv", "SFT training log"),
     ("sft", "config.json", "SFT model"),
-    ("rl", "metrics.csv", "RL training log"),
+    ("rl", "log.csv", "RL training log"),
     ("rl", "final", "RL model"),
     ("evaluate", "report.md", "evaluation of the final model"),
 )
 
 
 def read_metrics(stage_dir: str | Path) -> list[dict[str, Any]]:
-    """The JSON-lines training log of a train stage (SFT log.jsonl or RL metrics.jsonl), [] if none."""
-    d = Path(stage_dir)
-    for name in METRIC_FILES:
-        p = d / name
-        if p.exists():
-            out = []
-            for line in p.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    out.append(json.loads(line))
-            return out
-    return []
+    """The JSON-lines training log of a train stage (log.jsonl), [] if none."""
+    p = Path(stage_dir) / METRIC_FILE
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def plot_curve(rows: list[dict[str, Any]], keys: tuple[str, ...], path: Path, title: str) -> Path | None:
@@ -98,7 +92,7 @@ def stage_table(manifest: dict[str, Any]) -> list[str]:
         rows = e.get("rows", {})
         reasons = ", ".join(f"{k}: {v}" for k, v in (rows.get("removed_by_reason") or {}).items())
         kept = rows.get("kept", rows.get("rows_out", rows.get("steps")))
-        if name in ("sft", "rl") and "steps" in rows:
+        if "steps" in rows and "kept" not in rows:  # a training stage
             kept = f"{rows['steps']} steps"
         lines.append(f"| {name} | {e.get('status', '')} | {_fmt(e.get('wall_s'))} | {_fmt(rows.get('rows_in'))} "
                      f"| {_fmt(kept)} | {_fmt(rows.get('removed'))} | {reasons} |")

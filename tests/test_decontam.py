@@ -15,10 +15,11 @@ from click.testing import CliRunner
 from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.match import DecontamIndex
-from cotforge.curate.decontam.stage import decontaminate_command, run_decontam
+from cotforge.curate.decontam.stage import run_decontam
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import word_hashes
 from cotforge.curate.text.normalize import normalize, normalize_batch
+from cotforge.pipelines.cli.curate import COMMANDS
 
 PROBLEMS = [
     "Let $x$, $y$ and $z$ be positive real numbers with $xyz = 32$. Find the minimum value of "
@@ -122,10 +123,13 @@ def test_reformatted_copy_is_caught_by_the_fuzzy_tier(index):
     edited = (p.replace("Every morning", "Each morning").replace("afterwards", "after that")
               .replace("constant", "steady").replace("Find", "Determine"))
     idx, cfg = index
-    only_fuzzy = replace(cfg, threshold=1.01)  # n-gram tier off: the MinHash-LSH tier alone must find it
+    only_fuzzy = replace(cfg)
+    only_fuzzy.threshold = 1.01  # n-gram tier off (past the [0, 1] a config accepts): the MinHash-LSH tier alone
     ms = idx.match_batch([edited], [None], only_fuzzy)[0]
     assert ms and ms[0].benchmark_id == "m2" and ms[0].match_kind == "fuzzy" and ms[0].score >= cfg.fuzzy_threshold
-    assert not idx.match_batch([edited], [None], replace(only_fuzzy, fuzzy=False))[0]
+    neither = replace(cfg, fuzzy=False)
+    neither.threshold = 1.01
+    assert not idx.match_batch([edited], [None], neither)[0]
     assert _flag(index, [edited])[0]  # and with default settings it is caught either way
 
 
@@ -287,11 +291,11 @@ def test_cli(tmp_path):
     src = tmp_path / "cotforge.train.jsonl"
     _write_rows(src, _train_rows())
     out = tmp_path / "out"
-    res = CliRunner().invoke(decontaminate_command, [str(src), "-o", str(out), "--benchmarks", "aime2024",
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "aime2024",
                                                      "--benchmarks-dir", str(bench), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert "6 rows in, 3 kept, 3 removed" in res.output
-    res = CliRunner().invoke(decontaminate_command, [str(src), "-o", str(out), "--benchmarks", "nope",
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "nope",
                                                      "--benchmarks-dir", str(bench)])
     assert res.exit_code != 0 and "unknown benchmark 'nope'" in res.output
 

@@ -11,11 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.core import candidate_verdict, priority_of, row_keys, sort_specs
-from cotforge.curate.dedup.stage import PairJudge
+from cotforge.curate.dedup.core import priority_of, row_keys, sort_specs
 from cotforge.curate.io.inputs import read_stats, read_table, stage_files
 from cotforge.curate.io.readers import InputSpec
-from cotforge.curate.text.normalize import normalize
 from cotforge.pipelines.cli.main import main
 
 P_COWS = ("A farmer has 12 cows and buys 5 more cows at the market on Monday morning. "
@@ -114,7 +112,7 @@ def test_e2e_kept_removed_and_stats(dedup_run):
                                         "removed": {"exact_duplicate": 1, "malformed": 4}}
     assert stats["per_source"]["b"] == {"rows_in": 4, "kept": 2,
                                         "removed": {"exact_duplicate": 1, "near_duplicate": 1}}
-    assert stats["config"]["dedup"]["lsh_threshold"] == pytest.approx((1 / 20) ** (1 / 5), abs=1e-3)
+    assert stats["config"]["dedup"]["lsh_threshold"] == pytest.approx((1 / 25) ** (1 / 4), abs=1e-3)
     assert stats["dedup"]["problems_merged"] == 1 and stats["dedup"]["clusters"] >= 1
     assert stats["shards"]["kept"] == 3  # 9 rows at 4 rows per shard
     meta = [json.loads(r["meta"]) for r in read_table(out, "removed").iter_rows(named=True)
@@ -185,43 +183,6 @@ def test_row_keys_keep_numbers_and_ignore_presentation():
     assert row_keys(P_COWS, None)[3] != row_keys(P_COWS_NUM, None)[3]  # number key differs
 
 
-def test_pair_judge_and_guards():
-    judge = PairJudge(DedupConfig())
-    assert judge.is_duplicate(P_TRAIN, P_TRAIN_NEAR)
-    assert judge.is_duplicate(P_CIRCLE, P_CIRCLE_WRAPPED)
-    assert not judge.is_duplicate(P_COWS, P_COWS_NUM)
-    assert not judge.is_duplicate(P_TEPEE, P_PROOF)
-    assert not judge.is_duplicate(P_TRAIN, P_SUM)
-    cfg = DedupConfig()
-    assert candidate_verdict(normalize(P_TEPEE), normalize(P_PROOF), cfg) == "edit_guard"
-    # real MATH-train pairs: same words, moved -> different problems
-    balls = "How many ways are there to put 5 balls in 3 boxes if the balls are {} but the boxes are {}?"
-    b1, b2 = balls.format("distinguishable", "not"), balls.format("not distinguishable", "")
-    assert not judge.is_duplicate(b1, b2)
-    assert candidate_verdict(normalize(b1), normalize(b2), cfg) == "edit_guard"
-    cube = "What is the smallest positive integer $n$ such that ${}n$ is a perfect square and ${}n$ is a perfect cube?"
-    assert not judge.is_duplicate(cube.format(3, 2), cube.format(2, 3))
-    loose = DedupConfig(edit_guard=False, threshold=0.0)
-    assert candidate_verdict(normalize(P_TEPEE), normalize(P_PROOF), loose) is None
-    strict = DedupConfig(threshold=0.99)
-    assert candidate_verdict(normalize(P_TRAIN), normalize(P_TRAIN_NEAR), strict) == "below_threshold"
-
-
-def test_question_openers_are_synonyms_for_the_edit_guard():
-    judge, cfg = PairJudge(DedupConfig()), DedupConfig()
-    div = "{} the sum of all the positive integer divisors of 360, including 1 and 360 itself."
-    assert judge.is_duplicate(div.format("Find"), div.format("Compute"))
-    assert judge.is_duplicate(div.format("What is"), div.format("Determine"))
-    assert candidate_verdict(normalize(div.format("Find")), normalize(div.format("Calculate")), cfg) is None
-    assert not judge.is_duplicate(div.format("Find"), div.format("Find").replace("360", "240"))  # number guard
-    # only an opener swapped for another: a prompt without one is not the other minus its opener
-    roots = "the product of the nonreal roots of $x^4-4x^3+6x^2-4x=2005.$"
-    assert not judge.is_duplicate(f"Find {roots}", f"Let $P$ be {roots} Find $\\lfloor P\\rfloor.$")
-    # only a leading opener is a synonym: a replaced word inside the problem still counts as an edit
-    assert candidate_verdict(normalize(div.format("Find")), normalize(div.format("Find").replace("sum", "product")),
-                             cfg) == "edit_guard"
-
-
 def test_priority_helpers():
     assert priority_of("gsm8k", ["math*", "gsm8k"]) == 1
     assert priority_of("math_train", ["math*", "gsm8k"]) == 0
@@ -232,16 +193,18 @@ def test_priority_helpers():
 
 def test_config_validation():
     with pytest.raises(ValueError, match="threshold"):
-        DedupConfig(threshold=1.5).validate()
+        DedupConfig(threshold=1.5)
     with pytest.raises(ValueError, match="bands"):
-        DedupConfig(bands=0).validate()
+        DedupConfig(bands=0)
+    with pytest.raises(ValueError, match="max_reworded"):
+        DedupConfig(max_reworded=-0.1)
 
 
 def test_count_rows_for_tasks_option(dedup_run):
-    from cotforge.curate.dedup.stage import _count_rows
+    from cotforge.curate.engine import count_rows
 
     _, inputs, _ = dedup_run
-    assert _count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
+    assert count_rows([InputSpec(p) for p in inputs]) == 16  # every non-blank line, good or bad
 
 
 # --------------------------------------------------------------------------- scaling paths give the same output
@@ -262,22 +225,32 @@ def test_document_steps_match_columnar_steps(dedup_run, tmp_path):
 
 def test_partitions_and_bucket_ranges_do_not_change_output(dedup_run, tmp_path, monkeypatch):
     """Many key partitions (cluster step) and many band hash ranges (bucket step) give the same shards."""
-    import cotforge.curate.dedup.steps as steps
+    import cotforge.curate.dedup.buckets as buckets
+    import cotforge.curate.dedup.workdir as workdir
 
     _, inputs, out = dedup_run
-    monkeypatch.setattr(steps, "PARTITION_ROWS", 2)
-    monkeypatch.setattr(steps, "BUCKET_CHUNK", 2)
+    monkeypatch.setattr(workdir, "PARTITION_ROWS", 2)
+    monkeypatch.setattr(buckets, "BUCKET_CHUNK", 2)
     small = tmp_path / "small"
     run_cli([*inputs, "-o", str(small), "--workers", "1", "--rows-per-shard", "4", "--rows-per-task", "5"])
     assert read_stats(small)["dedup"]["partitions"] > 4
     assert digest(small) == digest(out)
 
 
-def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path):
-    """B has A's 3-gram set but fails the edit guard against A and C; C is A plus a word. Whatever the task
-    split (so however A's head records sit around B in a bucket), C must be found as A's near duplicate."""
+def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path, monkeypatch):
+    """B has A's 3-gram set but fails the pair check against A and C (forced here: a rotation of the words is
+    one the graded check accepts); C is A plus a word. Whatever the task split (so however A's head records
+    sit around B in a bucket), C must be found as A's near duplicate."""
+    import cotforge.curate.dedup.cluster as cluster
+    from cotforge.curate.dedup.pairs import candidate_verdict
     from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
+
+    def check(a, b, cfg, *args, **kw):
+        return "question_changed" if "beta gamma alpha beta gamma alpha" in (a, b) else candidate_verdict(
+            a, b, cfg, *args, **kw)
+
+    monkeypatch.setattr(cluster, "candidate_verdict", check)
 
     a = "alpha beta gamma alpha beta gamma"
     rows = [("r1", a), ("r2", "beta gamma alpha beta gamma alpha"), ("r3", a + " delta"), ("r4", a)]

@@ -123,7 +123,9 @@ def test_difficulty_then_policy(tmp_path):
 
 
 def test_difficulty_cli_without_model_leaves_null(tmp_path):
-    from cotforge.pipelines.cli.curate import difficulty_command
+    from cotforge.pipelines.cli.curate import COMMANDS
+
+    difficulty_command = COMMANDS["difficulty"]
 
     res = CliRunner().invoke(difficulty_command, [str(_rows(tmp_path)), "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
@@ -142,9 +144,10 @@ def test_real_generator_and_verifier_path(tmp_path, tiny_model_dir):
     src.write_text("".join(json.dumps({"problem": f"What is {i} + {i}?", "response": "r", "answer": str(2 * i)}) + "\n"
                            for i in range(2)))
     cfg = DifficultyConfig(model=str(tiny_model_dir), backend="hf", n_samples=2, max_new_tokens=8)
-    from cotforge.pipelines.cli.curate import difficulty_generator
+    from cotforge.pipelines.stages.spec import make_generator
 
-    stats = run_difficulty(resolve_inputs([str(src)]), tmp_path / "d", cfg, generator=difficulty_generator(cfg))
+    stats = run_difficulty(resolve_inputs([str(src)]), tmp_path / "d", cfg,
+                           generator=make_generator(cfg.model, cfg.backend))
     t = read_table(tmp_path / "d")
     assert t["difficulty_n"].to_list() == [2, 2]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in t["pass_rate"])

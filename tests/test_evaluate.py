@@ -11,19 +11,19 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from cotforge.train.eval.run import (
-    EvalConfig,
+from cotforge.curate.config import build
+from cotforge.train.eval.config import EvalConfig
+from cotforge.train.eval.items import build_messages, load_items
+from cotforge.train.eval.metrics import (
     avg_at_k,
-    build_messages,
-    load_items,
     maj_at_k,
     math_equivalent,
     mean_ci,
     normalize_answer,
     pass_at_k,
-    plan_chunks,
-    run_eval,
 )
+from cotforge.train.eval.run import run_eval
+from cotforge.train.eval.store import plan_chunks
 from cotforge.train.rollout import Completion, SamplingConfig
 
 MATH_ROWS = [
@@ -230,7 +230,7 @@ def test_killed_run_resumes_without_regenerating(tmp_path, bench_dir):
 
 def test_config_validation_and_yaml(tmp_path):
     with pytest.raises(ValueError, match="unknown eval option"):
-        EvalConfig.from_dict({"model": "m", "tempreature": 0.6})
+        build(EvalConfig, {"model": "m", "tempreature": 0.6}, what="eval option")
     with pytest.raises(ValueError, match="NAME:K"):
         EvalConfig(model="m", benchmarks="aime2024:x").benchmark_ks()
     with pytest.raises(ValueError, match="backend"):

@@ -89,10 +89,9 @@ def test_pipeline_refuses_a_second_run_on_the_same_folder(tmp_path):
     run = tmp_path / "run"
     p = _holder(run)
     try:
-        rec = recipe_from_dict({"name": "x", "stages": {"data": {"n_longcot_math": 4, "n_shortcot_math": 2,
-                                                                 "n_code": 0, "exact_dups": 0, "near_dups": 0,
-                                                                 "humaneval_leaks": 0, "bench_leaks": 0,
-                                                                 "n_benchmark": 1, "malformed": 0}}},
+        rec = recipe_from_dict({"name": "x", "generate": {"n_longcot_math": 4, "n_shortcot_math": 2, "n_code": 0,
+                                                          "exact_dups": 0, "near_dups": 0, "humaneval_leaks": 0,
+                                                          "bench_leaks": 0, "n_benchmark": 1, "malformed": 0}},
                                base_dir=tmp_path)
         with pytest.raises(RunLocked, match=f"run folder {run} is in use by pid {p.pid}"):
             run_recipe(rec, run)
@@ -133,3 +132,22 @@ def test_s3_run_folder_lock_by_conditional_create(tmp_path, monkeypatch):
             assert lock.holder()["token"] == lock.token
     finally:
         server.stop()
+
+
+def test_cli_on_a_locked_stage_folder_says_who_holds_it(tmp_path):
+    """`cotforge curate dedup IN -o OUT` while OUT is locked: a one-line error, exit 1, no traceback."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.main import main as cli
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "prompt": "p", "response": "r", "domain": "math"}) + "\n")
+    out = tmp_path / "out"
+    p = _holder(out)
+    try:
+        res = CliRunner().invoke(cli, ["curate", "dedup", str(src), "-o", str(out)])
+    finally:
+        p.kill()
+        p.wait()
+    assert res.exit_code == 1 and f"stage folder {out} is in use by pid {p.pid}" in res.output, res.output
+    assert "Traceback" not in res.output

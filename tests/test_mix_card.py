@@ -145,7 +145,9 @@ def test_card_front_matter_and_body(tmp_path):
 
 
 def test_mix_cli_reads_selection_weights(tmp_path):
-    from cotforge.curate.mix.stage import mix_command
+    from cotforge.pipelines.cli.curate import COMMANDS
+
+    mix_command = COMMANDS["mix"]
     from cotforge.curate.select.sources import SelectConfig, run_select
 
     run_select(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "sel", SelectConfig(policy=None,

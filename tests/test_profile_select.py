@@ -169,7 +169,9 @@ def test_policy_modes_and_determinism(tmp_path):
 
 
 def test_select_cli_and_same_output_twice(tmp_path):
-    from cotforge.curate.select.sources import select_command
+    from cotforge.pipelines.cli.curate import COMMANDS
+
+    select_command = COMMANDS["select"]
 
     src = quality_sources(tmp_path)
     runner = CliRunner()

@@ -156,14 +156,15 @@ def test_corrupt_gzip_block_is_a_break_with_its_offset(tmp_path):
 
 
 def test_truncated_input_never_aborts_the_cli(tmp_path):
-    from cotforge.curate.io.ingest import ingest_command, run_ingest
+    from cotforge.curate.io.ingest import run_ingest
+    from cotforge.pipelines.cli.main import main
 
     full = gzip.compress(jsonl_bytes(RECS * 40))
     p = tmp_path / "cut.jsonl.gz"
     p.write_bytes(full[: len(full) // 2])
-    res = CliRunner().invoke(ingest_command, [str(p), "-o", str(tmp_path / "o")])
+    res = CliRunner().invoke(main, ["curate", "ingest", str(p), "-o", str(tmp_path / "o")])
     assert res.exit_code == 0 and "Aborted" not in res.output and "1 removed" in res.output
-    res = CliRunner().invoke(ingest_command, [str(p), "-o", str(tmp_path / "o2"), "--strict"])
+    res = CliRunner().invoke(main, ["curate", "ingest", str(p), "-o", str(tmp_path / "o2"), "--strict"])
     assert res.exit_code != 0 and "Aborted" not in res.output
     assert f"cut.jsonl.gz, byte {len(full) // 2}: malformed: truncated gzip stream" in res.output
     stats = run_ingest([InputSpec(str(p))], tmp_path / "o3")

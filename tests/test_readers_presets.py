@@ -261,3 +261,23 @@ def test_klear_recipe_dry_run_shows_the_preset_of_each_source():
     for name in ("openthoughts3", "opencodereasoning", "openr1_math"):
         assert f"preset {name} (explicit)" in res.output
     assert res.output.count("Hub dataset, streamed") == 3
+
+
+def test_curate_commands_take_the_reader_options_as_flags(tmp_path):
+    """`--preset`, `--format` ... come from InputSpec's fields: an explicit preset is recorded as such, a bad
+    one is a usage error naming the preset, and `--preset none` reads the raw columns by field detection."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.main import main
+
+    path = write(tmp_path, "openr1_math")
+    res = CliRunner().invoke(main, ["curate", "ingest", str(path), "-o", str(tmp_path / "a"), "--preset", "openr1_math"])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((tmp_path / "a" / "stats.json").read_text())
+    assert next(iter(stats["config"]["presets"].values()))["chosen"] == "explicit"
+    res = CliRunner().invoke(main, ["curate", "ingest", str(path), "-o", str(tmp_path / "b"), "--preset", "nope"])
+    assert res.exit_code == 2 and "unknown preset 'nope'" in res.output
+    res = CliRunner().invoke(main, ["curate", "ingest", str(path), "-o", str(tmp_path / "c"), "--preset", "none"])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((tmp_path / "c" / "stats.json").read_text())
+    assert all(v["preset"] is None for v in stats["config"]["presets"].values())

@@ -10,9 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from cotforge.curate.config import parse_set  # noqa: E402
 from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
 from cotforge.train.rl.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
-from cotforge.train.rl.trainer import RLConfig, parse_override, run_rl  # noqa: E402
+from cotforge.train.rl.trainer import RLConfig, run_rl  # noqa: E402
 
 
 def sevens_score(texts: list[str], truths: list[str]) -> list[float]:
@@ -118,7 +119,7 @@ def test_config_yaml_overrides_and_errors(tmp_path):
     y.write_text("model: m\ntrain_files: [a]\nloss: cispo\nreward: {code_signed: true}\n")
     cfg = RLConfig.from_yaml(y, {"max_steps": 5, "eps_high": 0.2})
     assert cfg.loss == "cispo" and cfg.max_steps == 5 and cfg.eps_high == 0.2 and cfg.reward["code_signed"]
-    assert parse_override("dual_clip=10") == ("dual_clip", 10)
+    assert parse_set("dual_clip=10") == ("dual_clip", 10)
     y.write_text("model: m\nbogus: 1\n")
     with pytest.raises(ValueError, match="bogus"):
         RLConfig.from_yaml(y)

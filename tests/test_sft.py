@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cotforge.train.callbacks import CsvJsonLogger, plot_curves, read_jsonl  # noqa: E402
+from cotforge.train.data.sft import PackingProbe  # noqa: E402
 from cotforge.train.sft import (  # noqa: E402
     CotSFTConfig,
     SFTConfigError,
@@ -91,7 +92,7 @@ def test_yaml_config_overrides_and_errors(tmp_path):
     assert cfg.learning_rate == 5e-5 and cfg.num_train_epochs == 3 and cfg.data == ["d"]
     assert str(cfg.save_strategy.value) == "no" and cfg.lr_scheduler_kwargs == {"min_lr": 2e-5}
     assert cfg.output_dir == "o"
-    with pytest.raises(SFTConfigError, match=r"learning_rat.*did you mean learning_rate"):
+    with pytest.raises(SFTConfigError, match=r"learning_rat.*did you mean 'learning_rate'"):
         load_sft_config(cfg_file, ["learning_rat=1"])
     with pytest.raises(SFTConfigError, match="mask_mode"):
         load_sft_config(cfg_file, ["mask_mode=everything"])
@@ -136,10 +137,12 @@ def test_packing_fallback_is_explicit(tiny_model_dir, monkeypatch):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     cfg = CotSFTConfig(output_dir="unused", use_cpu=True)
     assert decide_packing(cfg, model) is True
-    monkeypatch.setattr("cotforge.train.sft.packing_leak", lambda m: 0.5)
+    leaky = PackingProbe(leak=0.5, vs_alone=0.5, scale=3.0, dtype="torch.float32", device="cpu",
+                         attn_implementation="sdpa")
+    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: leaky)
     assert decide_packing(cfg, model) is False
     cfg_err = CotSFTConfig(output_dir="unused", use_cpu=True, packing_fallback="error")
-    with pytest.raises(SFTConfigError, match="attend to each other"):
+    with pytest.raises(SFTConfigError, match="does not isolate packed samples"):
         decide_packing(cfg_err, model)
 
 
@@ -235,3 +238,100 @@ def test_csv_json_logger_and_plot(tmp_path):
     state.global_step = 2
     CsvJsonLogger(tmp_path).on_train_begin(args, state, control)
     assert [r["step"] for r in read_jsonl(tmp_path / "log.jsonl")] == [1, 2]
+
+
+# --------------------------------------------------------------------------- real templates, GPU defaults
+
+
+def test_saved_generation_config_stops_at_the_templates_end_of_turn(shard, tmp_path):
+    """Qwen-base style (eos <|endoftext|>, turns end with <|im_end|>): the trained model must stop at <|im_end|>."""
+    from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+    from cotforge.train.tiny import build_tiny_model
+    from cotforge.train.tiny_chat import chat_tokenizer
+
+    tok = chat_tokenizer("qwen2_5_base")
+    model_dir = build_tiny_model(tmp_path / "base", tokenizer=tok)
+    assert GenerationConfig.from_pretrained(model_dir).eos_token_id == tok.eos_token_id  # <|endoftext|> only
+    out = tmp_path / "run"
+    run_sft(_cfg(model_dir, shard, out, "max_steps=2", "save_strategy=no", "max_length=256"))
+    im_end, eot = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    stats = json.loads((out / "sft_data_stats.json").read_text())
+    assert (stats["end_of_turn"], stats["end_of_turn_id"], stats["eos_token"]) == ("<|im_end|>", im_end,
+                                                                                   "<|endoftext|>")
+    assert GenerationConfig.from_pretrained(out).eos_token_id == [im_end, eot]
+
+    class ForceAt(LogitsProcessor):
+        """Force <|im_end|> as the 3rd generated token, a random token before."""
+
+        def __init__(self, start: int):
+            self.start = start
+
+        def __call__(self, input_ids, scores):
+            if input_ids.shape[1] - self.start == 2:
+                scores[:] = -1e9
+                scores[:, im_end] = 0
+            return scores
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}], add_generation_prompt=True,
+                                     return_tensors="pt", return_dict=True)["input_ids"]
+    n = prompt.shape[1]
+
+    def generate(**kw):
+        return model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id,
+                              logits_processor=LogitsProcessorList([ForceAt(n)]), **kw)[0, n:].tolist()
+
+    stopped = generate()  # the saved generation config
+    assert stopped[-1] == im_end and len(stopped) == 3
+    assert len(generate(eos_token_id=eot)) == 12  # with eos alone it would run on past the turn
+
+
+def test_packing_probe_catches_a_kv_cache_leak(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from cotforge.train.data.sft import packing_probe
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    ok = packing_probe(model, lengths=(11, 5, 8))
+    assert ok.isolated() and ok.leak == 0.0 and ok.scale > 0
+    leaky = packing_probe(model, lengths=(11, 5, 8), use_cache=True)
+    assert not leaky.isolated() and leaky.leak > 1e-2
+
+
+def test_gpu_defaults_one_packed_row_and_flash_when_installed(monkeypatch, caplog):
+    import importlib.util
+
+    from cotforge.train.sft import check_packing, default_attn_implementation
+
+    cfg = CotSFTConfig(output_dir="unused")
+    assert cfg.per_device_train_batch_size == 1
+    assert default_attn_implementation(CotSFTConfig(output_dir="unused", use_cpu=True)) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flash_attn"
+                        else real_find_spec(name, *a))
+    assert default_attn_implementation(cfg) is None  # no flash-attn: the model's default (sdpa)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
+                        else real_find_spec(name, *a))
+    assert default_attn_implementation(cfg) == "flash_attention_2"
+
+    class Model:  # only what check_packing reads before probing
+        config = type("C", (), {"_attn_implementation": "sdpa"})()
+        dtype = torch.float32
+
+        def parameters(self):
+            return iter([torch.zeros(1)])
+
+    wide = CotSFTConfig(output_dir="unused", use_cpu=True, per_device_train_batch_size=8, packing_fallback="error")
+    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: PackingProbe(0.0, 0.0, 1.0, "f", "c", "sdpa"))
+    with caplog.at_level("WARNING", logger="cotforge.train.sft"):
+        packed, info = check_packing(wide, Model())
+    assert packed and info["probe"]["isolated"] and "flattens 8 packed rows" in caplog.text
+
+
+@pytest.mark.parametrize("key, value", [("reasoning_markers", "<nope>"), ("strict", "yes"),
+                                        ("repair_rows", 1), ("chat_template_kwargs", "enable_thinking")])
+def test_new_data_options_are_validated(key, value):
+    with pytest.raises(SFTConfigError, match=key):
+        CotSFTConfig(output_dir="unused", use_cpu=True, **{key: value})

@@ -58,9 +58,15 @@ def _rows(n: int, seed: int = 0, long_every: int = 0) -> list[dict]:
     return rows
 
 
-def _expected_labels(tok, messages, ids_text_template=None):
-    """Independent oracle: assistant char spans found by string search, mapped to tokens via offsets."""
+def _expected_labels(tok, messages, ends_at_turn_end=False):
+    """Independent oracle: assistant char spans found by string search, mapped to tokens via offsets.
+
+    `ends_at_turn_end`: the sequence stops after the last turn's end-of-turn token (the `diff` rendering:
+    inference prompt + completion), instead of the template's whole text with its trailing separator.
+    """
     text = tok.apply_chat_template(messages, tokenize=False)
+    if ends_at_turn_end:
+        text = text[:text.rindex(tok.eos_token) + len(tok.eos_token)]
     spans, pos = [], 0
     for m in messages:
         if m["role"] != "assistant":
@@ -101,7 +107,7 @@ def test_row_messages_errors_name_the_row_and_field(row, field):
 @pytest.mark.parametrize("mode", ["generation", "diff"])
 def test_labels_are_minus100_exactly_on_non_assistant_tokens(tok, mode):
     out = tokenize_conversation(tok, CONVO, mode)
-    ids, expected = _expected_labels(tok, CONVO)
+    ids, expected = _expected_labels(tok, CONVO, ends_at_turn_end=mode == "diff")
     assert out["input_ids"] == ids
     assert out["labels"] == expected
     trained = tok.decode([t for t in out["labels"] if t != -100])
@@ -109,24 +115,31 @@ def test_labels_are_minus100_exactly_on_non_assistant_tokens(tok, mode):
     assert "Be brief" not in trained and "What is" not in trained
 
 
-def test_auto_mode_uses_diff_without_markers_and_matches_generation(tok):
-    assert resolve_mask_mode(tok, "auto") == "generation"
+def test_auto_mode_is_the_inference_split_with_or_without_markers(tok):
+    assert resolve_mask_mode(tok, "auto") == "diff"  # markers are not where inference splits in general
     with_markers = tokenize_conversation(tok, CONVO, "generation")
     tok2 = tok.__class__.from_pretrained(tok.name_or_path)
     tok2.chat_template = NO_MARKERS
     assert resolve_mask_mode(tok2, "auto") == "diff"
     with pytest.raises(SFTDataError, match="generation"):
         resolve_mask_mode(tok2, "generation")
-    assert tokenize_conversation(tok2, CONVO, "diff") == with_markers
+    diff = tokenize_conversation(tok2, CONVO, "diff")
+    # this template's markers cover exactly the inference completions: same labels, minus the final '\n'
+    assert diff["input_ids"] == with_markers["input_ids"][:-1] and diff["labels"] == with_markers["labels"][:-1]
     everything = tokenize_conversation(tok2, CONVO, "none")
-    assert everything["labels"] == everything["input_ids"]
+    assert everything["labels"] == everything["input_ids"] == diff["input_ids"]
 
 
-def test_template_that_drops_reasoning_is_refused(tok):
+def test_template_that_drops_reasoning_is_repaired_or_refused(tok):
     tok2 = tok.__class__.from_pretrained(tok.name_or_path)
     tok2.chat_template = DROPS_THINK
-    with pytest.raises(SFTDataError, match="row 3.*<think>"):
-        tokenize_conversation(tok2, CONVO, "diff", where="row 3")
+    with pytest.raises(SFTDataError, match="row 3: field 'messages': reasoning_lost"):
+        tokenize_conversation(tok2, CONVO, "diff", where="row 3", repair=False)
+    out = tokenize_conversation(tok2, CONVO, "diff")  # rebuilt: generation prompt + the response as written
+    trained = tok2.decode([t for t in out["labels"] if t != -100])
+    assert trained == CONVO[-1]["content"] + "<|im_end|>"  # history turns render differently: context only
+    prompt = tok2.apply_chat_template(CONVO[:-1], add_generation_prompt=True, tokenize=True)["input_ids"]
+    assert out["input_ids"][:len(prompt)] == list(prompt)
 
 
 def test_collator_masks_padding_and_packed_boundaries(tok):
@@ -156,7 +169,10 @@ def test_load_forms_and_error_names_file_and_row(tmp_path, tok):
     ds, locator = load_sft_dataset(str(tmp_path / "sft"))
     assert len(ds) == 6 and locator(5, "r5").endswith("b.parquet row 1 (id=r5)")
     with pytest.raises(SFTDataError, match=r"b\.parquet row 1 \(id=r5\): field 'response'"):
-        prepare_sft_dataset(ds, tok, max_length=512, locator=locator)
+        prepare_sft_dataset(ds, tok, max_length=512, locator=locator, strict=True)
+    kept, stats = prepare_sft_dataset(ds, tok, max_length=512, locator=locator)  # default: dropped, recorded
+    assert (len(kept), stats.dropped) == (5, {"invalid_row": 1})
+    assert stats.dropped_samples[0]["where"].endswith("b.parquet row 1 (id=r5)")
     # a curation stage folder (kept/ shards) and a save_to_disk folder
     _write_parquet(tmp_path / "stage" / "kept" / "part-0.parquet", rows[:3])
     assert len(load_sft_dataset(str(tmp_path / "stage"))[0]) == 3
@@ -190,6 +206,7 @@ def test_real_long_cot_rows_render_with_reasoning_inside_the_assistant_turn(shar
         row = {"prompt": rec["problem"], "response": rec["response"]}
         msgs = row_messages(row, f"{path} row {i}")
         gen = tokenize_conversation(tok, msgs, "generation")
-        assert tokenize_conversation(tok2, msgs, "diff") == gen
-        trained = tok.decode([t for t in gen["labels"] if t != -100])
+        diff = tokenize_conversation(tok2, msgs, "diff")
+        assert diff["input_ids"] == gen["input_ids"][:-1] and diff["labels"] == gen["labels"][:-1]
+        trained = tok.decode([t for t in diff["labels"] if t != -100])
         assert trained == rec["response"] + "<|im_end|>"

@@ -80,11 +80,10 @@ def test_stage_returns_then_second_invocation_publishes(slurm, local_run, tmp_pa
     """wait=false: submit and return; the next invocation finds the jobs (queued, running or done), submits
     nothing again, and publishes what the local executor publishes."""
     from cotforge.curate.decontam.stage import DecontamConfig, run_decontam
-    from cotforge.pipelines.stages.spec import StageContext
+    from cotforge.curate.io.inputs import resolve_inputs
 
     root, data = local_run
-    rec = recipe(data, {**SLURM, "wait": False})
-    specs = StageContext(rec, tmp_path, "decontaminate", [], None, ["decontaminate"]).input_specs()
+    specs = resolve_inputs([str(root / "local" / "ingest")])  # the reference run's ingest shards
     cfg = DecontamConfig(ngram=8, threshold=0.5, benchmarks=["demo_olympiad"],
                          benchmarks_dir=str(data / "benchmarks"), registry_yaml=str(data / "benchmarks/registry.yaml"))
     ref = tmp_path / "local"

@@ -9,7 +9,8 @@ import polars as pl
 from click.testing import CliRunner
 
 from cotforge.curate.io.inputs import read_stats
-from cotforge.curate.verify import SandboxLimits, verify_rows
+from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify.sandbox import SandboxLimits
 from cotforge.pipelines.cli.curate import curate
 
 LIM = SandboxLimits(wall_s=3.0, cpu_s=2.0, memory_mb=256)
@@ -80,7 +81,7 @@ def test_stage_reads_real_deepcoder_rows(tmp_path, shared_data):
 
 
 def test_extract_program_and_parse_tests():
-    from cotforge.curate.verify import TestsError, extract_program, parse_tests
+    from cotforge.curate.verify.code import TestsError, extract_program, parse_tests
 
     resp = "<think>```python\nprint('draft')\n```</think>\n```python\nprint(1)\n```\ntext\n```py\nprint(2)\n```"
     assert extract_program(resp) == "print(2)\n"

@@ -142,14 +142,18 @@ def _read_series(csv_path: str | Path, key: str) -> tuple[list[float], list[floa
 def plot_curves(csv_path: str | Path, keys: Sequence[str], png_path: str | Path) -> Path | None:
     """Plot each key of a step-indexed CSV log in its own panel and save a PNG.
 
-    Keys without data are skipped; returns None (and writes nothing) when no key has data.
+    Keys without data are skipped; returns None (and writes nothing) when no key has data, or when
+    matplotlib is not installed (a GPU node may lack it: the CSV/JSON logs are still written).
     """
-    from matplotlib.figure import Figure
-
     series = [(k, *_read_series(csv_path, k)) for k in keys]
     series = [s for s in series if s[1]]
     if not series:
         log.info("plot_curves: none of %s has data in %s", list(keys), csv_path)
+        return None
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        log.warning("plot_curves: matplotlib is not installed; %s not drawn (the CSV log is written)", png_path)
         return None
     fig = Figure(figsize=(6, 2.2 * len(series)))
     fig.subplots_adjust(left=0.16, right=0.97, top=0.97, bottom=0.12 / len(series) + 0.04, hspace=0.35)
@@ -163,3 +167,18 @@ def plot_curves(csv_path: str | Path, keys: Sequence[str], png_path: str | Path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     return out
+
+
+def train_stats(out_dir: str | Path, global_step: int | None = None) -> dict[str, Any]:
+    """Steps and last logged values of a training run, from its output folder's log.jsonl (what the
+    pipeline's manifest records for a train stage, also when it ran through a launcher)."""
+    out = Path(out_dir)
+    rows = read_jsonl(out / "log.jsonl")
+    stats: dict[str, Any] = {"stage": out.name, "log_rows": len(rows)}
+    if rows:
+        stats["steps"] = max(int(r.get("step", 0)) for r in rows)
+        last = {k: v for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"}
+        stats["last"] = {k: last[k] for k in sorted(last)}
+    if global_step is not None:
+        stats["steps"] = int(global_step)
+    return stats

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -43,34 +43,43 @@ def default_corpus(n: int = 2000, seed: int = 0) -> list[str]:
     return out
 
 
-def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
-    """Train a byte-level BPE tokenizer and wrap it as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512, *,
+                    special_tokens: Sequence[str] = SPECIAL_TOKENS, eos_token: str = "<|im_end|>",
+                    pad_token: str = "<pad>", bos_token: str | None = None, added_tokens: Sequence[str] = (),
+                    chat_template: str = CHAT_TEMPLATE):
+    """Train a byte-level BPE tokenizer and wrap it as a transformers fast tokenizer.
+
+    `special_tokens` become special added tokens, `added_tokens` non-special ones (like Qwen3's `<think>`).
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(list(corpus or default_corpus()), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>",
-                                   bos_token=None, unk_token=None,
-                                   additional_special_tokens=["<|im_start|>", "<|endoftext|>", "<think>", "</think>"])
-    fast.chat_template = CHAT_TEMPLATE
+    named = {eos_token, pad_token, bos_token}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos_token, pad_token=pad_token,
+                                   bos_token=bos_token, unk_token=None,
+                                   additional_special_tokens=[t for t in special_tokens if t not in named])
+    if added_tokens:
+        fast.add_tokens([AddedToken(t, special=False, normalized=False) for t in added_tokens])
+    fast.chat_template = chat_template
     return fast
 
 
 def build_tiny_model(out_dir: str | Path, *, corpus: Iterable[str] | None = None, vocab_size: int = 512,
                      hidden_size: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2,
-                     max_positions: int = 4096, seed: int = 0) -> Path:
-    """Create, save and return the folder of a tiny random Qwen2 model plus its tokenizer."""
+                     max_positions: int = 4096, seed: int = 0, tokenizer=None) -> Path:
+    """Create, save and return the folder of a tiny random Qwen2 model plus its tokenizer (default: `build_tokenizer`)."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(corpus, vocab_size)
+    tok = tokenizer if tokenizer is not None else build_tokenizer(corpus, vocab_size)
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       max_position_embeddings=max_positions, tie_word_embeddings=True,
@@ -84,23 +93,3 @@ def build_tiny_model(out_dir: str | Path, *, corpus: Iterable[str] | None = None
     log.info("tiny model (%d params, vocab %d) saved to %s", sum(p.numel() for p in model.parameters()),
              len(tok), out)
     return out
-
-
-def _command():
-    import click
-
-    @click.command("tiny-model")
-    @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
-    @click.option("--layers", default=2, show_default=True)
-    @click.option("--hidden-size", default=64, show_default=True)
-    @click.option("--vocab-size", default=512, show_default=True)
-    @click.option("--seed", default=0, show_default=True)
-    def tiny_model_command(out: str, layers: int, hidden_size: int, vocab_size: int, seed: int) -> None:
-        """Build a tiny random Qwen2 model with a locally trained tokenizer (offline)."""
-        path = build_tiny_model(out, layers=layers, hidden_size=hidden_size, vocab_size=vocab_size, seed=seed)
-        click.echo(str(path))
-
-    return tiny_model_command
-
-
-tiny_model_command = _command()

@@ -32,10 +32,11 @@ reproduces the numbers).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import pickle
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -415,7 +416,7 @@ class DecontamIndex:
         (a copy of it, so a config changed in place starts a new cache), keyed by a 128-bit hash of the
         prompt so the cache stays small whatever the prompts' length."""
         if self._cache_cfg != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
-            self._cache, self._cache_cfg = {}, replace(cfg)
+            self._cache, self._cache_cfg = {}, copy.copy(cfg)
         keys = [xxhash.xxh3_128_intdigest(p.encode("utf-8", "surrogatepass")) for p in prompts]
         todo_at = {k: i for i, k in enumerate(keys) if k not in self._cache}  # distinct uncached prompts
         if todo_at:

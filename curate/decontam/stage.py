@@ -1,6 +1,6 @@
-"""`cotforge curate decontaminate`: the datatrove filter, the stage and the CLI.
+"""The decontaminate stage (`cotforge curate decontaminate`): the datatrove filter and the stage.
 
-Matching rules: curate/decontam_match.py; the index: curate/decontam_index.py; the report: curate/report.py.
+Matching rules: decontam/match.py; the index: decontam/index.py; the report: decontam/report.py.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import click
 import pyarrow as pa
 from datatrove.data import Document
 from datatrove.pipeline.filters.base_filter import BaseFilter
@@ -27,6 +27,9 @@ from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import build_index
 from cotforge.curate.decontam.match import DecontamIndex
 from cotforge.curate.io.remote import remote_output
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -139,62 +142,9 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
     return stats
 
 
-# --------------------------------------------------------------------------- CLI
+def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
+    """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
-
-def _split_names(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-@click.command("decontaminate")
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Output folder (kept/, removed/, stats.json, contamination_report.md/.json/.png).")
-@click.option("--benchmarks", required=True, help="Comma-separated benchmark names, e.g. aime2024,math500,humaneval.")
-@click.option("--benchmarks-dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Local folder with <name>.jsonl[.gz]/.parquet benchmark files (fields id, problem, ...).")
-@click.option("--registry", "registry_yaml", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="YAML with extra benchmark specs.")
-@click.option("--ngram", type=int, default=DecontamConfig.ngram, show_default=True)
-@click.option("--threshold", type=float, default=DecontamConfig.threshold, show_default=True,
-              help="Prompt side: the longest verbatim chunk of a benchmark item, as a share of its words.")
-@click.option("--response-threshold", type=float, default=DecontamConfig.response_threshold, show_default=True)
-@click.option("--min-chunk-words", type=int, default=DecontamConfig.min_chunk_words, show_default=True,
-              help="A partial (truncated) copy must be at least this many words long.")
-@click.option("--max-item-df", type=int, default=DecontamConfig.max_item_df, show_default=True,
-              help="N-grams shared by more benchmark items than this are stop n-grams.")
-@click.option("--response/--no-response", "check_response", default=True, show_default=True,
-              help="Also match the response side (reported separately).")
-@click.option("--solutions/--no-solutions", "include_solutions", default=False, show_default=True,
-              help="Also index benchmark reference solutions.")
-@click.option("--fuzzy/--no-fuzzy", default=True, show_default=True, help="MinHash-LSH tier for reformatted copies.")
-@click.option("--fuzzy-threshold", type=float, default=DecontamConfig.fuzzy_threshold, show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--strict", is_flag=True, help="Stop at the first malformed row instead of quarantining it.")
-@click.option("--source-name", "source_names", multiple=True, metavar="[INPUT=]NAME")
-@click.option("--keep-index", is_flag=True, help="Keep the n-gram index under OUT/_work/decontam_index.")
-def decontaminate_command(inputs, out, benchmarks, benchmarks_dir, registry_yaml, ngram, threshold,
-                          response_threshold, min_chunk_words, max_item_df, check_response, include_solutions, fuzzy,
-                          fuzzy_threshold, workers, strict, source_names, keep_index) -> None:
-    """Remove rows of INPUTS that contain benchmark problems; write a contamination report."""
-    from cotforge.curate.benchmarks import BenchmarkError
-    from cotforge.curate.cli_common import specs_from_cli
-    from cotforge.curate.engine import ExecutorConfig
-    from cotforge.curate.io.readers import InputError
-
-    cfg = DecontamConfig(benchmarks=_split_names(benchmarks), benchmarks_dir=benchmarks_dir,
-                         registry_yaml=registry_yaml, ngram=ngram, threshold=threshold,
-                         response_threshold=response_threshold, min_chunk_words=min_chunk_words,
-                         max_item_df=max_item_df,
-                         check_response=check_response, include_solutions=include_solutions, fuzzy=fuzzy,
-                         fuzzy_threshold=fuzzy_threshold)
-    specs = specs_from_cli(inputs, (), source_names, None)
-    try:
-        stats = run_decontam(specs, out, cfg, ExecutorConfig(workers=workers), strict=strict, keep_index=keep_index)
-    except (BenchmarkError, InputError, ValueError) as e:
-        raise click.ClickException(str(e)) from e
-    c = stats.get("contamination", {})
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed "
-               f"({c.get('contaminated_rows', 0)} contaminated: {c.get('prompt_side_rows', 0)} prompt side, "
-               f"{c.get('response_only_rows', 0)} response side only) -> {out}")
-    click.echo(f"report: {Path(out) / 'contamination_report.md'}")
+    With `keep_work` the benchmark index stays in OUT/_work/decontam_index."""
+    return run_decontam(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict,
+                        rows_per_shard=ctx.rows_per_shard, keep_index=ctx.executor.keep_work)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import xxhash
 
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs import candidate_verdict
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
 from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize, normalize_batch
@@ -197,52 +198,6 @@ def band_signatures(norm_texts: list[str], num: np.ndarray, cfg: DedupConfig) ->
         salt = (np.asarray(num, dtype=np.uint64) >> np.uint64(3))[:, None]
         sig[:, ::cfg.rows_per_band] = (sig[:, ::cfg.rows_per_band] ^ salt) % _MERSENNE
     return sig, has
-
-
-# --------------------------------------------------------------------------- candidate check
-
-
-def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig) -> str | None:
-    """Check an LSH candidate pair of normalised prompts: None = near-duplicates, else the reason it is not
-    (`edit_guard`: neither prompt is the other with words added - a word was replaced or moved, which in
-    math changes the problem, e.g. "exactly one" -> "at most one", "3n is a square and 2n a cube" ->
-    "2n is a square and 3n a cube"; `below_threshold`: word n-gram Jaccard < cfg.threshold)."""
-    ta, tb = norm_a.split(" "), norm_b.split(" ")
-    if cfg.edit_guard and not _is_subsequence(*sorted(_strip_openers(ta, tb), key=len)):
-        return "edit_guard"
-    if cfg.threshold > 0:
-        sa, sb = _shingle_set(ta, cfg.ngram), _shingle_set(tb, cfg.ngram)
-        if len(sa & sb) < cfg.threshold * len(sa | sb):
-            return "below_threshold"
-    return None
-
-
-# Question openers that ask the same thing ("Find the sum ..." = "Compute the sum ..." = "What is the sum ...");
-# when both prompts start with one, the edit guard compares them without it, so swapping openers is not a
-# replaced word. (Only then: "Find the product P" vs "Let P be the product ... Find floor(P)" stays apart.)
-OPENERS: tuple[tuple[str, ...], ...] = (("what", "is"), ("what", "are"), ("find",), ("compute",), ("calculate",),
-                                         ("determine",), ("evaluate",))
-
-
-def _opener_len(toks: list[str]) -> int:
-    """Number of words of the question opener `toks` starts with (0 if none)."""
-    return next((len(op) for op in OPENERS if tuple(toks[: len(op)]) == op), 0)
-
-
-def _strip_openers(ta: list[str], tb: list[str]) -> tuple[list[str], list[str]]:
-    """Both token lists without their leading openers when both have one; else unchanged."""
-    la, lb = _opener_len(ta), _opener_len(tb)
-    return (ta[la:], tb[lb:]) if la and lb else (ta, tb)
-
-
-def _is_subsequence(short: list[str], long: list[str]) -> bool:
-    """True when `short` is `long` with some words removed (order kept): only insertions on one side."""
-    it = iter(long)
-    return all(tok in it for tok in short)
-
-
-def _shingle_set(toks: list[str], n: int) -> set[str]:
-    return {" ".join(toks[i:i + n]) for i in range(max(1, len(toks) - n + 1))}
 
 
 __all__ = ["release_arrow_memory", "priority_of", "sort_specs", "pack_order", "unpack_order", "hash64", "row_keys",

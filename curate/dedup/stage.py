@@ -25,20 +25,16 @@ Normalisation is `curate.normalize` (numbers kept), never datatrove's digit-to-0
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cotforge.curate.cli_common import input_options, specs_from_cli
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import (
     IDX_BITS,
@@ -67,10 +63,12 @@ from cotforge.curate.engine import (
     schema_writer,
     start_stage,
 )
-from cotforge.curate.io.ingest import DEFAULT_ROWS_PER_TASK
-from cotforge.curate.io.readers import InputError, InputSpec
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +80,8 @@ STAGE = "dedup"
 
 class PairJudge:
     """The pipeline's decision for one pair of prompts, without running it: same problem key, or an LSH
-    candidate (some band equal) that passes the number guard and the Jaccard threshold. Used to choose
-    defaults on the labelled set (clusters add transitivity on top of this)."""
+    candidate (some band equal) that passes the number guard and the graded pair check (with the raw prompts,
+    as the cluster step does). Used to choose defaults on the labelled set (clusters add transitivity)."""
 
     def __init__(self, cfg: DedupConfig | None = None):
         self.cfg = cfg or DedupConfig()
@@ -101,94 +99,90 @@ class PairJudge:
 
     def is_duplicate(self, a: str, b: str) -> bool:
         """True when the pipeline would put prompts `a` and `b` in one problem cluster (pairwise)."""
-        ka, kb = self.sketches([a, b])
-        return self.judge_sketches(ka, kb)
+        return self.verdict(a, b) is None
 
-    def judge_sketches(self, ka: tuple, kb: tuple) -> bool:
-        """`is_duplicate` on precomputed sketches (for sweeps over many pairs)."""
+    def verdict(self, a: str, b: str) -> str | None:
+        """None when the pipeline would merge prompts `a` and `b` (pairwise), else why not: `lsh_miss` (no
+        band equal), `number_guard`, or the graded check's reason (curate/dedup/pairs.py)."""
+        ka, kb = self.sketches([a, b])
+        return self.verdict_sketches(ka, kb, a, b)
+
+    def verdict_sketches(self, ka: tuple, kb: tuple, raw_a: str | None = None, raw_b: str | None = None) -> str | None:
+        """`verdict` on precomputed sketches (for sweeps over many pairs); raw prompts give names / math tokens."""
         (ta, pa_, na, sa), (tb, pb, nb, sb) = ka, kb
         if pa_ == pb:
-            return True
-        if sa is None or sb is None or (self.cfg.number_guard and na != nb):
-            return False
+            return None
+        if sa is None or sb is None:
+            return "lsh_miss"
+        if self.cfg.number_guard and na != nb:
+            return "number_guard"
         r = self.cfg.rows_per_band
         if not (sa.reshape(-1, r) == sb.reshape(-1, r)).all(axis=1).any():
-            return False
-        return candidate_verdict(ta, tb, self.cfg) is None
+            return "lsh_miss"
+        return candidate_verdict(ta, tb, self.cfg, raw_a, raw_b)
+
+    def judge_sketches(self, ka: tuple, kb: tuple, raw_a: str | None = None, raw_b: str | None = None) -> bool:
+        """`is_duplicate` on precomputed sketches (for sweeps over many pairs)."""
+        return self.verdict_sketches(ka, kb, raw_a, raw_b) is None
 
 
 # --------------------------------------------------------------------------- runner
 
 
-def _count_rows(specs: list[InputSpec]) -> int:
-    """Cheap row count for --tasks: Parquet metadata, JSONL line counts (other inputs are read)."""
-    import gzip
-
-    from cotforge.curate.io.inputs import iter_input_rows
-
-    total = 0
-    for spec in specs:
-        p = Path(spec.path)
-        if p.is_file() and p.name.endswith(".parquet"):
-            total += pq.ParquetFile(p).metadata.num_rows
-        elif p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")):
-            opener = gzip.open if p.name.endswith(".gz") else open
-            with opener(p, "rb") as fh:
-                total += sum(1 for line in fh if line.strip())
-        else:
-            total += sum(1 for _ in iter_input_rows([spec]))
-    return total
-
-
 @remote_output
 def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | None = None,
               exec_cfg: ExecutorConfig | None = None, *, strict: bool = False, rows_per_shard: int = 50_000,
-              tasks: int | None = None, keep_work: bool = False, document_steps: bool = False) -> dict[str, Any]:
+              document_steps: bool = False) -> dict[str, Any]:
     """Dedup `specs` into OUT/kept, OUT/removed (reason, duplicate_of) and OUT/stats.json; returns the stats.
 
-    `tasks` (if given) overrides `exec_cfg.rows_per_task` so that the input is split into ~`tasks` tasks.
-    `document_steps` runs the signature and filter steps on datatrove Documents (slower; same output).
+    `exec_cfg.tasks` (if given) replaces `exec_cfg.rows_per_task` so that the input is split into ~`tasks`
+    tasks; `exec_cfg.keep_work` keeps OUT/_work. `document_steps` runs the signature and filter steps on
+    datatrove Documents (slower; same output).
 
     What grows with the input: on disk, the work folder (shards, ~24 B of keys per row, band files); in
-    memory, ingest's id registry (8 B per row, curate/ingest.py), the candidate pairs and the problems they
+    memory, ingest's id registry (8 B per row, curate/io/ingest.py), the candidate pairs and the problems they
     touch (cluster step), and the number of key partitions / band hash ranges (one at a time in memory)."""
     cfg = cfg or DedupConfig()
-    cfg.validate()
-    exec_cfg = exec_cfg or ExecutorConfig()
-    if exec_cfg.rows_per_task > 1 << IDX_BITS:  # a row's place in its task is packed in IDX_BITS bits
-        raise ValueError(f"dedup: rows per task {exec_cfg.rows_per_task} is above the {1 << IDX_BITS} a task can hold; "
-                         "use more tasks")
     t0 = time.time()
     quiet_datatrove()
     specs = sort_specs(specs, cfg.source_priority)
-    if tasks:
-        exec_cfg = dataclasses.replace(exec_cfg, rows_per_task=max(1, math.ceil(_count_rows(specs) / tasks)))
-    if keep_work:
-        exec_cfg = dataclasses.replace(exec_cfg, keep_work=True)
+    exec_cfg = (exec_cfg or ExecutorConfig()).for_inputs(specs)
+    if exec_cfg.rows_per_task > 1 << IDX_BITS:  # a row's place in its task is packed in IDX_BITS bits
+        raise ValueError(f"dedup: rows per task {exec_cfg.rows_per_task} is above the {1 << IDX_BITS} a task can hold; "
+                         "use more tasks")
     area = start_stage(specs, out_dir, STAGE, exec_cfg, strict=strict, rows_per_shard=rows_per_shard,
                        config={"dedup": cfg.describe(), "inputs": [s.path for s in specs],
                                "executor": exec_cfg.executor, "workers": exec_cfg.workers,
                                "rows_per_task": exec_cfg.rows_per_task})
-    with area:
-        work, n_tasks = area.work, area.tasks
+    with area:  # a failed or pending (Slurm) stage releases the lock and keeps its work folder for a rerun
+        work = area.work
         cluster_stats: dict[str, Any] = {}
         timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
-        if n_tasks:
+        if area.tasks:
             t1 = time.time()
             n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in area.shards)
-            timings.update(_run_steps(work, n_tasks, partitions_for(n_rows), cfg, exec_cfg, area.schema,
+            timings.update(_run_steps(work, area.tasks, partitions_for(n_rows), cfg, exec_cfg, area.schema,
                                       area.writer.removed.schema, document_steps))
             timings["datatrove_s"] = round(time.time() - t1, 3)
             cluster_stats = json.loads((work / "cluster_stats.json").read_text())
             t2 = time.time()
-            collect_tables(area.writer, work, n_tasks, area.batch_rows(cap=65536))
+            collect_tables(area.writer, work, area.tasks, area.batch_rows(cap=65536))
             timings["collect_s"] = round(time.time() - t2, 3)
         timings["total_s"] = round(time.time() - t0, 3)
-        return finish_stage(area, {"dedup": {**cluster_stats, "tasks": n_tasks, "timings": timings}})
+        return finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
+
+
+def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
+    """Remove exact (prompt, response) duplicates and near-duplicate problems.
+
+    Each cluster of near-duplicate prompts keeps one problem (first by source_priority, then input order)
+    with all its distinct responses; other rows go to OUT/removed with `duplicate_of`."""
+    return run_dedup(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)
 
 
 def collect_tables(writer: StageWriter, work: Path, tasks: int, batch_rows: int = 65536) -> None:
-    """Per-task kept/removed shards into the stage writer in rank order (= input order), table by table."""
+    """Per-task kept/removed shards into the stage writer in rank order (= input order), `batch_rows` at a
+    time (fewer for long rows: the memory budget)."""
     for rank in range(tasks):
         for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
             f = work / part / f"{rank:05d}.parquet"
@@ -201,7 +195,7 @@ def collect_tables(writer: StageWriter, work: Path, tasks: int, batch_rows: int 
 def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec_cfg: ExecutorConfig,
                schema: pa.Schema, rschema: pa.Schema, document_steps: bool = False) -> dict[str, float]:
     """The four datatrove executor runs. Local: one after the other, logging progress and timing each;
-    Slurm/Ray: chained with `depends=` and launched together. Returns seconds per step."""
+    Slurm: chained job arrays, waited for (or resumed by a rerun; `engine.run_steps`). Returns seconds per step."""
     sign = ProblemSignature(str(work / "sigs"), str(work), cfg, partitions,
                             input_folder=None if document_steps else str(work / "input"))
     sign.batch_bytes = exec_cfg.budget().batch_bytes  # long rows: fewer rows per batch
@@ -220,53 +214,3 @@ def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec
     if not (work / "cluster_stats.json").exists() or not (work / "decisions").is_dir():
         raise RuntimeError(f"dedup: datatrove steps finished but left no cluster stats (see {work / 'logs'})")
     return timings
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def _split_list(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
-
-
-@click.command("dedup")
-@input_options
-@click.option("--source-priority", default="", metavar="A,B,...",
-              help="Comma list of source names (globs ok): the first source of a cluster keeps the problem.")
-@click.option("--tasks", type=int, default=None, help="Split the input into about this many datatrove tasks.")
-@click.option("--rows-per-task", type=int, default=DEFAULT_ROWS_PER_TASK, show_default=True,
-              help="Rows per datatrove task (ignored when --tasks is given).")
-@click.option("--workers", type=int, default=2, show_default=True, help="Parallel local workers.")
-@click.option("--executor", type=click.Choice(["local", "slurm", "ray"]), default="local", show_default=True)
-@click.option("--ngram", type=int, default=DedupConfig.ngram, show_default=True, help="Word n-gram shingle size.")
-@click.option("--bands", type=int, default=DedupConfig.bands, show_default=True, help="LSH bands.")
-@click.option("--rows-per-band", type=int, default=DedupConfig.rows_per_band, show_default=True,
-              help="MinHash values per band.")
-@click.option("--threshold", type=float, default=DedupConfig.threshold, show_default=True,
-              help="Min word n-gram Jaccard for an LSH candidate pair to count (0 = every candidate).")
-@click.option("--no-number-guard", is_flag=True, help="Let near-duplicates differ in their numbers.")
-@click.option("--no-edit-guard", is_flag=True,
-              help="Let near-duplicates replace or move words (default: one prompt must be the other plus words).")
-@click.option("--streaming-buckets", is_flag=True,
-              help="Use datatrove's constant-memory bucket merge (slower) instead of the numpy sort.")
-@click.option("--keep-work", is_flag=True, help="Keep OUT/_work (shards, signatures, datatrove logs).")
-def dedup_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, source_priority, tasks,
-                  rows_per_task, workers, executor, ngram, bands, rows_per_band, threshold, no_number_guard,
-                  no_edit_guard, streaming_buckets, keep_work) -> None:
-    """Remove exact (prompt, response) duplicates and near-duplicate problems from INPUTS.
-
-    Each cluster of near-duplicate prompts keeps one problem (first by --source-priority, then input
-    order) with all its distinct responses; other rows go to OUT/removed with `duplicate_of`."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    cfg = DedupConfig(ngram=ngram, bands=bands, rows_per_band=rows_per_band, threshold=threshold,
-                      number_guard=not no_number_guard, edit_guard=not no_edit_guard,
-                      streaming_buckets=streaming_buckets, source_priority=_split_list(source_priority))
-    exec_cfg = ExecutorConfig(executor=executor, workers=workers, rows_per_task=rows_per_task)
-    try:
-        stats = run_dedup(specs, out, cfg, exec_cfg, strict=strict, rows_per_shard=rows_per_shard, tasks=tasks,
-                          keep_work=keep_work)
-    except (InputError, ValueError) as e:
-        raise click.ClickException(str(e)) from e
-    by = ", ".join(f"{k} {v}" for k, v in stats["removed_by_reason"].items()) or "none"
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed ({by}) -> {out}")
-

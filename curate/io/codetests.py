@@ -61,7 +61,10 @@ def pytest_file(code: str) -> str:
 
 
 def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
-    """Code tests as the JSON text the verifiers take (see module doc); unknown shapes are kept as JSON."""
+    """Code tests as the JSON text the verifiers take (see module doc); unknown shapes are kept as JSON.
+    MBPP's {"kind": "assert_list", "test_list", "setup"} becomes one assert script; an empty `setup` is
+    dropped, so the verifier's own default applies (the LeetCode prelude for `Solution()` tests). The one
+    normaliser of tests: ingest and evaluation both call it."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -70,6 +73,11 @@ def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
         except json.JSONDecodeError:
             return json.dumps({"kind": "assert", "test": value, "entry_point": None}) if "assert" in value else value
     if isinstance(value, dict):
+        if value.get("kind") == "assert_list":  # MBPP-style registry items: one assert script
+            value = {"kind": "assert", "test": "\n".join(value.get("test_list") or []), "entry_point": None,
+                     **({"setup": value["setup"]} if value.get("setup") else {})}
+        if value.get("kind") == "assert" and "setup" in value and not value["setup"]:
+            value = {k: v for k, v in value.items() if k != "setup"}  # no setup: the verifier's default applies
         if "kind" in value:
             return json.dumps(value, ensure_ascii=False)
         ins, outs = value.get("inputs"), value.get("outputs")

@@ -11,20 +11,22 @@ import logging
 import time
 from array import array
 from bisect import bisect_left
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import click
 import numpy as np
 import pyarrow as pa
 import xxhash
 
-from cotforge.curate.cli_common import input_options, specs_from_cli
 from cotforge.curate.io import fs
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputError, InputSpec, Origin, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema, iter_input_rows
+from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import ShardWriter, StageWriter
-from cotforge.curate.schema import SCHEMA
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -128,25 +130,18 @@ def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = Fa
                          config={"inputs": [fs.shown(s.path) for s in specs], "strict": strict,
                                  "presets": presets})
     t0 = time.time()
-    for row in iter_input_rows(specs, strict=strict, report=presets):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-        else:
-            writer.count_in(row["source"])
-            writer.keep(row)
+    for row in counted_rows(specs, writer, strict, report=presets):
+        writer.keep(row)
     return writer.close({"ingest_s": round(time.time() - t0, 3)})
 
 
-@click.command("ingest")
-@input_options
-def ingest_command(inputs, out, maps, source_names, domain, strict, rows_per_shard) -> None:
-    """Read INPUTS (JSONL, JSONL.gz, Parquet, dataset dirs, hf:org/name[:split]) into the one schema."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    try:
-        stats = run_ingest(specs, out, strict=strict, rows_per_shard=rows_per_shard)
-    except InputError as e:
-        raise click.ClickException(str(e)) from e
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed -> {out}")
+@dataclass
+class IngestConfig:
+    """The ingest stage has no options of its own: what to read comes from the context (a recipe's
+    `sources:` or the command line's inputs, `--map`, `--source-name`, `--domain`, `--strict`)."""
 
 
-__all__ = ["IdRegistry", "materialize", "run_ingest", "ingest_command", "SCHEMA"]
+def run(cfg: IngestConfig, ctx: StageContext) -> dict:
+    """Read INPUTS (JSONL, JSONL.gz, Parquet, dataset dirs, hf:org/name[:split]) into the one row schema;
+    malformed rows go to OUT/removed with their file and line."""
+    return run_ingest(ctx.inputs, ctx.out_dir, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

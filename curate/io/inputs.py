@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +19,9 @@ from cotforge.curate.io import fs
 from cotforge.curate.io.presets import PRESET_FIELDS
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows, uses_preset
 from cotforge.curate.schema import CORE_FIELDS, SCHEMA
+
+if TYPE_CHECKING:
+    from cotforge.curate.io.writer import StageWriter
 
 
 def is_stage_dir(path: str | Path) -> bool:
@@ -92,6 +95,21 @@ def iter_input_rows(specs: list[InputSpec], strict: bool = False,
                     fh.close()
         else:
             yield from read_rows(spec, strict=strict, report=report)
+
+
+def counted_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool = False,
+                 report: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The valid rows of `specs` for a stage: malformed ones go to the writer's removed/ (skipped when
+    `writer` is None, e.g. a first pass that only looks), the others are counted in per source, then yielded.
+    What every row-by-row curation stage does before its own decision, so their counts add up the same way."""
+    for row in iter_input_rows(specs, strict=strict, report=report):
+        if isinstance(row, Quarantined):
+            if writer is not None:
+                writer.quarantine(row)
+            continue
+        if writer is not None:
+            writer.count_in(row["source"])
+        yield row
 
 
 def input_schema(specs: list[InputSpec]) -> pa.Schema:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from cotforge.curate.io import fs
 from cotforge.curate.io.readers import Quarantined
-from cotforge.curate.schema import SCHEMA, removed_schema
+from cotforge.curate.schema import SCHEMA, load_meta, removed_schema
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class StageWriter:
         self.removed.write(row)
         self.removed_by[reason_family(row["reason"])][row["source"]] += 1
         if row["reason"].startswith("malformed") and len(self.malformed_examples) < 20:
-            meta = json.loads(row.get("meta") or "{}")
+            meta = load_meta(row.get("meta"))
             self.malformed_examples.append(f"{meta.get('_origin', {})}: {row['reason']}")
 
     def close(self, extra_stats: dict[str, Any] | None = None) -> dict[str, Any]:

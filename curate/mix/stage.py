@@ -19,27 +19,27 @@ Budgets count every drawn row, prompt-only rows included (they feed rl/).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import shutil
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cotforge.curate.cli_common import fail, input_options, specs_from_cli
-from cotforge.curate.io.inputs import input_schema, is_stage_dir, iter_input_rows
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema, is_stage_dir
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import load_meta
+from cotforge.curate.schema import chat_messages, seeded_hash
 from cotforge.curate.select.profile import make_length_fn, problem_key
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -61,35 +61,48 @@ DEFAULT_RL_DATA_SOURCE = {"math": "math_longcot_math_verify", "code": "coder1_lo
 class MixConfig:
     """Budget, ratios, weights and seed of the draw, and what to write."""
 
-    name: str = "mix"
-    budget_rows: int | None = None
-    budget_tokens: int | None = None  # tokens of prompt + response (characters / chars_per_token without a tokenizer)
-    domain_ratios: dict[str, float] | None = None
-    source_weights: dict[str, float] | None = None  # None: read select's mix_weight when an input has one
-    seed: int = 0
-    tokenizer: str | None = None
-    chars_per_token: float = 4.0
-    rl_data_source: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RL_DATA_SOURCE))
-    write_rl: bool = True
-    card: bool = True
-    license: str = "other"
-    history: list[str] = field(default_factory=list)  # earlier stage folders reported in the card
+    name: str = field(default="mix", metadata={"help": "Name of the mix (card title)."})
+    budget_rows: int | None = field(default=None, metadata={"help": "Row budget.", "flag": "--rows"})
+    budget_tokens: int | None = field(default=None, metadata={
+        "help": "Token budget of prompt + response (characters / chars_per_token without a tokenizer).",
+        "flag": "--tokens"})
+    domain_ratios: dict[str, float] | None = field(default=None, metadata={
+        "help": "Domain share, e.g. math=0.7 (repeatable; default: by availability).", "flag": "--ratio",
+        "metavar": "DOMAIN=R"})
+    source_weights: dict[str, float] | None = field(default=None, metadata={
+        "help": "Source weight within its domain (default: select's mix_weight, else by availability).",
+        "flag": "--weight", "metavar": "SOURCE=W"})
+    seed: int = field(default=0, metadata={"help": "Seed of the draw."})
+    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer for token budgets (else characters)."})
+    chars_per_token: float = field(default=4.0, metadata={"help": "Characters per token without a tokenizer."})
+    rl_data_source: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RL_DATA_SOURCE), metadata={
+        "help": "verl data_source per domain of the RL rows.", "metavar": "DOMAIN=NAME"})
+    write_rl: bool = field(default=True, metadata={"help": "Write rl/ (verl prompt rows).", "flag": "--no-rl"})
+    card: bool = field(default=True, metadata={"help": "Write README.md (the dataset card)."})
+    license: str = field(default="other", metadata={"help": "Card license (SPDX-like id)."})
+    history: list[str] = field(default_factory=list, metadata={
+        "help": "Earlier stage folder to report in the card (repeatable, in pipeline order; default in a "
+                "pipeline: every earlier stage folder holding a stats.json)."})
 
     def __post_init__(self) -> None:
         if self.budget_rows is not None and self.budget_tokens is not None:
-            raise ValueError("give budget_rows or budget_tokens, not both")
+            raise ValueError("budget_rows: give budget_rows or budget_tokens, not both")
+        for name in ("budget_rows", "budget_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0 or null (got {getattr(self, name)})")
+        if self.chars_per_token <= 0:
+            raise ValueError(f"chars_per_token: must be > 0 (got {self.chars_per_token})")
         for k, v in (self.domain_ratios or {}).items():
             if v < 0 or not math.isfinite(v):
-                raise ValueError(f"domain ratio {k}={v}: must be a finite number >= 0")
+                raise ValueError(f"domain_ratios: {k}={v} must be a finite number >= 0")
         for k, v in (self.source_weights or {}).items():
             if v < 0 or not math.isfinite(v):
-                raise ValueError(f"source weight {k}={v}: must be a finite number >= 0")
+                raise ValueError(f"source_weights: {k}={v} must be a finite number >= 0")
 
 
 def draw_key(seed: int, row_id: str, weight: float) -> float:
     """Efraimidis-Spirakis key ln(u)/w of a row (u from a seeded hash); larger keys are drawn first."""
-    h = int.from_bytes(hashlib.blake2b(f"{seed}\x00{row_id}".encode(), digest_size=8).digest(), "big")
-    u = (h + 1) / (2**64 + 1)
+    u = (seeded_hash(seed, row_id) + 1) / (2**64 + 1)
     return math.log(u) / weight if weight > 0 else -math.inf
 
 
@@ -160,16 +173,6 @@ def draw(frame: pl.DataFrame, cfg: MixConfig) -> tuple[pl.DataFrame, dict[str, A
     return f, plan
 
 
-def to_messages(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The row as a chat list: optional system (meta["system"]), user prompt, assistant response."""
-    meta = load_meta(row.get("meta"))
-    msgs = [{"role": "system", "content": meta["system"]}] if isinstance(meta.get("system"), str) else []
-    msgs.append({"role": "user", "content": row["prompt"]})
-    if row.get("response"):
-        msgs.append({"role": "assistant", "content": row["response"]})
-    return msgs
-
-
 def to_rl_row(row: dict[str, Any], index: int, data_sources: dict[str, str]) -> dict[str, Any] | None:
     """verl RL prompt row; None when the row has nothing to reward against (no answer, no tests for code)."""
     is_code = row["domain"] == "code"
@@ -192,9 +195,7 @@ def _frame(specs: list[InputSpec], cfg: MixConfig, strict: bool) -> tuple[pl.Dat
     cols: dict[str, list[Any]] = {k: [] for k in ("idx", "id", "source", "domain", "has_response", "pass_rate", "difficulty")}
     texts_p: list[str] = []
     texts_r: list[str] = []
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            continue
+    for row in counted_rows(specs, None, strict):
         cols["idx"].append(len(cols["idx"]))
         cols["id"].append(str(row["id"]))
         cols["source"].append(row["source"])
@@ -230,11 +231,7 @@ def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None =
     rl_rows: list[dict[str, Any]] = []
     rl_seen: set[str] = set()
     i = -1
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         i += 1
         if i not in drawn_idx:
             writer.remove(row, f"budget: not drawn ({plan['measure']} budget, seed {cfg.seed})")
@@ -246,7 +243,7 @@ def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None =
                 rl_seen.add(key)
                 rl_rows.append(rl)
         if row.get("response"):
-            writer.keep({**row, "messages": to_messages(row)})
+            writer.keep({**row, "messages": chat_messages(row)})
         else:
             writer.remove(row, "prompt_only: drawn but has no response (RL prompt only)")
     sft_sources = Counter(drawn_frame.filter(pl.col("drawn") & pl.col("has_response"))["source"].to_list())
@@ -281,48 +278,11 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _floats(values: tuple[str, ...], what: str) -> dict[str, float] | None:
-    out: dict[str, float] = {}
-    for v in values:
-        key, sep, val = v.rpartition("=")
-        try:
-            if not sep or not key:
-                raise ValueError
-            out[key] = float(val)
-        except ValueError as e:
-            raise click.BadParameter(f"{v!r}: expected NAME=NUMBER", param_hint=what) from e
-    return out or None
+def run(cfg: MixConfig, ctx: StageContext) -> dict[str, Any]:
+    """Seeded draw under a budget -> OUT/sft, OUT/rl (verl rows), OUT/removed, OUT/stats.json, OUT/README.md.
 
-
-@click.command("mix")
-@input_options
-@click.option("--name", default="mix", show_default=True, help="Name of the mix (card title).")
-@click.option("--rows", "budget_rows", type=int, default=None, help="Row budget.")
-@click.option("--tokens", "budget_tokens", type=int, default=None, help="Token budget (prompt + response).")
-@click.option("--ratio", "ratios", multiple=True, metavar="DOMAIN=R", help="Domain share, e.g. --ratio math=0.7.")
-@click.option("--weight", "weights", multiple=True, metavar="SOURCE=W",
-              help="Source weight within its domain (default: select's mix_weight, else by availability).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--tokenizer", default=None, help="Tokenizer for token budgets (else characters / 4).")
-@click.option("--license", "license_", default="other", show_default=True, help="Card license (SPDX-like id).")
-@click.option("--history", multiple=True, type=click.Path(exists=True, file_okay=False),
-              help="Earlier stage folder to report in the card (repeatable, in pipeline order).")
-@click.option("--no-rl", is_flag=True, help="Do not write rl/.")
-@click.option("--no-card", is_flag=True, help="Do not write README.md.")
-def mix_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, name, budget_rows, budget_tokens,
-                ratios, weights, seed, tokenizer, license_, history, no_rl, no_card) -> None:
-    """Seeded draw under a budget -> OUT/sft, OUT/rl (verl), OUT/removed, OUT/stats.json, OUT/README.md."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    try:
-        cfg = MixConfig(name=name, budget_rows=budget_rows, budget_tokens=budget_tokens,
-                        domain_ratios=_floats(ratios, "--ratio"), source_weights=_floats(weights, "--weight"),
-                        seed=seed, tokenizer=tokenizer, write_rl=not no_rl, card=not no_card, license=license_,
-                        history=list(history))
-    except ValueError as e:
-        raise click.UsageError(str(e)) from e
-    try:
-        stats = run_mix(specs, out, cfg, strict=strict, rows_per_shard=rows_per_shard, input_paths=list(inputs))
-    except InputError as e:
-        fail(e)
-    click.echo(f"{name}: {stats['kept']} SFT rows, {stats['mix']['rl_rows']} RL rows, "
-               f"removed {stats['removed_by_reason']} -> {out}")
+    The card reports `history`, else every earlier stage folder of the run that holds a stats.json."""
+    if not cfg.history:
+        cfg = replace(cfg, history=[d for d in ctx.earlier.values() if (Path(d) / "stats.json").exists()])
+    return run_mix(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
+                   input_paths=ctx.input_dirs)

@@ -12,8 +12,8 @@ Where p comes from, per row, first match wins:
 2. a numeric level in meta (``level_key``, e.g. MATH-style ``"difficulty": 5.0`` or ``"level": "Level 3"``):
    level >= hard_level -> hard, level <= easy_level -> easy, else medium (pass_rate stays null);
 3. sampling: N responses per unique problem from an injected generator (the pipeline and the CLI pass
-   `cotforge.train.rollout.make_generator(model)`: vLLM with the `gpu` extra and a GPU, HF generate
-   otherwise; curation never imports the trainer), verified with `cotforge.curate.verify.verify_rows`
+   `StageContext.make_generator`, which they build from `cotforge.train.rollout.make_generator`: vLLM with
+   the `gpu` extra and a GPU, HF generate otherwise; curation never imports the trainer), verified with `cotforge.curate.verify.verify_rows`
    (rows need an `answer` or `tests`);
 4. otherwise null (unknown).
 Output columns: `pass_rate` (float|null), `difficulty` ("hard"|"medium"|"easy"|null), `difficulty_n`
@@ -26,21 +26,25 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
 DEFAULT_T_HARD = 0.25
 DEFAULT_T_EASY = 0.75
+BACKENDS = ("auto", "vllm", "hf")
 DIFFICULTY_FIELDS = [pa.field("pass_rate", pa.float64()), pa.field("difficulty", pa.string()),
                      pa.field("difficulty_n", pa.int64())]
 
@@ -49,26 +53,33 @@ DIFFICULTY_FIELDS = [pa.field("pass_rate", pa.float64()), pa.field("difficulty",
 class DifficultyConfig:
     """Thresholds, the meta-level mapping and the sampling settings of the difficulty step."""
 
-    t_hard: float = DEFAULT_T_HARD
-    t_easy: float = DEFAULT_T_EASY
-    level_key: str | None = None  # meta key with a numeric level (MATH: "level" / DeepScaleR: "difficulty")
-    hard_level: float = 5.0  # level >= this -> hard
-    easy_level: float = 2.0  # level <= this -> easy
-    model: str | None = None  # reference model for sampling; None: no sampling
-    backend: str = "auto"  # "auto" | "vllm" | "hf" (the generator the caller builds for `model`)
-    n_samples: int = 8
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_new_tokens: int = 4096
-    seed: int = 0
-    batch_problems: int = 64  # problems per generate() call
-    recompute: bool = False  # ignore existing pass_rate / difficulty columns
+    t_hard: float = field(default=DEFAULT_T_HARD, metadata={"help": "p <= t_hard is hard."})
+    t_easy: float = field(default=DEFAULT_T_EASY, metadata={"help": "p >= t_easy is easy."})
+    level_key: str | None = field(default=None, metadata={
+        "help": "meta key with a numeric level (MATH: level, DeepScaleR: difficulty)."})
+    hard_level: float = field(default=5.0, metadata={"help": "A meta level >= this is hard."})
+    easy_level: float = field(default=2.0, metadata={"help": "A meta level <= this is easy."})
+    model: str | None = field(default=None, metadata={
+        "help": "Reference model (path or name) to sample n_samples responses per problem; none: no sampling."})
+    backend: str = field(default="auto", metadata={
+        "help": "Generation backend the caller builds for `model`.", "choices": BACKENDS})
+    n_samples: int = field(default=8, metadata={"help": "Samples per problem.", "flag": ["-n", "--n-samples"]})
+    temperature: float = field(default=0.6, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling top_p."})
+    max_new_tokens: int = field(default=4096, metadata={"help": "Max generated tokens per sample."})
+    seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    batch_problems: int = field(default=64, metadata={"help": "Problems per generate() call."})
+    recompute: bool = field(default=False, metadata={"help": "Ignore existing pass_rate / difficulty columns."})
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.t_hard < self.t_easy <= 1.0:
-            raise ValueError(f"need 0 <= t_hard < t_easy <= 1, got {self.t_hard}, {self.t_easy}")
+            raise ValueError(f"t_hard: need 0 <= t_hard < t_easy <= 1, got {self.t_hard}, {self.t_easy}")
         if self.n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
+            raise ValueError(f"n_samples: must be >= 1, got {self.n_samples}")
+        if self.batch_problems < 1:
+            raise ValueError(f"batch_problems: must be >= 1, got {self.batch_problems}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
 
 
 def bin_pass_rate(p: float | None, t_hard: float = DEFAULT_T_HARD, t_easy: float = DEFAULT_T_EASY) -> str | None:
@@ -163,8 +174,8 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
     cfg = cfg or DifficultyConfig()
     labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}
     to_sample: dict[str, dict[str, Any]] = {}
-    for row in iter_input_rows(specs, strict=strict):  # pass 1: which problems need sampling
-        if isinstance(row, Quarantined) or _existing(row, cfg) is not None:
+    for row in counted_rows(specs, None, strict):  # pass 1: which problems need sampling
+        if _existing(row, cfg) is not None:
             continue
         level = parse_level(load_meta(row.get("meta")).get(cfg.level_key)) if cfg.level_key else None
         key = problem_key(row["prompt"])
@@ -190,11 +201,7 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
     writer = StageWriter(out_dir, "difficulty", schema=schema, rows_per_shard=rows_per_shard, config=asdict(cfg))
     by_bin: Counter[str] = Counter()
     by_method: Counter[str] = Counter()
-    for row in iter_input_rows(specs, strict=strict):  # pass 2: write
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):  # pass 2: write
         got = _existing(row, cfg)
         method = "column"
         if got is None:
@@ -210,3 +217,12 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
         writer.keep(row)
     return writer.close({"difficulty_bins": dict(sorted(by_bin.items())), "difficulty_methods": dict(by_method),
                          "problems_sampled": len(labels)})
+
+
+def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
+
+    The reference model's generator comes from `ctx.make_generator` (injected by the caller)."""
+    generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
+    return run_difficulty(ctx.inputs, ctx.out_dir, cfg, generator=generator, strict=ctx.strict,
+                          rows_per_shard=ctx.rows_per_shard)

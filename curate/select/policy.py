@@ -18,12 +18,12 @@ A row's bin is its `difficulty` column, else its `pass_rate` binned with t_hard 
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD
+from cotforge.curate.schema import seeded_hash
+from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD, bin_pass_rate
 
 MODES = ("all", "correct", "drop")
 
@@ -32,33 +32,31 @@ MODES = ("all", "correct", "drop")
 class PolicyConfig:
     """Per-bin keep modes, the per-problem cap and the pass-rate thresholds used when rows have no bin."""
 
-    hard: str = "all"
-    medium: str = "all"
-    easy: str = "correct"
-    unknown: str = "all"
-    max_per_problem: int | None = 16  # None or 0: no cap
-    t_hard: float = DEFAULT_T_HARD
-    t_easy: float = DEFAULT_T_EASY
-    seed: int = 0  # which responses survive the cap (seeded hash of the row id)
+    hard: str = field(default="all", metadata={"help": "Keep mode of hard problems' responses.", "choices": MODES})
+    medium: str = field(default="all", metadata={"help": "Keep mode of medium problems.", "choices": MODES})
+    easy: str = field(default="correct", metadata={"help": "Keep mode of easy problems.", "choices": MODES})
+    unknown: str = field(default="all", metadata={
+        "help": "Keep mode of problems without a difficulty.", "choices": MODES})
+    max_per_problem: int | None = field(default=16, metadata={
+        "help": "At most this many responses per problem (0 or null: no cap)."})
+    t_hard: float = field(default=DEFAULT_T_HARD, metadata={"help": "Rows without a bin: pass rate <= t_hard is hard."})
+    t_easy: float = field(default=DEFAULT_T_EASY, metadata={"help": "Rows without a bin: pass rate >= t_easy is easy."})
+    seed: int = field(default=0, metadata={"help": "Which responses survive the cap (seeded hash of the row id)."})
 
     def __post_init__(self) -> None:
         for b in ("hard", "medium", "easy", "unknown"):
             if getattr(self, b) not in MODES:
                 raise ValueError(f"policy.{b}={getattr(self, b)!r}: expected one of {MODES}")
         if not 0.0 <= self.t_hard < self.t_easy <= 1.0:
-            raise ValueError(f"need 0 <= t_hard < t_easy <= 1, got t_hard={self.t_hard}, t_easy={self.t_easy}")
-
-
-def seeded_key(seed: int, row_id: str) -> str:
-    """Order-independent pseudo-random sort key of a row (same seed + id -> same key)."""
-    return hashlib.blake2b(f"{seed}\x00{row_id}".encode(), digest_size=8).hexdigest()
+            raise ValueError(f"t_hard: need 0 <= t_hard < t_easy <= 1, got t_hard={self.t_hard}, t_easy={self.t_easy}")
+        if self.max_per_problem is not None and self.max_per_problem < 0:
+            raise ValueError(f"max_per_problem: must be >= 0 or null (got {self.max_per_problem})")
 
 
 def difficulty_bin(frame: pl.DataFrame, t_hard: float, t_easy: float) -> pl.Expr:
-    """Expression: the row's bin from `difficulty`, else binned `pass_rate`, else "unknown"."""
-    p = pl.col("pass_rate")
-    from_rate = (pl.when(p.is_null()).then(None).when(p <= t_hard).then(pl.lit("hard"))
-                 .when(p >= t_easy).then(pl.lit("easy")).otherwise(pl.lit("medium")))
+    """Expression: the row's bin from `difficulty`, else `pass_rate` binned by the difficulty stage's own
+    rule (`bin_pass_rate`), else "unknown"."""
+    from_rate = pl.col("pass_rate").map_elements(lambda p: bin_pass_rate(p, t_hard, t_easy), return_dtype=pl.Utf8)
     return pl.coalesce(pl.col("difficulty"), from_rate, pl.lit("unknown")).alias("bin")
 
 
@@ -84,7 +82,7 @@ def policy_reasons(frame: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
         .otherwise(None).alias("policy_reason")
     )
     if cfg.max_per_problem:
-        f = f.with_columns(pl.Series("_k", [seeded_key(cfg.seed, i) for i in f["id"]], dtype=pl.Utf8))
+        f = f.with_columns(pl.Series("_k", [seeded_hash(cfg.seed, i) for i in f["id"]], dtype=pl.UInt64))
         f = f.with_columns(
             pl.when(pl.col("policy_reason").is_null() & resp).then(pl.col("_k")).otherwise(None).alias("_k"))
         f = f.with_columns(pl.col("_k").rank("ordinal").over("problem").alias("_r"))

@@ -10,25 +10,25 @@ OUT/profile.md and OUT/plots/*.png next to stats.json.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import polars as pl
 
-from cotforge.curate.cli_common import input_options, specs_from_cli
-from cotforge.curate.io.inputs import input_schema, iter_input_rows, read_stats
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.dedup.core import row_keys
+from cotforge.curate.io.inputs import counted_rows, input_schema, read_stats
+from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.schema import load_meta
-from cotforge.curate.text.normalize import normalize
 from cotforge.curate.text.reasoning import REASONING_MARKERS
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,10 @@ DIFFICULTY_BINS = ("hard", "medium", "easy")
 META_CORRECT_KEYS = ("is_correct", "correct")
 
 
-def problem_key(prompt: str | None) -> str:
-    """Key of "the same problem": a hash of the shared normalisation of the prompt."""
-    return hashlib.blake2b(normalize(prompt).encode("utf-8"), digest_size=10).hexdigest()
+def problem_key(prompt: str | None) -> int:
+    """Key of "the same problem": the dedup stage's problem key (64-bit hash of the normalised prompt), so
+    profile, difficulty, the policy's cap and the mix's RL rows count problems the way dedup does."""
+    return row_keys(prompt or "", None)[1]
 
 
 def has_closed_reasoning(text: str | None) -> bool:
@@ -96,15 +97,35 @@ def make_length_fn(tokenizer: str | None) -> tuple[Callable[[list[str]], list[in
     return count, "tokens"
 
 
+# Earlier stages whose stats.json give per-source duplicate / contamination rates (when stats_dirs is empty).
+RATE_STAGES = ("decontaminate", "dedup", "verify")
+
+
 @dataclass
 class ProfileConfig:
     """Options of the profile step."""
 
-    tokenizer: str | None = None  # lengths in this tokenizer's tokens; characters when None
-    stats_dirs: list[str] = field(default_factory=list)  # earlier stages (dedup, decontam) for rates
-    correct_from_meta: bool = True  # use meta["is_correct"] when there is no `correct` column
-    plots: bool = True
-    passthrough: bool = True  # also write the rows to kept/ so later stages can read this folder
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "Tokenizer (path or name) for lengths in tokens; characters when unset."})
+    stats_dirs: list[str] = field(default_factory=list, metadata={
+        "help": "Earlier stage folder (dedup, decontaminate) whose stats.json gives per-source rates "
+                "(repeatable; default in a pipeline: the earlier decontaminate, dedup and verify stages).",
+        "flag": "--stats"})
+    correct_from_meta: bool = field(default=True, metadata={
+        "help": "Use meta['is_correct'] when there is no `correct` column (the verify stage's).",
+        "flag": "--no-meta-correct"})
+    plots: bool = field(default=True, metadata={"help": "Write plots/*.png."})
+    passthrough: bool = field(default=True, metadata={
+        "help": "Also write the rows to kept/ so later stages can read this folder."})
+
+    def __post_init__(self) -> None:
+        check_stats_dirs(self.stats_dirs)
+
+
+def check_stats_dirs(stats_dirs: list[str]) -> None:
+    """`stats_dirs` is a list of folder names (a single string would be read letter by letter)."""
+    if not isinstance(stats_dirs, list) or not all(isinstance(d, str) and d for d in stats_dirs):
+        raise ValueError(f"stats_dirs: expected a list of stage folders, got {stats_dirs!r}")
 
 
 # --------------------------------------------------------------------------- rows -> frame
@@ -138,7 +159,7 @@ def rows_frame(rows: Iterable[dict[str, Any]], length_fn: Callable[[list[str]], 
         if len(pending) >= batch:
             flush()
     flush()
-    schema = {"id": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "problem": pl.Utf8, "has_response": pl.Boolean,
+    schema = {"id": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "problem": pl.UInt64, "has_response": pl.Boolean,
               "length": pl.Int64, "closed_reasoning": pl.Boolean, "correct": pl.Boolean,
               "pass_rate": pl.Float64, "difficulty": pl.Utf8}
     return pl.DataFrame(cols, schema=schema)
@@ -235,13 +256,8 @@ PROFILE_MD_COLUMNS = ["source", "domain", "rows", "unique_problems", "responses_
 
 def _valid_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool) -> Iterator[dict[str, Any]]:
     """Rows of the inputs; malformed ones go to removed/ (when writing) and are not profiled."""
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            if writer is not None:
-                writer.quarantine(row)
-            continue
+    for row in counted_rows(specs, writer, strict):
         if writer is not None:
-            writer.count_in(row["source"])
             writer.keep(row)
         yield row
 
@@ -275,24 +291,10 @@ def run_profile(specs: list[InputSpec], out_dir: str | Path, cfg: ProfileConfig 
     return stats
 
 
-@click.command("profile")
-@input_options
-@click.option("--tokenizer", default=None, help="Tokenizer (path or name) for lengths in tokens; characters if unset.")
-@click.option("--stats", "stats_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
-              help="Earlier stage folder (dedup, decontaminate) whose stats.json gives per-source rates (repeatable).")
-@click.option("--no-meta-correct", is_flag=True, help="Ignore meta['is_correct']; only the verify stage's `correct`.")
-@click.option("--no-plots", is_flag=True)
-@click.option("--no-passthrough", is_flag=True, help="Write only the report, not the rows to kept/.")
-def profile_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, tokenizer, stats_dirs,
-                    no_meta_correct, no_plots, no_passthrough) -> None:
-    """Per source and domain statistics -> OUT/profile.parquet, OUT/profile.md, OUT/plots/*.png."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    cfg = ProfileConfig(tokenizer=tokenizer, stats_dirs=list(stats_dirs), correct_from_meta=not no_meta_correct,
-                        plots=not no_plots, passthrough=not no_passthrough)
-    try:
-        run_profile(specs, out, cfg, strict=strict, rows_per_shard=rows_per_shard)
-    except InputError as e:
-        from cotforge.curate.cli_common import fail
+def run(cfg: ProfileConfig, ctx: StageContext) -> dict[str, Any]:
+    """Per source and domain statistics -> OUT/profile.parquet, OUT/profile.md, OUT/plots/*.png.
 
-        fail(e)
-    click.echo((Path(out) / "profile.md").read_text())
+    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES."""
+    if not cfg.stats_dirs:
+        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
+    return run_profile(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

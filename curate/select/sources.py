@@ -22,26 +22,29 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import polars as pl
 
-from cotforge.curate.cli_common import fail, input_options, specs_from_cli
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.select.policy import MODES, PolicyConfig, policy_reasons
+from cotforge.curate.select.policy import PolicyConfig, policy_reasons
 from cotforge.curate.select.profile import (
     PROFILE_MD_COLUMNS,
+    RATE_STAGES,
+    check_stats_dirs,
     make_length_fn,
     markdown_table,
     profile_frame,
     rows_frame,
     stage_rates,
 )
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +53,60 @@ log = logging.getLogger(__name__)
 class ScoreConfig:
     """Weights and scales of the source quality score (see the module docstring for the formula)."""
 
-    w_accuracy: float = 1.5
-    w_reasoning: float = 1.0
-    w_length: float = 1.0
-    w_rpp: float = 0.25
-    w_contamination: float = 2.0
-    w_duplicate: float = 0.5
-    length_min_tokens: float = 64.0
-    length_max_tokens: float = 8192.0
-    chars_per_token: float = 4.0
-    rpp_cap: float = 16.0
+    w_accuracy: float = field(default=1.5, metadata={"help": "Weight of accuracy x verified share."})
+    w_reasoning: float = field(default=1.0, metadata={"help": "Weight of the closed-reasoning share."})
+    w_length: float = field(default=1.0, metadata={"help": "Weight of the log-scaled median response length."})
+    w_rpp: float = field(default=0.25, metadata={"help": "Weight of the log-scaled responses per problem."})
+    w_contamination: float = field(default=2.0, metadata={"help": "Penalty per unit of contamination rate."})
+    w_duplicate: float = field(default=0.5, metadata={"help": "Penalty per unit of duplicate rate."})
+    length_min_tokens: float = field(default=64.0, metadata={"help": "Length scale: L_min in tokens (score 0)."})
+    length_max_tokens: float = field(default=8192.0, metadata={"help": "Length scale: L_max in tokens (score 1)."})
+    chars_per_token: float = field(default=4.0, metadata={
+        "help": "Characters per token when lengths are in characters."})
+    rpp_cap: float = field(default=16.0, metadata={"help": "Responses per problem that score 1."})
+
+    def __post_init__(self) -> None:
+        if not 0 < self.length_min_tokens < self.length_max_tokens:
+            raise ValueError(f"length_min_tokens: need 0 < length_min_tokens < length_max_tokens, got "
+                             f"{self.length_min_tokens}, {self.length_max_tokens}")
+        if self.chars_per_token <= 0:
+            raise ValueError(f"chars_per_token: must be > 0 (got {self.chars_per_token})")
+        if self.rpp_cap <= 1:
+            raise ValueError(f"rpp_cap: must be > 1 (got {self.rpp_cap})")
 
 
 @dataclass
 class SelectConfig:
     """Source selection (scores, ranking, top-k, weights) and the difficulty policy (None = off)."""
 
-    score: ScoreConfig = field(default_factory=ScoreConfig)
-    top_k: int | None = None  # keep the best K sources per domain; None keeps all
-    ranking: list[str] | None = None  # user order of sources (best first); replaces the score order
-    weights: dict[str, float] | None = None  # mix weight per source (recorded; `mix` reads them)
-    min_rows: int = 0  # sources with fewer rows are not selected
-    policy: PolicyConfig | None = field(default_factory=PolicyConfig)
-    tokenizer: str | None = None
-    stats_dirs: list[str] = field(default_factory=list)
-    correct_from_meta: bool = True
+    score: ScoreConfig = field(default_factory=ScoreConfig, metadata={"help": "Quality score weights."})
+    top_k: int | None = field(default=None, metadata={"help": "Keep the best K sources per domain (default: all)."})
+    ranking: list[str] | None = field(default=None, metadata={
+        "help": "Source order (best first) replacing the score order.", "flag": "--rank", "sep": ",",
+        "metavar": "A,B,..."})
+    weights: dict[str, float] | None = field(default=None, metadata={
+        "help": "Mix weight of a source (repeatable; recorded for `mix`).", "flag": "--weight",
+        "metavar": "SOURCE=WEIGHT"})
+    min_rows: int = field(default=0, metadata={"help": "Sources with fewer rows are not selected."})
+    policy: PolicyConfig | None = field(default_factory=PolicyConfig, metadata={
+        "help": "Difficulty-aware response filtering (--no-policy: select sources only)."})
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "Tokenizer for lengths in tokens (characters when unset)."})
+    stats_dirs: list[str] = field(default_factory=list, metadata={
+        "help": "Earlier stage folders (dedup, decontaminate) for duplicate/contamination rates (repeatable).",
+        "flag": "--stats"})
+    correct_from_meta: bool = field(default=True, metadata={
+        "help": "Use meta['is_correct'] when there is no `correct` column.", "flag": "--no-meta-correct"})
+
+    def __post_init__(self) -> None:
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k: must be >= 1 or null (got {self.top_k})")
+        if self.min_rows < 0:
+            raise ValueError(f"min_rows: must be >= 0 (got {self.min_rows})")
+        for src, w in (self.weights or {}).items():
+            if not (w >= 0 and math.isfinite(w)):
+                raise ValueError(f"weights: {src}={w} must be a finite number >= 0")
+        check_stats_dirs(self.stats_dirs)
 
 
 SCORE_COLUMNS = ["source", "domain", "rank", "selected", "score", "accuracy_c", "reasoning_c", "length_c",
@@ -162,19 +194,14 @@ def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     length_fn, unit = make_length_fn(cfg.tokenizer)
-    valid = (r for r in iter_input_rows(specs, strict=strict) if not isinstance(r, Quarantined))
-    frame = rows_frame(valid, length_fn, cfg.correct_from_meta)
+    frame = rows_frame(counted_rows(specs, None, strict), length_fn, cfg.correct_from_meta)
     table = select_table(profile_frame(frame, stage_rates(cfg.stats_dirs), unit), cfg)
     decisions = row_decisions(frame, table, cfg.policy)
     reasons = decisions["final_reason"].to_list()
     writer = StageWriter(out, "select", schema=input_schema(specs), rows_per_shard=rows_per_shard,
                          config=_config_dict(cfg))
     i = 0
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         if reasons[i] is None:
             writer.keep(row)
         else:
@@ -196,63 +223,10 @@ def _config_dict(cfg: SelectConfig) -> dict[str, Any]:
     return asdict(cfg)
 
 
-def _weights(values: tuple[str, ...]) -> dict[str, float] | None:
-    out: dict[str, float] = {}
-    for v in values:
-        key, sep, val = v.rpartition("=")
-        try:
-            out[key] = float(val)
-        except ValueError as e:
-            raise click.BadParameter(f"{v!r}: expected SOURCE=WEIGHT", param_hint="--weight") from e
-        if not sep or not key:
-            raise click.BadParameter(f"{v!r}: expected SOURCE=WEIGHT", param_hint="--weight")
-    return out or None
+def run(cfg: SelectConfig, ctx: StageContext) -> dict[str, Any]:
+    """Score and rank sources, keep the top K per domain, and filter responses by difficulty.
 
-
-@click.command("select")
-@input_options
-@click.option("--top-k", type=int, default=None, help="Keep the best K sources per domain (default: all).")
-@click.option("--rank", "ranking", default=None, help="Comma-separated source order (best first) replacing the score.")
-@click.option("--weight", "weights", multiple=True, metavar="SOURCE=W", help="Mix weight of a source (repeatable).")
-@click.option("--min-rows", type=int, default=0, show_default=True)
-@click.option("--tokenizer", default=None, help="Tokenizer for lengths in tokens (characters if unset).")
-@click.option("--stats", "stats_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
-              help="Earlier stage folders (dedup, decontaminate) for duplicate/contamination rates.")
-@click.option("--w-accuracy", type=float, default=ScoreConfig.w_accuracy, show_default=True)
-@click.option("--w-reasoning", type=float, default=ScoreConfig.w_reasoning, show_default=True)
-@click.option("--w-length", type=float, default=ScoreConfig.w_length, show_default=True)
-@click.option("--w-rpp", type=float, default=ScoreConfig.w_rpp, show_default=True)
-@click.option("--w-contamination", type=float, default=ScoreConfig.w_contamination, show_default=True)
-@click.option("--w-duplicate", type=float, default=ScoreConfig.w_duplicate, show_default=True)
-@click.option("--no-policy", is_flag=True, help="Select sources only; no difficulty-aware filtering.")
-@click.option("--hard", type=click.Choice(MODES), default="all", show_default=True)
-@click.option("--medium", type=click.Choice(MODES), default="all", show_default=True)
-@click.option("--easy", type=click.Choice(MODES), default="correct", show_default=True)
-@click.option("--unknown", type=click.Choice(MODES), default="all", show_default=True)
-@click.option("--max-per-problem", type=int, default=16, show_default=True, help="0 = no cap.")
-@click.option("--t-hard", type=float, default=PolicyConfig.t_hard, show_default=True)
-@click.option("--t-easy", type=float, default=PolicyConfig.t_easy, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--no-meta-correct", is_flag=True, help="Ignore meta['is_correct']; only the verify stage's `correct`.")
-def select_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, top_k, ranking, weights,
-                   min_rows, tokenizer, stats_dirs, w_accuracy, w_reasoning, w_length, w_rpp, w_contamination,
-                   w_duplicate, no_policy, hard, medium, easy, unknown, max_per_problem, t_hard, t_easy, seed,
-                   no_meta_correct) -> None:
-    """Score and rank sources, keep the top K per domain, and filter responses by difficulty."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    try:
-        policy = None if no_policy else PolicyConfig(hard, medium, easy, unknown, max_per_problem or None,
-                                                     t_hard, t_easy, seed)
-    except ValueError as e:
-        raise click.UsageError(str(e)) from e
-    cfg = SelectConfig(
-        score=ScoreConfig(w_accuracy, w_reasoning, w_length, w_rpp, w_contamination, w_duplicate),
-        top_k=top_k, ranking=[s.strip() for s in ranking.split(",")] if ranking else None,
-        weights=_weights(weights), min_rows=min_rows, policy=policy, tokenizer=tokenizer,
-        stats_dirs=list(stats_dirs), correct_from_meta=not no_meta_correct)
-    try:
-        stats = run_select(specs, out, cfg, strict=strict, rows_per_shard=rows_per_shard)
-    except InputError as e:
-        fail(e)
-    click.echo((Path(out) / "selection.md").read_text().split("\n## Profile")[0])
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} kept, removed {stats['removed_by_reason']}")
+    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES."""
+    if not cfg.stats_dirs:
+        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
+    return run_select(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

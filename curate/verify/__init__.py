@@ -1,30 +1,19 @@
 """Verifiers: math answer checking (math-verify in killable worker processes) and sandboxed code tests.
 
-The same functions serve curation (`cotforge curate verify`) and RL rewards (`verify_rows`,
-`verify_math_batch`, `run_tests_batch`).
+The same functions serve curation (`cotforge curate verify`), difficulty, RL rewards and evaluation:
+`verify_rows` (here: a row's kind -> its verdict), `verify.math.verify_math_batch`, `verify.code.run_tests_batch`
+(sandboxed through `verify.sandbox`). Import each from the module that defines it. Math verdicts take an
+extraction mode: "lenient" (default: SFT labels, evaluation) or "strict" (RL rewards: boxed after the
+reasoning block), and `MathCompare` settings (see `cotforge.curate.verify.math`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cotforge.curate.verify.code import (
-    CodeVerdict,
-    TestsError,
-    extract_program,
-    parse_tests,
-    run_tests,
-    run_tests_batch,
-    tests_from_row,
-)
-from cotforge.curate.verify.math import MathVerdict, extract_answer, verify_math, verify_math_batch
+from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.math import MathCompare, verify_math_batch
 from cotforge.curate.verify.sandbox import SandboxLimits
-
-__all__ = [
-    "CodeVerdict", "MathVerdict", "SandboxLimits", "TestsError", "extract_answer", "extract_program",
-    "parse_tests", "run_tests", "run_tests_batch", "row_kind", "verify_math", "verify_math_batch",
-    "verify_rows",
-]
 
 MATH_CORRECT = {"correct": True, "incorrect": False, "no_answer": False}
 
@@ -47,8 +36,10 @@ def _no_verdict(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def verify_rows(rows: list[dict[str, Any]], think_end: str | None = "</think>", workers: int | None = None,
-                limits: SandboxLimits | None = None, math_timeout_s: float = 5.0) -> list[dict[str, Any]]:
-    """Per row {"correct", "verify_status", "tests_passed", "tests_total"}: math rows by `answer`
+                limits: SandboxLimits | None = None, math_timeout_s: float = 5.0, math_mode: str = "lenient",
+                math_compare: MathCompare | None = None) -> list[dict[str, Any]]:
+    """Per row {"correct", "verify_status", "tests_passed", "tests_total"}: math rows by `answer` in
+    `math_mode` (default lenient: these are labels) with the row's `problem` for the list-order rule
     (no_answer -> correct False; timeout/error -> None), code rows by `tests` (or meta["tests"]);
     correct is True only when every test passes; sandbox_error -> None."""
     limits = limits or SandboxLimits()
@@ -58,7 +49,9 @@ def verify_rows(rows: list[dict[str, Any]], think_end: str | None = "</think>", 
     code_idx = [i for i, k in enumerate(kinds) if k == "code"]
     if math_idx:
         verdicts = verify_math_batch([(rows[i]["response"], rows[i]["answer"]) for i in math_idx],
-                                     think_end=think_end, workers=workers, timeout_s=math_timeout_s)
+                                     think_end=think_end, workers=workers, timeout_s=math_timeout_s,
+                                     mode=math_mode, compare=math_compare,
+                                     problems=[rows[i].get("problem") for i in math_idx])
         for i, v in zip(math_idx, verdicts, strict=True):
             out[i] = {"correct": MATH_CORRECT.get(v.status), "verify_status": v.status,
                       "tests_passed": None, "tests_total": None}

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cotforge.curate.schema import load_meta
 from cotforge.curate.verify.math import split_after_reasoning
 from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
@@ -254,11 +255,7 @@ def tests_from_row(row: dict[str, Any]) -> dict[str, Any] | str | None:
     tests = row.get("tests")
     if isinstance(tests, dict) or (isinstance(tests, str) and tests.strip()):
         return tests
-    meta = row.get("meta")
-    if isinstance(meta, str):
-        from cotforge.curate.verify.math import load_meta_lenient
-
-        meta = load_meta_lenient(meta)
-    if isinstance(meta, dict) and isinstance(meta.get("tests"), str) and "check(" in meta["tests"]:
+    meta = load_meta(row.get("meta"))
+    if isinstance(meta.get("tests"), str) and "check(" in meta["tests"]:
         return {"kind": "assert", "test": meta["tests"], "entry_point": None, "setup": LEETCODE_PRELUDE}
     return None

@@ -1,53 +1,62 @@
-"""Math verdicts: extract the final answer from a response and compare it with the gold via math-verify.
+"""Math verdicts: extract the final answer of a response, compare it with the gold via math-verify.
 
-Which text holds the answer (`split_after_reasoning`):
-  * ``think_end`` given and present -> the text after its last occurrence;
-  * else, a known reasoning block (``<think>``/``</think>``, ``<|begin_of_thought|>``/``<|end_of_thought|>``,
-    ``<Thought>``/``</Thought>``) that was opened and closed -> the text after the closer;
-  * a block opened and never closed (truncated trace) -> None: status ``no_answer``;
-  * no reasoning markers at all (plain CoT ending in ``\\boxed{204}``) -> the whole response;
-  * ``think_end=None`` -> the whole response.
-In that text the answer is the last ``\\boxed{}``/``\\fbox{}``, else the last "the (final) answer is ...",
-else a GSM8K ``#### x`` or a final ``Answer: x`` / ``A: x`` line; nothing found -> ``no_answer``.
+The public entry points take an explicit extraction `mode` and comparison settings:
 
-math-verify's own timeouts use SIGALRM (broken outside the main thread), so they are switched off here
-and `verify_math_batch` enforces a per-item deadline in a pool of killable worker processes instead.
+* ``verify_math_batch(pairs, think_end, workers, timeout_s, mode="lenient", compare=None, problems=None)``
+  (killable worker processes, a per-item deadline) and ``verify_math`` (one pair, in-process);
+* `mode` (rules in `math_extract`): ``"strict"`` for RL rewards (the answer must be boxed after the reasoning
+  block), ``"lenient"`` (default) for evaluation scores and SFT labels (also "the answer is", ``####``,
+  "Answer" lines, and math-verify's own extraction);
+* `compare`: a `MathCompare` (rules in `math_compare`: numeric tolerance, list order, decimal comma,
+  variables, set/relation comparison); `problems`: the problem texts, read for the list-order rule.
+
+Callers and their modes: the verify stage (`VerifyConfig.math_mode`, "lenient"), `verify_rows` ("lenient"),
+evaluation scoring (the default, "lenient"), RL rewards (train/rl/rewards.py passes "strict").
+
+How the gold is read (`parse_gold`): golds with ``\\boxed`` or ``$`` go through math-verify's extraction with
+the box first; bare LaTeX golds are wrapped in ``\\boxed{}`` (env_notes §7). The prediction: box contents as
+LaTeX; phrase/line answers as LaTeX, then as free text; in lenient mode without any marker, math-verify's
+``parse`` of the whole answer part. Several boxes read as one answer are written the way the gold is: a set
+``\\{..\\}`` when the gold is a set literal, a tuple ``(..)`` when the gold is one tuple, else a bare list.
 """
 
 from __future__ import annotations
 
-import ast
-import atexit
-import json
 import logging
-import multiprocessing as mp
-import os
 import re
-import time
-from collections import deque
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from collections.abc import Sequence
 from typing import Any
 
 from cotforge.curate.text.reasoning import REASONING_MARKERS
+from cotforge.curate.verify.math_compare import (
+    MathCompare,
+    _install_numeric_hook,
+    active,
+    as_tuples,
+    bare_lists_ordered,
+    gold_list_ordered,
+    is_set_literal,
+    is_unordered_gold,
+    localize,
+    strip_fonts,
+)
+from cotforge.curate.verify.math_extract import (
+    MODES,
+    Extracted,
+    answer_part,
+    extract,
+    split_after_reasoning,
+    strict_answer_part,
+)
+from cotforge.curate.verify.math_pool import MathPool, MathVerdict, get_pool, shutdown_pool
+
+__all__ = [
+    "MODES", "REASONING_MARKERS", "MathCompare", "MathPool", "MathVerdict", "extract_answer",
+    "parse_gold", "shutdown_pool", "split_after_reasoning", "strict_answer_part", "verify_math",
+    "verify_math_batch",
+]
 
 log = logging.getLogger(__name__)
-
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?\s*(.+?)(?:\.\s|\.?\s*$|\n)",
-                        re.IGNORECASE | re.DOTALL)
-_HASHES = re.compile(r"####\s*(.+?)\s*$", re.MULTILINE)
-_ANSWER_LINE = re.compile(r"^\s*(?:\*\*)?(?:final answer|answer|a)(?:\*\*)?\s*:\s*(.+?)\s*$",
-                          re.IGNORECASE | re.MULTILINE)
-
-
-@dataclass
-class MathVerdict:
-    """One math verdict. `correct` is None when there is no verdict (no_answer / timeout / error)."""
-
-    status: str  # "correct" | "incorrect" | "no_answer" | "timeout" | "error"
-    correct: bool | None
-    extracted: str | None
 
 
 class _DropTimeoutWarnings(logging.Filter):
@@ -59,288 +68,152 @@ class _DropTimeoutWarnings(logging.Filter):
 
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropTimeoutWarnings())
+_install_numeric_hook()
 
 
-def load_meta_lenient(text: str | None) -> dict[str, Any]:
-    """Parse meta text that is JSON or a Python repr (some real sources store `str(dict)`); {} otherwise."""
-    if not text:
-        return {}
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return value if isinstance(value, dict) else {}
-    return {}
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"math mode: expected one of {MODES}, got {mode!r}")
 
 
-def split_after_reasoning(response: str, think_end: str | None = "</think>") -> str | None:
-    """The part of `response` that holds the final answer (rule in the module docstring); None when a
-    reasoning block is opened and never closed."""
-    if think_end is None:
-        return response
-    if think_end and think_end in response:
-        return response[response.rindex(think_end) + len(think_end):]
-    for opener, closer in REASONING_MARKERS:
-        if closer in response:
-            return response[response.rindex(closer) + len(closer):]
-        if opener in response:
-            return None
-    return response
-
-
-def _last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} / \\fbox{...} with balanced braces (None if absent or unclosed)."""
-    starts = [m.end() for m in _BOXED.finditer(text)]
-    for start in reversed(starts):
-        depth = 1
-        for i in range(start, len(text)):
-            ch = text[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start:i].strip()
-    return None
-
-
-def _extract(text: str) -> tuple[str, str] | None:
-    """(answer text, how it was found: boxed | phrase | hashes | line) from the answer part, or None."""
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed, "boxed"
-    for kind, pattern in (("phrase", _ANSWER_IS), ("hashes", _HASHES), ("line", _ANSWER_LINE)):
-        found = pattern.findall(text)
-        if found and found[-1].strip():
-            return found[-1].strip(), kind
-    return None
-
-
-def extract_answer(response: str, think_end: str | None = "</think>") -> str | None:
-    """The final-answer text of a response (rule in the module docstring), or None."""
-    text = split_after_reasoning(response or "", think_end)
-    if text is None:
+def extract_answer(response: str, think_end: str | None = "</think>", mode: str = "lenient") -> str | None:
+    """The final-answer text of a response in `mode` (rules in `math_extract`), or None. In lenient mode
+    without any answer marker this is the string math-verify's own extraction reads in the answer part."""
+    _check_mode(mode)
+    text = answer_part(response or "", think_end, mode)
+    found = extract(text, mode) if text is not None else None
+    if found is None:
         return None
-    found = _extract(text)
-    return found[0] if found else None
+    if found.kind == "math_verify":
+        return _extracted_text(found, _parse(found.text)) or None
+    return found.text
 
 
-def _parse(text: str) -> list[Any]:
-    from math_verify import parse
+def _parse(text: str, box_first: bool = False, plain_numbers: bool = True) -> list[Any]:
+    """math-verify's parse with its LaTeX (box first when `box_first`) and, with `plain_numbers`, expression
+    targets."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
-    return parse(text, parsing_timeout=None)
+    targets: list[Any] = [LatexExtractionConfig(boxed_match_priority=0) if box_first else LatexExtractionConfig()]
+    if plain_numbers:
+        targets.append(ExprExtractionConfig())
+    return parse(text, targets, parsing_timeout=None)
 
 
 def parse_gold(answer: str) -> list[Any]:
     """Parse a ground-truth string; bare LaTeX golds are wrapped in \\boxed{} (env_notes §7)."""
     gold = answer.strip()
     if "\\boxed" in gold or "$" in gold:
-        parsed = _parse(gold)
+        parsed = _parse(gold, box_first=True)
         if parsed:
             return parsed
     gold = gold.removeprefix("####").strip()
     return _parse("\\boxed{" + gold + "}") or _parse(gold)
 
 
-_FONT = re.compile(r"\\(?:textbf|mathbf|bf)\s*\{([^{}]*)\}")
+_TUPLE = re.compile(r"^\s*(?:\\left)?\(.*(?:\\right)?\)\s*$", re.DOTALL)
 
 
-def _parse_pred(extracted: str, kind: str) -> list[Any]:
-    """Parse the extracted answer: boxed content as LaTeX; phrase/line answers also as free text.
-    Bold wrappers (AIME answers like \\textbf{(051)}) are dropped first."""
-    extracted = _FONT.sub(lambda m: m.group(1).strip().strip("()"), extracted)
-    if kind == "boxed":
-        return _parse("\\boxed{" + extracted + "}")
-    return _parse(extracted) or _parse("\\boxed{" + extracted + "}")
+def _join_boxes(found: Extracted, gold_text: str, gold: list[Any]) -> str:
+    """Several boxes as one answer, written the way the gold is (module docstring)."""
+    import sympy
+
+    body = ", ".join(found.boxes)
+    if is_set_literal(gold_text):
+        return "\\{" + body + "\\}"
+    if gold and isinstance(gold[0], sympy.Tuple) and _TUPLE.match(gold_text) and gold_text.count("(") == 1:
+        return "(" + body + ")"
+    return body
+
+
+def _parse_pred(found: Extracted, gold_text: str, gold: list[Any], cfg: MathCompare) -> list[Any]:
+    """Parse the extracted answer (module docstring)."""
+    if found.kind == "math_verify":
+        return _parse(localize(found.text, cfg), plain_numbers=cfg.plain_numbers)
+    text = found.text if found.kind != "boxes" else _join_boxes(found, gold_text, gold)
+    text = localize(strip_fonts(text), cfg)
+    if found.kind in ("boxed", "boxes"):
+        return _parse("\\boxed{" + text + "}")
+    return _parse(text) or _parse("\\boxed{" + text + "}")
 
 
 def _norm(s: str) -> str:
     return re.sub(r"\s+|\\[,;! ]|\$|\\text\{([^}]*)\}", lambda m: m.group(1) or "", s).strip().lower()
 
 
-def verify_math(response: str, answer: str, think_end: str | None = "</think>") -> MathVerdict:
-    """Verdict for one (response, gold answer) pair, in-process with math-verify's signal timeouts off
-    (safe in threads; no deadline: use `verify_math_batch` for untrusted input)."""
-    from math_verify import verify
+def _whole_strings(parsed: list[Any]) -> list[Any]:
+    """Drop math-verify's fallback strings that are cut-off fragments (unbalanced braces, e.g. "\\lambda_{"
+    from a gold it failed to read): two such fragments compare equal as strings and made a false accept."""
+    return [p for p in parsed if not isinstance(p, str) or p.count("{") == p.count("}")]
 
-    text = split_after_reasoning(response or "", think_end)
-    found = _extract(text) if text is not None else None
+
+def _extracted_text(found: Extracted, pred: list[Any]) -> str:
+    """What to report as extracted: math-verify's matched string when it did the extraction."""
+    if found.kind == "math_verify":
+        return next((p for p in pred if isinstance(p, str)), "")
+    return found.text
+
+
+def verify_math(response: str, answer: str, think_end: str | None = "</think>", *, mode: str = "lenient",
+                compare: MathCompare | None = None, problem: str | None = None) -> MathVerdict:
+    """Verdict for one (response, gold answer) pair in `mode` under `compare`, in-process with math-verify's
+    signal timeouts off (safe in threads; no deadline: use `verify_math_batch` for untrusted input)."""
+
+    _check_mode(mode)
+    cfg = compare or MathCompare()
+    text = answer_part(response or "", think_end, mode)
+    found = extract(text, mode) if text is not None else None
     if found is None:
         return MathVerdict("no_answer", None, None)
-    extracted, kind = found
     if answer is None or not str(answer).strip():
-        return MathVerdict("error", None, extracted)
+        return MathVerdict("error", None, found.text)
+    gold_text = localize(str(answer), cfg)
     try:
-        if _norm(extracted) == _norm(str(answer)):
-            return MathVerdict("correct", True, extracted)
-        gold = parse_gold(str(answer))
-        pred = _parse_pred(extracted, kind)
-        if not gold:
-            return MathVerdict("error", None, extracted)
-        ok = bool(pred) and verify(gold, pred, timeout_seconds=None)
+        with active(cfg):
+            return _compare(found, answer, gold_text, cfg, problem)
     except Exception as e:  # math-verify raises on pathological input; a verdict, not a crash
-        log.debug("verify_math error on %r vs %r: %r", extracted[:80], str(answer)[:80], e)
-        return MathVerdict("error", None, extracted)
-    return MathVerdict("correct" if ok else "incorrect", ok, extracted)
+        log.debug("verify_math error on %r vs %r: %r", found.text[:80], str(answer)[:80], e)
+        return MathVerdict("error", None, found.text)
 
 
-# --------------------------------------------------------------------------- killable process pool
+def _compare(found: Extracted, answer: str, gold_text: str, cfg: MathCompare, problem: str | None) -> MathVerdict:
+    """The verdict for an extracted answer against the (localized) gold text."""
+    from math_verify import verify
+
+    if found.kind != "math_verify" and _norm(localize(found.text, cfg)) == _norm(gold_text):
+        return MathVerdict("correct", True, found.text)
+    gold = parse_gold(gold_text)
+    if not gold:
+        return MathVerdict("error", None, found.text)
+    pred = _parse_pred(found, gold_text, gold, cfg)
+    extracted = _extracted_text(found, pred)
+    if not pred:  # math-verify found nothing it could read: no answer; a marker it cannot parse: wrong
+        return MathVerdict("no_answer" if found.kind == "math_verify" else "incorrect",
+                           None if found.kind == "math_verify" else False, extracted or None)
+    gold, pred = _whole_strings(gold), _whole_strings(pred)
+    if not gold or not pred:
+        return MathVerdict("incorrect", False, extracted)
+    if gold_list_ordered(gold, bare_lists_ordered(problem, cfg), is_unordered_gold(gold_text)):
+        gold, pred = as_tuples(gold), as_tuples(pred)
+    ok = verify(gold, pred, float_rounding=cfg.decimal_places, strict=cfg.strict_variables,
+                allow_set_relation_comp=cfg.allow_set_relation_comp, timeout_seconds=None)
+    return MathVerdict("correct" if ok else "incorrect", bool(ok), extracted)
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this worker when its parent dies (a SIGTERM'd caller must not leave workers behind;
-    forked siblings hold copies of each other's pipes, so EOF alone does not reach them)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _worker_loop(conn: Connection) -> None:
-    """Worker: receive (think_end, [(idx, response, answer), ...]) chunks, send (idx, verdict) per item."""
-    _die_with_parent()
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        think_end, chunk = msg
-        for idx, response, answer in chunk:
-            v = verify_math(response, answer, think_end)
-            conn.send((idx, (v.status, v.correct, v.extracted)))
-
-
-class _Worker:
-    """One pool process, its pipe, and the chunk it is working on (items not yet answered)."""
-
-    def __init__(self, ctx: Any):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_loop, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()
-        self.pending: deque[int] = deque()
-        self.progress = 0.0
-
-    def stop(self, kill: bool = False) -> None:
-        try:
-            if kill:
-                self.proc.kill()
-            else:
-                self.conn.send(None)
-        except (OSError, BrokenPipeError):
-            pass
-        self.proc.join(timeout=2)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
-
-
-class MathPool:
-    """A persistent pool of math-verify worker processes with a per-item deadline: a worker stuck on one
-    item past `timeout_s` is killed and replaced, that item gets status "timeout", the rest continue."""
-
-    def __init__(self, workers: int | None = None):
-        self.n = max(1, workers or os.cpu_count() or 1)
-        # fork: workers inherit the imported math-verify/sympy (fast start) and, unlike spawn/forkserver,
-        # do not re-import the caller's __main__ (scripts without a main guard keep working).
-        import math_verify  # noqa: F401  (import before forking so workers start warm)
-
-        self.ctx = mp.get_context("fork")
-        self.workers = [_Worker(self.ctx) for _ in range(self.n)]
-
-    def close(self) -> None:
-        """Stop all workers."""
-        for w in self.workers:
-            w.stop()
-        self.workers = []
-
-    def run(self, pairs: list[tuple[str, str]], think_end: str | None, timeout_s: float) -> list[MathVerdict]:
-        """Verdicts for `pairs` in order."""
-        n = len(pairs)
-        out: list[MathVerdict | None] = [None] * n
-        todo: deque[int] = deque(range(n))
-        chunk_size = max(1, min(32, n // (self.n * 4) or 1))
-        while todo or any(w.pending for w in self.workers):
-            now = time.monotonic()
-            for w in self.workers:
-                if not w.pending and todo:
-                    ids = [todo.popleft() for _ in range(min(chunk_size, len(todo)))]
-                    w.pending.extend(ids)
-                    w.progress = now
-                    w.conn.send((think_end, [(i, pairs[i][0], pairs[i][1]) for i in ids]))
-            busy = [w for w in self.workers if w.pending]
-            wait_s = max(0.0, min(w.progress + timeout_s for w in busy) - time.monotonic())
-            ready = set(wait([w.conn for w in busy], timeout=wait_s))
-            now = time.monotonic()
-            for k, w in enumerate(list(self.workers)):
-                if not w.pending:
-                    continue
-                if w.conn in ready:
-                    try:
-                        while w.pending and w.conn.poll():
-                            idx, (status, correct, extracted) = w.conn.recv()
-                            out[idx] = MathVerdict(status, correct, extracted)
-                            w.pending.remove(idx)
-                            w.progress = time.monotonic()
-                        continue
-                    except (EOFError, OSError):  # the worker died (e.g. out of memory): item is an error
-                        rest = list(w.pending)[1:]
-                        self._replace(k, out, "error")
-                        todo.extendleft(reversed(rest))
-                        continue
-                if now - w.progress >= timeout_s:
-                    stuck = w.pending[0]
-                    rest = list(w.pending)[1:]
-                    log.debug("math item %d timed out after %.1fs; restarting its worker", stuck, timeout_s)
-                    self._replace(k, out, "timeout")
-                    todo.extendleft(reversed(rest))
-        return [v if v is not None else MathVerdict("error", None, None) for v in out]
-
-    def _replace(self, k: int, out: list[MathVerdict | None], status: str) -> None:
-        """Kill worker k, give its current item `status`, start a fresh worker in its place."""
-        w = self.workers[k]
-        if w.pending:
-            out[w.pending[0]] = MathVerdict(status, None, None)
-        w.stop(kill=True)
-        self.workers[k] = _Worker(self.ctx)
-
-
-_POOL: MathPool | None = None
-
-
-def _pool(workers: int | None) -> MathPool:
-    """The shared pool, (re)built when the worker count changes."""
-    global _POOL
-    n = max(1, workers or os.cpu_count() or 1)
-    if _POOL is None or _POOL.n != n:
-        if _POOL is not None:
-            _POOL.close()
-        _POOL = MathPool(n)
-    return _POOL
-
-
-def shutdown_pool() -> None:
-    """Stop the shared worker pool (also registered at exit)."""
-    global _POOL
-    if _POOL is not None:
-        _POOL.close()
-        _POOL = None
-
-
-atexit.register(shutdown_pool)
-
-
-def verify_math_batch(pairs: list[tuple[str, str]], think_end: str | None = "</think>", workers: int | None = None,
-                      timeout_s: float = 5.0) -> list[MathVerdict]:
+def verify_math_batch(pairs: Sequence[tuple[str, str]], think_end: str | None = "</think>",
+                      workers: int | None = None, timeout_s: float = 5.0, *, mode: str = "lenient",
+                      compare: MathCompare | None = None,
+                      problems: Sequence[str | None] | None = None) -> list[MathVerdict]:
     """Verdicts for many (response, answer) pairs, in order, over `workers` processes (default: all cores)
-    with a `timeout_s` deadline per item (status "timeout", never an exception)."""
+    with a `timeout_s` deadline per item (status "timeout", never an exception).
+
+    mode: "lenient" (default; eval scores, SFT labels) or "strict" (RL rewards); compare: `MathCompare`
+    (default settings when None); problems: one problem text (or None) per pair, for the list-order rule."""
+    _check_mode(mode)
+    if problems is not None and len(problems) != len(pairs):
+        raise ValueError(f"verify_math_batch: {len(pairs)} pairs but {len(problems)} problems")
     if not pairs:
         return []
-    return _pool(workers).run(list(pairs), think_end, timeout_s)
+    cfg = MathCompare.from_value(compare)
+    items = [(r, a, problems[i] if problems is not None else None) for i, (r, a) in enumerate(pairs)]
+    return get_pool(workers).run(items, (think_end, mode, cfg), timeout_s)

@@ -54,12 +54,17 @@ UID_SPAN = 400_000
 class SandboxLimits:
     """Per-run limits: wall and CPU seconds, address space, processes, file size, captured output."""
 
-    wall_s: float = 10.0
-    cpu_s: float = 5.0
-    memory_mb: int = 1024
-    nproc: int = 32
-    fsize_mb: int = 16
-    output_bytes: int = 1 << 20
+    wall_s: float = field(default=10.0, metadata={"help": "Wall-clock limit per sandboxed run (seconds)."})
+    cpu_s: float = field(default=5.0, metadata={"help": "CPU-time limit per sandboxed run (seconds)."})
+    memory_mb: int = field(default=1024, metadata={"help": "Address-space limit per run (MB)."})
+    nproc: int = field(default=32, metadata={"help": "Processes a run may hold."})
+    fsize_mb: int = field(default=16, metadata={"help": "Largest file a run may write (MB)."})
+    output_bytes: int = field(default=1 << 20, metadata={"help": "Captured stdout/stderr per run (bytes)."})
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "nproc", "fsize_mb", "output_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be > 0 (got {getattr(self, name)})")
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""`cotforge curate verify`: label every row with `correct`, `verify_status`, `tests_passed`, `tests_total`.
+"""The verify stage (`cotforge curate verify`): label every row with `correct`, `verify_status`,
+`tests_passed` and `tests_total`.
 
 Math rows are checked against `answer`, code rows run against `tests` (or a LeetCode `check(...)` test in
 meta["tests"]) in the sandbox. The stage removes nothing: every row goes to OUT/kept (malformed input rows
@@ -9,20 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import pyarrow as pa
 
-from cotforge.curate.cli_common import input_options, specs_from_cli
 from cotforge.curate.executors.budget import DEFAULT_BUDGET_MB, MemoryBudget, row_bytes
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined
+from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
+from cotforge.curate.verify.math import MODES, MathCompare
 from cotforge.curate.verify.sandbox import SandboxLimits
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +42,36 @@ VERIFY_FIELDS = [
 class VerifyConfig:
     """Settings of the verify stage (recorded in stats.json)."""
 
-    think_end: str | None = "</think>"
-    workers: int | None = None
-    math_timeout_s: float = 5.0
-    batch_rows: int = 2048
-    limits: SandboxLimits | None = None
-    recompute: bool = False  # also verify rows whose source shipped a `correct` label (ingest presets)
+    think_end: str | None = field(default="</think>", metadata={
+        "help": "Marker that ends the reasoning block; the answer is read after it. Empty: the whole response."})
+    workers: int | None = field(default=None, metadata={"help": "Verifier processes (default: CPU count)."})
+    math_timeout_s: float = field(default=5.0, metadata={"help": "Seconds per math verdict.", "flag": "--math-timeout"})
+    batch_rows: int = field(default=2048, metadata={"help": "Rows verified per batch."})
+    limits: SandboxLimits | None = field(default=None, metadata={"help": "Sandbox limits of one code run."})
+    recompute: bool = field(default=False, metadata={
+        "help": "Also verify rows whose source shipped a `correct` label (ingest presets); by default they "
+                "keep it (status `shipped`)."})
+    math_mode: str = field(default="lenient", metadata={
+        "help": "Math answer extraction: lenient (labels: boxes, 'the answer is', ####, Answer lines, "
+                "math-verify's own extraction) or strict (only a box after the reasoning block)."})
+    math_compare: MathCompare = field(default_factory=MathCompare, metadata={
+        "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
     memory_budget_mb: int = field(default=DEFAULT_BUDGET_MB, metadata={
         "help": "Peak memory of the stage in MiB: a batch also ends at the budget's bytes (long rows)."})
+
+    def __post_init__(self) -> None:
+        if self.think_end == "":
+            self.think_end = None
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers: must be >= 1 or null (got {self.workers})")
+        if self.math_timeout_s <= 0:
+            raise ValueError(f"math_timeout_s: must be > 0 (got {self.math_timeout_s})")
+        if self.batch_rows < 1:
+            raise ValueError(f"batch_rows: must be >= 1 (got {self.batch_rows})")
+        MemoryBudget(self.memory_budget_mb)  # ValueError naming memory_budget_mb when too small
+        if self.math_mode not in MODES:
+            raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
+        self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
 
 
 def output_schema(base: pa.Schema) -> pa.Schema:
@@ -64,7 +89,8 @@ def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
     shipped = [not cfg.recompute and r.get("correct") is not None and r.get("verify_status") is None for r in batch]
     todo = [r for r, s in zip(batch, shipped, strict=True) if not s]
     done = iter(verify_rows(todo, think_end=cfg.think_end, workers=cfg.workers, limits=cfg.limits,
-                            math_timeout_s=cfg.math_timeout_s) if todo else [])
+                            math_timeout_s=cfg.math_timeout_s, math_mode=cfg.math_mode,
+                            math_compare=cfg.math_compare) if todo else [])
     verdicts = [{"correct": r["correct"], "verify_status": "shipped", "tests_passed": None, "tests_total": None}
                 if s else next(done) for r, s in zip(batch, shipped, strict=True)]
     for row, v in zip(batch, verdicts, strict=True):
@@ -78,7 +104,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
                strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
     """Run the verify stage over `specs` into `out_dir`; returns the stats dict."""
     cfg = cfg or VerifyConfig()
-    cfg.limits = cfg.limits or SandboxLimits()
+    cfg = replace(cfg, limits=cfg.limits or SandboxLimits())
     config = asdict(cfg)
     writer = StageWriter(out_dir, STAGE, schema=output_schema(input_schema(specs)), rows_per_shard=rows_per_shard,
                          config={"inputs": [s.path for s in specs], **config})
@@ -87,11 +113,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     batch: list[dict[str, Any]] = []
     batch_bytes, limit = 0, MemoryBudget(cfg.memory_budget_mb).batch_bytes
     writer.kept.buffer_bytes = writer.removed.buffer_bytes = limit  # row groups bounded by bytes too
-    for row in iter_input_rows(specs, strict=strict):
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
-            continue
-        writer.count_in(row["source"])
+    for row in counted_rows(specs, writer, strict):
         batch.append(row)
         batch_bytes += row_bytes(row)
         if len(batch) >= cfg.batch_rows or batch_bytes >= limit:  # rows or bytes, whichever comes first
@@ -104,25 +126,7 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     return writer.close(extra)
 
 
-@click.command("verify")
-@input_options
-@click.option("--think-end", default="</think>", show_default=True,
-              help="Marker that ends the reasoning block; the answer is read after it. Empty: whole response.")
-@click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count).")
-@click.option("--math-timeout", type=float, default=5.0, show_default=True, help="Seconds per math verdict.")
-@click.option("--wall-s", type=float, default=10.0, show_default=True, help="Wall-clock limit per sandboxed run.")
-@click.option("--cpu-s", type=float, default=5.0, show_default=True, help="CPU-time limit per sandboxed run.")
-@click.option("--memory-mb", type=int, default=1024, show_default=True, help="Address-space limit per run.")
-def verify_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, think_end, workers,
-                   math_timeout, wall_s, cpu_s, memory_mb) -> None:
-    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row of INPUTS:
-    math rows by `answer` (math-verify), code rows by `tests` (sandboxed execution)."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    cfg = VerifyConfig(think_end=think_end or None, workers=workers, math_timeout_s=math_timeout,
-                       limits=SandboxLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb))
-    try:
-        stats = run_verify(specs, out, cfg, strict=strict, rows_per_shard=rows_per_shard)
-    except InputError as e:
-        raise click.ClickException(str(e)) from e
-    by = ", ".join(f"{k} {v}" for k, v in stats["verify"]["by_status"].items())
-    click.echo(f"{stats['rows_in']} rows in, {stats['kept']} verified ({by}) -> {out}")
+def run(cfg: VerifyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row: math rows by `answer`
+    (math-verify), code rows by `tests` (sandboxed execution)."""
+    return run_verify(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -1,71 +1,124 @@
-"""`cotforge curate ...`: one command per curation stage (each lives beside its stage code)."""
+"""`cotforge curate ...`: one command per curation stage, generated from its Stage object.
+
+Every command takes the same input flags (INPUTS..., -o/--out, --map, --source-name, --domain, --strict,
+--rows-per-shard, and the reader options of `InputSpec`: --preset, --format, --config-name, --split,
+--revision, --data-files, --no-streaming), the datatrove executor flags for datatrove-based stages (--executor, --workers, --tasks,
+--rows-per-task, --executor-option KEY=VALUE, --keep-work), one flag per field of the stage's config, and
+--config YAML / --set KEY=VALUE for any field. All of them go through the one config loader, and the
+command calls the same `run(cfg, ctx)` as `cotforge run`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+from typing import Any
+
 import click
 
-from cotforge.curate.cli_common import fail, input_options, specs_from_cli
-from cotforge.curate.io.readers import InputError
-from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD, DifficultyConfig, run_difficulty
-from cotforge.pipelines.cli.lazy import LazyGroup
+from cotforge.curate.benchmarks import BenchmarkError
+from cotforge.curate.config import ConfigError, build, load
+from cotforge.curate.context import StageContext
+from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending
+from cotforge.curate.executors.lock import RunLocked
+from cotforge.curate.io.inputs import resolve_inputs
+from cotforge.curate.io.readers import InputError, InputSpec
+from cotforge.curate.schema import DOMAINS
+from cotforge.pipelines.cli.fields import FlagSet
+from cotforge.pipelines.stages import group
+from cotforge.pipelines.stages.spec import Stage, make_generator
 
 
-@click.group(cls=LazyGroup, lazy={
-    "ingest": "cotforge.curate.io.ingest:ingest_command",
-    "dedup": "cotforge.curate.dedup.stage:dedup_command",
-    "decontaminate": "cotforge.curate.decontam.stage:decontaminate_command",
-    "verify": "cotforge.curate.verify.stage:verify_command",
-    "profile": "cotforge.curate.select.profile:profile_command",
-    "select": "cotforge.curate.select.sources:select_command",
-    "mix": "cotforge.curate.mix.stage:mix_command",
-})
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        key, sep, val = v.partition("=")
+        if not sep or not key or not val:
+            raise click.BadParameter(f"{v!r}: expected KEY=VALUE", param_hint=what)
+        out[key] = val
+    return out
+
+
+# the per-input reader options of InputSpec, as flags (their help comes from the InputSpec fields)
+READER_FIELDS = ("preset", "format", "config_name", "split", "revision", "data_files", "streaming")
+
+
+def input_specs(inputs: tuple[str, ...], maps: tuple[str, ...], source_names: tuple[str, ...],
+                domain: str | None, reader: dict[str, Any] | None = None) -> list[Any]:
+    """Resolve command-line inputs into InputSpecs with the reader options `reader` (raw inputs only: a stage
+    folder's shards are already in the schema); a bad path or value is a usage error (exit 2)."""
+    names: dict[str, str] = {}
+    for v in source_names:
+        names.update(_pairs((v,), "--source-name") if "=" in v else {p: v for p in inputs})
+    try:
+        specs = resolve_inputs(inputs, source_names=names, mapping=_pairs(maps, "--map"), domain=domain)
+        if reader:
+            specs = [dataclasses.replace(s, **reader) if s.path in inputs else s for s in specs]
+    except (InputError, ValueError) as e:
+        raise click.UsageError(str(e)) from e
+    return specs
+
+
+INPUT_PARAMS = [
+    click.Argument(["inputs"], nargs=-1, required=True),
+    click.Option(["out", "-o", "--out"], required=True, type=click.Path(file_okay=False),
+                 help="Output folder (gets kept/, removed/, stats.json)."),
+    click.Option(["maps", "--map"], multiple=True, metavar="FIELD=INPUT_FIELD",
+                 help="Field mapping override, e.g. --map prompt=problem (repeatable)."),
+    click.Option(["source_names", "--source-name"], multiple=True, metavar="[INPUT=]NAME",
+                 help="Source name for an input (INPUT=NAME), or for all inputs (NAME)."),
+    click.Option(["domain", "--domain"], type=click.Choice(DOMAINS), default=None,
+                 help="Domain for rows whose input has no domain field."),
+]
+CONFIG_PARAMS = [
+    click.Option(["config_path", "--config"], type=click.Path(exists=True, dir_okay=False), default=None,
+                 help="YAML with the stage's config fields; --set and flags override it."),
+    click.Option(["overrides", "--set"], multiple=True, metavar="KEY=VALUE",
+                 help="Set any config field (YAML value; dotted keys for nested fields). Repeatable."),
+]
+
+
+def stage_command(stage: Stage) -> click.Command:
+    """The `cotforge curate <stage>` command: flags from the stage's config (and the executor's)."""
+    context_flags = FlagSet(StageContext, "ctx", include=("strict", "rows_per_shard"))
+    reader_flags = FlagSet(InputSpec, "in", include=READER_FIELDS)
+    executor_flags = FlagSet(ExecutorConfig, "exec") if stage.datatrove else None
+    config_flags = FlagSet(stage.config, "cfg")
+    params = [*INPUT_PARAMS, *reader_flags.options, *context_flags.options, *(executor_flags.options if executor_flags else []),
+              *config_flags.options, *CONFIG_PARAMS]
+
+    def callback(**params: Any) -> None:
+        ctx = click.get_current_context()
+        specs = input_specs(params["inputs"], params["maps"], params["source_names"], params["domain"],
+                            reader_flags.values(ctx))
+        try:
+            cfg = load(stage.config, params["config_path"], params["overrides"], config_flags.values(ctx),
+                       where=params["config_path"] or "command line")
+            executor = build(ExecutorConfig, executor_flags.values(ctx) if executor_flags else {}, "executor")
+            run_ctx = build(StageContext, {"out_dir": params["out"], **context_flags.values(ctx)}, "command line")
+        except ConfigError as e:
+            raise click.UsageError(str(e)) from e
+        run_ctx.inputs, run_ctx.input_dirs = specs, list(params["inputs"])
+        run_ctx.executor, run_ctx.make_generator = executor, make_generator
+        try:
+            stats = stage.run(cfg, run_ctx)
+        except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
+            raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
+        click.echo(stage.report(stats, Path(params["out"])) if stage.report else str(stats))
+
+    return click.Command(stage.name, params=params, callback=callback, help=stage.help,
+                         context_settings={"max_content_width": 110})
+
+
+CURATE_STAGES = {name: st for name, st in group("cotforge.pipelines.stages.curate").items() if st.kind == "curate"}
+
+
+@click.group()
 def curate() -> None:
     """Curation stages. Each reads raw files or an earlier stage's folder and writes
     OUT/kept/*.parquet, OUT/removed/*.parquet (with `reason`) and OUT/stats.json."""
 
 
-def difficulty_generator(cfg: DifficultyConfig):
-    """The generation interface for the difficulty stage's reference model (None without `model`)."""
-    if not cfg.model:
-        return None
-    from cotforge.train.rollout import make_generator
-
-    return make_generator(cfg.model, backend=cfg.backend)
-
-
-@click.command("difficulty")
-@input_options
-@click.option("--model", default=None, help="Reference model (path or name) to sample N responses per problem.")
-@click.option("--backend", type=click.Choice(["auto", "vllm", "hf"]), default="auto", show_default=True)
-@click.option("-n", "--n-samples", type=int, default=8, show_default=True)
-@click.option("--temperature", type=float, default=0.6, show_default=True)
-@click.option("--top-p", type=float, default=0.95, show_default=True)
-@click.option("--max-new-tokens", type=int, default=4096, show_default=True)
-@click.option("--t-hard", type=float, default=DEFAULT_T_HARD, show_default=True, help="p <= t_hard is hard.")
-@click.option("--t-easy", type=float, default=DEFAULT_T_EASY, show_default=True, help="p >= t_easy is easy.")
-@click.option("--level-key", default=None, help="meta key with a numeric level (e.g. difficulty, level).")
-@click.option("--hard-level", type=float, default=5.0, show_default=True)
-@click.option("--easy-level", type=float, default=2.0, show_default=True)
-@click.option("--recompute", is_flag=True, help="Ignore existing pass_rate / difficulty columns.")
-@click.option("--seed", type=int, default=0, show_default=True)
-def difficulty_command(inputs, out, maps, source_names, domain, strict, rows_per_shard, model, backend, n_samples,
-                       temperature, top_p, max_new_tokens, t_hard, t_easy, level_key, hard_level, easy_level,
-                       recompute, seed) -> None:
-    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty)."""
-    specs = specs_from_cli(inputs, maps, source_names, domain)
-    try:
-        cfg = DifficultyConfig(t_hard=t_hard, t_easy=t_easy, level_key=level_key, hard_level=hard_level,
-                               easy_level=easy_level, model=model, backend=backend, n_samples=n_samples,
-                               temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                               recompute=recompute)
-    except ValueError as e:
-        raise click.UsageError(str(e)) from e
-    try:
-        stats = run_difficulty(specs, out, cfg, generator=difficulty_generator(cfg), strict=strict,
-                               rows_per_shard=rows_per_shard)
-    except (InputError, ValueError) as e:
-        fail(e)
-    click.echo(f"{stats['rows_in']} rows: bins {stats['difficulty_bins']}, methods {stats['difficulty_methods']}")
-
-
-curate.add_command(difficulty_command)
+COMMANDS: dict[str, click.Command] = {name: stage_command(st) for name, st in CURATE_STAGES.items()}
+for _command in COMMANDS.values():
+    curate.add_command(_command)

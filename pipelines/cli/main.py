@@ -1,4 +1,4 @@
-"""The `cotforge` command: groups `curate`, `train`, `run` (and `eval`)."""
+"""The `cotforge` command: groups `curate`, `train`, `run`, `recipes` and `eval` (each imported on first use)."""
 
 from __future__ import annotations
 
@@ -25,16 +25,42 @@ def setup_logging(verbose: int = 0) -> None:
     except ImportError:
         pass
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # datatrove's worker processes read this (curate/dt.py quiet_datatrove): -vv shows their output too
+    # datatrove's worker processes read this (curate/engine.py quiet_datatrove): -vv shows their output too
     os.environ["COTFORGE_DATATROVE_LOG_LEVEL"] = "DEBUG" if verbose > 1 else "WARNING"
 
 
-@click.group(cls=LazyGroup, lazy={
-    "curate": "cotforge.pipelines.cli.curate:curate",
-    "train": "cotforge.pipelines.cli.train:train",
-    "run": "cotforge.pipelines.cli.run:run",
-    "eval": "cotforge.pipelines.cli.eval:eval_command",
-})
+def _curate() -> click.Command:
+    from cotforge.pipelines.cli.curate import curate
+
+    return curate
+
+
+def _train() -> click.Command:
+    from cotforge.pipelines.cli.train import train
+
+    return train
+
+
+def _run() -> click.Command:
+    from cotforge.pipelines.cli.run import run
+
+    return run
+
+
+def _recipes() -> click.Command:
+    from cotforge.pipelines.cli.run import recipes
+
+    return recipes
+
+
+def _eval() -> click.Command:
+    from cotforge.pipelines.cli.eval import eval_command
+
+    return eval_command
+
+
+@click.group(cls=LazyGroup, lazy={"curate": _curate, "train": _train, "run": _run, "recipes": _recipes,
+                                  "eval": _eval})
 @click.option("-v", "--verbose", count=True, help="More logging (-vv includes datatrove's).")
 def main(verbose: int) -> None:
     """cotforge: curate long chain-of-thought data, then SFT and GPPO RL on it."""

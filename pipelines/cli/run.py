@@ -1,4 +1,5 @@
-"""`cotforge run RECIPE`: curation -> SFT -> RL as one job, resumable, with a manifest and a summary."""
+"""`cotforge run RECIPE`: curation -> SFT -> RL as one job, resumable, with a manifest and a summary; and
+`cotforge recipes`, the recipes shipped in the package."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from cotforge.pipelines.config import RecipeError, load_recipe
+from cotforge.pipelines.config import RecipeError, load_raw, load_recipe, packaged_recipes
 
 log = logging.getLogger(__name__)
 
 
 @click.command("run")
-@click.argument("recipe", type=click.Path(dir_okay=False))
+@click.argument("recipe")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Output folder (default: runs/<recipe>-<timestamp>). Re-running into it skips complete stages.")
 @click.option("--resume", is_flag=True, help="Continue the newest runs/<recipe>-* folder.")
@@ -26,9 +27,12 @@ log = logging.getLogger(__name__)
 @click.option("--profile", default=None, help="Apply a named profile from the recipe's `profiles:` (e.g. small).")
 @click.option("--until", default=None, metavar="STAGE", help="Stop after this stage.")
 @click.option("--force", multiple=True, metavar="STAGE", help="Re-run this stage and everything after it.")
+@click.option("--publish-cards", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="After a complete run, also copy the dataset card and the contamination report into DIR "
+                   "(e.g. the repository's data_cards/); without it the run writes only under its run folder.")
 def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides: tuple[str, ...],
-        profile: str | None, until: str | None, force: tuple[str, ...]) -> None:
-    """Run the pipeline RECIPE (a YAML file such as pipelines/demo.yaml) end to end."""
+        profile: str | None, until: str | None, force: tuple[str, ...], publish_cards: str | None) -> None:
+    """Run the pipeline RECIPE end to end: a YAML file, or the name of a packaged recipe (`cotforge recipes`)."""
     from cotforge.pipelines.runner import describe_plan, latest_run_dir, run_recipe
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -40,15 +44,31 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
             if target is None:
                 raise RecipeError(f"--resume: no earlier run of {rec.name!r} under {rec.runs_root}/")
         if dry_run:
-            click.echo(describe_plan(rec, target))
+            click.echo(describe_plan(rec, target, publish_cards))
             return
         t0 = time.time()
-        result = run_recipe(rec, target, until=until, force=force, command=sys.argv)
+        result = run_recipe(rec, target, until=until, force=force, command=sys.argv, publish_cards=publish_cards)
     except RecipeError as e:
         raise click.ClickException(str(e)) from e
+    except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
+        from cotforge.curate.engine import JobsFailed, JobsPending
+        from cotforge.curate.executors.lock import RunLocked
+
+        if isinstance(e, JobsPending | JobsFailed | RunLocked):
+            raise click.ClickException(str(e)) from e
+        raise
     ran = [n for n, s in result.statuses.items() if s == "ran"]
     skipped = [n for n, s in result.statuses.items() if s == "skipped"]
     click.echo(f"run {rec.name}: {len(ran)} stage(s) ran, {len(skipped)} skipped"
                + (f" ({', '.join(skipped)})" if skipped else "") + f" in {time.time() - t0:.1f}s")
     click.echo(f"summary: {result.run_dir / 'summary.md'}")
     click.echo(f"manifest: {result.run_dir / 'manifest.json'}")
+
+
+@click.command("recipes")
+def recipes() -> None:
+    """List the recipes shipped in the package (`cotforge run NAME` runs one)."""
+    for name, path in packaged_recipes().items():
+        description = " ".join(str(load_raw(path).get("description") or "").split())
+        click.echo(f"{name:<18} {description[:90] + ('...' if len(description) > 90 else '')}")
+        click.echo(f"{'':<18} {path}")

@@ -1,64 +1,85 @@
-"""Adapters of the data and curation stages: thin calls from a `StageContext` into `curate.*` and the demo
-data generator."""
+"""The data and curation stages as `Stage` objects: each is its config dataclass and the `run(cfg, ctx)` of
+its own module, plus how a recipe feeds it and what the command line prints after it.
+
+Importing this module imports curation code only (datatrove, polars, pyarrow): never torch or
+transformers, so `cotforge curate ...` stays light.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from cotforge.pipelines.stages.spec import StageContext, _call
+from cotforge.curate.decontam import stage as decontam
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.dedup import stage as dedup
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.io import ingest
+from cotforge.curate.mix import stage as mix
+from cotforge.curate.select import difficulty, profile, sources
+from cotforge.curate.verify import stage as verify
+from cotforge.pipelines import demo_data
+from cotforge.pipelines.stages.spec import RecipeDefault, Stage
 
+# The curation stages a curation stage may read from (its default input is the nearest enabled one).
 CURATE_STAGES = ("ingest", "decontaminate", "dedup", "verify", "difficulty", "profile", "select")
 
 
-def _generate(ctx: StageContext) -> dict[str, Any]:
-    from cotforge.pipelines.demo_data import generate_demo_data
-
-    out = ctx.out_dir
-    truth = generate_demo_data(out, ctx.cfg)
-    return {"stage": "data", "rows_out": sum(truth["files"].values()), "files": truth["files"]}
+def counts_line(stats: dict[str, Any], out: Path) -> str:
+    """`N rows in, K kept, R removed (reason n, ...) -> OUT`: what every curation command prints."""
+    by = ", ".join(f"{k} {v}" for k, v in (stats.get("removed_by_reason") or {}).items()) or "none"
+    return f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed ({by}) -> {out}"
 
 
-def _curate_stage(target: str, stats_from: tuple[str, ...] = ()) -> Callable[[StageContext], dict[str, Any]]:
-    """Adapter for `run_X(specs, out_dir, cfg, *, exec_cfg=..., rows_per_shard=...)` curation stages."""
-
-    def run(ctx: StageContext) -> dict[str, Any]:
-        cfg = ctx.cfg
-        if stats_from and hasattr(cfg, "stats_dirs") and not cfg.stats_dirs:
-            cfg.stats_dirs = ctx.earlier(stats_from)
-        return _call(target, ctx.input_specs(), ctx.out_dir, cfg, exec_cfg=ctx.exec_cfg(),
-                     input_paths=ctx.input_dirs())
-
-    return run
+def _decontam_report(stats: dict[str, Any], out: Path) -> str:
+    c = stats.get("contamination", {})
+    return (f"{counts_line(stats, out)}\n{c.get('contaminated_rows', 0)} contaminated: "
+            f"{c.get('prompt_side_rows', 0)} prompt side, {c.get('response_only_rows', 0)} response side only; "
+            f"report: {out / 'contamination_report.md'}")
 
 
-def _ingest(ctx: StageContext) -> dict[str, Any]:
-    return _call("cotforge.curate.io.ingest:run_ingest", ctx.input_specs(), ctx.out_dir, strict=ctx.cfg.get("strict", False))
+def _verify_report(stats: dict[str, Any], out: Path) -> str:
+    by = ", ".join(f"{k} {v}" for k, v in stats["verify"]["by_status"].items())
+    return f"{counts_line(stats, out)}\nverdicts: {by}"
 
 
-def _decontaminate(ctx: StageContext) -> dict[str, Any]:
-    cfg = ctx.cfg
-    b = ctx.recipe.benchmarks
-    if hasattr(cfg, "benchmarks") and not cfg.benchmarks:
-        cfg.benchmarks = list(b.names)
-    if hasattr(cfg, "benchmarks_dir") and not cfg.benchmarks_dir and b.dir:
-        cfg.benchmarks_dir = ctx.recipe.resolve_path(b.dir, ctx.run_dir)
-    if hasattr(cfg, "registry_yaml") and not cfg.registry_yaml and b.registry:
-        cfg.registry_yaml = ctx.recipe.resolve_path(b.registry, ctx.run_dir)
-    return _call("cotforge.curate.decontam.stage:run_decontam", ctx.input_specs(), ctx.out_dir, cfg, exec_cfg=ctx.exec_cfg())
+def _difficulty_report(stats: dict[str, Any], out: Path) -> str:
+    return f"{counts_line(stats, out)}\nbins {stats['difficulty_bins']}, methods {stats['difficulty_methods']}"
 
 
-def _mix(ctx: StageContext) -> dict[str, Any]:
-    cfg = ctx.cfg
-    if hasattr(cfg, "history") and not cfg.history:
-        cfg.history = ctx.earlier(CURATE_STAGES)
-    stats = _call("cotforge.curate.mix.stage:run_mix", ctx.input_specs(), ctx.out_dir, cfg, input_paths=ctx.input_dirs())
-    return stats
+def _profile_report(stats: dict[str, Any], out: Path) -> str:
+    return (out / "profile.md").read_text()
 
 
-def _difficulty(ctx: StageContext) -> dict[str, Any]:
-    """The difficulty stage with its reference model's generator built here (curation does not import train)."""
-    from cotforge.pipelines.cli.curate import difficulty_generator
+def _select_report(stats: dict[str, Any], out: Path) -> str:
+    return (out / "selection.md").read_text().split("\n## Profile")[0] + "\n" + counts_line(stats, out)
 
-    return _call("cotforge.curate.select.difficulty:run_difficulty", ctx.input_specs(), ctx.out_dir, ctx.cfg,
-                 generator=difficulty_generator(ctx.cfg))
+
+def _mix_report(stats: dict[str, Any], out: Path) -> str:
+    return (f"{stats['mix']['name']}: {stats['kept']} SFT rows, {stats['mix']['rl_rows']} RL rows, "
+            f"removed {stats['removed_by_reason']} -> {out}")
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("data", "data", demo_data.DemoDataConfig, demo_data.run, reads="none",
+          outputs="*.jsonl sources, benchmarks/, truth.json"),
+    Stage("ingest", "curate", ingest.IngestConfig, ingest.run, reads="sources", uses=("sources", "strict"),
+          report=counts_line),
+    Stage("decontaminate", "curate", DecontamConfig, decontam.run, after=CURATE_STAGES, datatrove=True,
+          uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json}",
+          defaults=(RecipeDefault("benchmarks", "benchmarks", "names"),
+                    RecipeDefault("benchmarks_dir", "benchmarks", "dir", path=True),
+                    RecipeDefault("registry_yaml", "benchmarks", "registry", path=True)),
+          report=_decontam_report),
+    Stage("dedup", "curate", DedupConfig, dedup.run, after=CURATE_STAGES, datatrove=True, report=counts_line),
+    Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES,
+          outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
+    Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES,
+          outputs="kept/ (+pass_rate, difficulty), stats.json", report=_difficulty_report),
+    Stage("profile", "curate", profile.ProfileConfig, profile.run, after=CURATE_STAGES,
+          outputs="kept/, profile.{parquet,md}, plots/", report=_profile_report),
+    Stage("select", "curate", sources.SelectConfig, sources.run, after=CURATE_STAGES,
+          outputs="kept/, removed/, selection.{parquet,md}", report=_select_report),
+    Stage("mix", "curate", mix.MixConfig, mix.run, after=CURATE_STAGES,
+          outputs="sft/*.parquet (messages), rl/*.parquet (verl), README.md (card), removed/", report=_mix_report),
+)}

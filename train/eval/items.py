@@ -4,14 +4,13 @@ the chat prompt per item, and fingerprints of what was evaluated."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cotforge.curate.io.readers import normalize_tests
+from cotforge.curate.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
-
-MATH_SUFFIX_BOXED = "Please reason step by step, and put your final answer within \\boxed{}."
 
 CODE_PROMPT_STDIO = (
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
@@ -49,8 +48,8 @@ def load_items(name: str, cfg: EvalConfig) -> list[EvalItem]:
         raw = raw[: cfg.limit]
     items = []
     for i, it in enumerate(raw):
-        meta = it.meta if isinstance(it.meta, dict) else _json_or_empty(it.meta)
-        tests = normalize_tests(it.tests) if domain == "code" else ""
+        meta = it.meta if isinstance(it.meta, dict) else load_meta(it.meta)
+        tests = (normalize_tests(it.tests) or "") if domain == "code" else ""
         if domain == "code" and not tests:
             raise ValueError(f"benchmark {name!r} item {it.id!r}: code item has no tests; it cannot be scored")
         if domain != "code" and not str(it.answer or "").strip():
@@ -60,31 +59,6 @@ def load_items(name: str, cfg: EvalConfig) -> list[EvalItem]:
     if not items:
         raise ValueError(f"benchmark {name!r} has no items")
     return items
-
-
-def normalize_tests(tests: str | None) -> str:
-    """Registry tests JSON -> the verifier's two kinds: MBPP's {"kind": "assert_list", "test_list", "setup"}
-    becomes one assert script; LeetCode-style asserts on `Solution()` get the verifier's LeetCode prelude."""
-    spec = _json_or_empty(tests)
-    if not spec:
-        return str(tests or "")
-    if spec.get("kind") == "assert_list":
-        spec = {"kind": "assert", "test": "\n".join(spec.get("test_list") or []), "entry_point": None,
-                "setup": spec.get("setup") or ""}
-    if spec.get("kind") == "assert" and not spec.get("setup") and "Solution()" in str(spec.get("test", "")):
-        from cotforge.curate.verify.code import LEETCODE_PRELUDE
-
-        spec["setup"] = LEETCODE_PRELUDE
-    return json.dumps(spec, ensure_ascii=False)
-
-
-def _json_or_empty(text: Any) -> dict[str, Any]:
-    """Parse a JSON object text; anything else gives {}."""
-    try:
-        v = json.loads(text) if text else {}
-    except (TypeError, json.JSONDecodeError):
-        return {}
-    return v if isinstance(v, dict) else {}
 
 
 def _registry_load(name: str, cfg: EvalConfig) -> tuple[list[Any], str]:
@@ -112,7 +86,7 @@ def build_messages(item: EvalItem, cfg: EvalConfig) -> list[dict[str, str]]:
     if item.domain != "code":
         text = item.problem if not cfg.math_suffix else f"{item.problem}\n\n{cfg.math_suffix}"
         return [{"role": "user", "content": text}]
-    tests = _json_or_empty(item.tests)
+    tests = load_meta(item.tests)
     if tests.get("kind") == "stdio":
         text = CODE_PROMPT_STDIO.format(problem=item.problem)
     elif tests.get("entry_point"):

@@ -8,8 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
-from cotforge.train.eval.items import EvalItem, _json_or_empty, benchmark_fingerprint
+from cotforge.train.eval.items import EvalItem, benchmark_fingerprint
 from cotforge.train.eval.metrics import maj_at_k, math_equivalent, mean_ci, pass_at_k
 
 
@@ -83,7 +84,7 @@ def _model_info(model: str) -> dict[str, Any]:
     p = Path(model)
     if p.is_dir():
         info["path"] = str(p.resolve())
-        cfg = _json_or_empty((p / "config.json").read_text()) if (p / "config.json").exists() else {}
+        cfg = load_meta((p / "config.json").read_text()) if (p / "config.json").exists() else {}
         info["architectures"] = cfg.get("architectures")
         info["model_type"] = cfg.get("model_type")
     return info

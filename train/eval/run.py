@@ -18,11 +18,10 @@ Outputs in OUT: `samples.parquet` (every sample with its verdict), `results.json
 Samples are written in chunks to `OUT/samples.parts/` as they are scored and merged into `samples.parquet`
 at the end, so a killed run resumes: samples already in either place are not regenerated.
 
-Files (read in this order): `eval_config.py` (EvalConfig, presets) -> `eval_items.py` (benchmark items,
-prompts) -> this module (generate missing samples, `run_eval`, dry-run `plan_eval`) -> `eval_scoring.py`
-(verdicts) -> `eval_store.py` (samples on disk, resume) -> `eval_metrics.py` (avg/pass/maj@k, CIs) ->
-`eval_report.py` (results.json, report.md/png). The CLI is `eval_cli.py`. Every public name of those
-modules is importable from here.
+Files (read in this order): `config.py` (EvalConfig, presets) -> `items.py` (benchmark items, prompts) ->
+this module (generate missing samples, `run_eval`, dry-run `plan_eval`) -> `scoring.py` (verdicts) ->
+`store.py` (samples on disk, resume) -> `metrics.py` (avg/pass/maj@k, CIs) -> `report.py` (results.json,
+report.md/png). The command line (`cotforge eval`) is generated from EvalConfig in pipelines/cli/eval.py.
 """
 
 from __future__ import annotations
@@ -32,49 +31,16 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cotforge.train.eval.config import PRESETS, EvalConfig, apply_preset
-from cotforge.train.eval.items import (
-    CODE_PROMPT_ASSERT,
-    CODE_PROMPT_FUNCTION,
-    CODE_PROMPT_GENERIC,
-    CODE_PROMPT_STDIO,
-    MATH_SUFFIX_BOXED,
-    EvalItem,
-    benchmark_fingerprint,
-    build_messages,
-    load_items,
-    normalize_tests,
-    registry_fingerprint,
-)
-from cotforge.train.eval.metrics import (
-    avg_at_k,
-    maj_at_k,
-    math_equivalent,
-    mean_ci,
-    normalize_answer,
-    pass_at_k,
-)
+from cotforge.train.eval.config import EvalConfig
+from cotforge.train.eval.items import EvalItem, build_messages, load_items, registry_fingerprint
 from cotforge.train.eval.report import compute_results, write_report
-from cotforge.train.eval.scoring import Verdict, score_samples
-from cotforge.train.eval.store import (
-    SAMPLE_SCHEMA,
-    SampleStore,
-    _check_resumable,
-    chunk_seed,
-    gen_key,
-    plan_chunks,
-)
+from cotforge.train.eval.scoring import score_samples
+from cotforge.train.eval.store import SampleStore, _check_resumable, chunk_seed, gen_key, plan_chunks
 
-__all__ = [
-    "CODE_PROMPT_ASSERT", "CODE_PROMPT_FUNCTION", "CODE_PROMPT_GENERIC", "CODE_PROMPT_STDIO", "MATH_SUFFIX_BOXED",
-    "PRESETS", "SAMPLE_SCHEMA", "EvalConfig", "EvalItem", "SampleStore", "Verdict", "apply_preset", "avg_at_k",
-    "benchmark_fingerprint", "build_messages", "chunk_seed", "compute_results", "format_plan", "gen_key",
-    "load_items", "maj_at_k", "math_equivalent", "mean_ci", "normalize_answer", "normalize_tests", "pass_at_k",
-    "plan_chunks", "plan_eval", "registry_fingerprint", "run_eval", "score_samples", "vllm_engine_kwargs",
-    "write_report",
-]
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -252,3 +218,11 @@ def format_plan(plan: dict[str, Any]) -> str:
     else:
         lines.append(f"hf:         {plan['hf']}")
     return "\n".join(lines)
+
+
+def run(cfg: EvalConfig, ctx: StageContext) -> dict[str, Any]:
+    """An eval stage: avg@k / pass@k / maj@k of `cfg.model` on the benchmarks, with CIs over items."""
+    results = run_eval(cfg)
+    headline = {name: {k: v for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                for name, r in (results.get("benchmarks") or {}).items()}
+    return {"stage": ctx.out_dir.name, "model": cfg.model, "benchmarks": headline}

@@ -6,8 +6,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cotforge.curate.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
-from cotforge.train.eval.items import EvalItem, _json_or_empty
+from cotforge.train.eval.items import EvalItem
 
 
 @dataclass
@@ -42,7 +43,7 @@ def score_samples(items: Sequence[EvalItem], responses: Sequence[str], cfg: Eval
 
 def _score_math(pairs: list[tuple[str, str]], cfg: EvalConfig) -> list[Verdict]:
     """`verify_math_batch` on the text after the last think_end (whole text when think_end is "")."""
-    from cotforge.curate.verify import verify_math_batch
+    from cotforge.curate.verify.math import verify_math_batch
 
     verdicts = verify_math_batch(pairs, think_end=cfg.think_end or None, workers=cfg.verify_workers,
                                  timeout_s=cfg.math_timeout_s)
@@ -53,12 +54,12 @@ def _score_math(pairs: list[tuple[str, str]], cfg: EvalConfig) -> list[Verdict]:
 def _program_for(item: EvalItem, response: str, cfg: EvalConfig) -> str | None:
     """The program to test: the last ```python block after think_end; for function-completion tasks
     (HumanEval) the prompt is prepended when the block lacks the entry point's definition."""
-    from cotforge.curate.verify import extract_program
+    from cotforge.curate.verify.code import extract_program
 
     program = extract_program(response, cfg.think_end or None)
     if not program:
         return None
-    ep = _json_or_empty(item.tests).get("entry_point")
+    ep = load_meta(item.tests).get("entry_point")
     if ep and not re.search(rf"def\s+{re.escape(str(ep))}\s*\(", program):
         program = item.problem + program
     return program
@@ -66,7 +67,8 @@ def _program_for(item: EvalItem, response: str, cfg: EvalConfig) -> str | None:
 
 def _score_code(items: list[EvalItem], responses: list[str], cfg: EvalConfig) -> list[Verdict]:
     """`run_tests_batch` on the extracted programs; correct = every test passed."""
-    from cotforge.curate.verify import SandboxLimits, run_tests_batch
+    from cotforge.curate.verify.code import run_tests_batch
+    from cotforge.curate.verify.sandbox import SandboxLimits
 
     out: list[Verdict | None] = [None] * len(items)
     jobs, idx = [], []

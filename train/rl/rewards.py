@@ -52,7 +52,7 @@ def format_penalty(text: str, cfg: RewardConfig) -> float | None:
 
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None) -> list[float]:
     """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified."""
-    from cotforge.curate.verify import verify_math_batch
+    from cotforge.curate.verify.math import verify_math_batch
 
     cfg = cfg or RewardConfig()
     out: list[float | None] = [format_penalty(r, cfg) for r in responses]
@@ -70,7 +70,8 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
     """Soft pass fraction of the program after `</think>` under the sandbox; signed 2p-1 when cfg.code_signed.
 
     None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error")."""
-    from cotforge.curate.verify import SandboxLimits, extract_program, run_tests_batch
+    from cotforge.curate.verify.code import extract_program, run_tests_batch
+    from cotforge.curate.verify.sandbox import SandboxLimits
 
     cfg = cfg or RewardConfig()
     out: list[float | None] = [format_penalty(r, cfg) for r in responses]

@@ -27,18 +27,18 @@ import functools
 import json
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
+from cotforge.curate.config import load
 from cotforge.train.distributed import check_training_args
-from cotforge.train.overrides import parse_set
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES, masked_nll, policy_loss
 from cotforge.train.rl.rewards import RewardConfig, make_reward_func
+
+if TYPE_CHECKING:
+    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +116,8 @@ class RLConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RLConfig:
-        """Load YAML, apply `overrides` (already typed), and validate unknown keys with their file name."""
-        import yaml
-
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: top level must be a mapping")
-        data.update(overrides or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown RL config keys {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        """YAML + `overrides` (already typed) through the one config loader (`cotforge.curate.config`)."""
+        return load(cls, path, values=overrides, what="RL config key")
 
 
 def _wrap_reward(func: Callable[..., list[float]], sink: list[list[float | None]]) -> Callable[..., list[float]]:
@@ -343,37 +333,9 @@ def run_rl(cfg: RLConfig, **build_kw: Any):
     return trainer
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """KEY=VALUE with VALUE parsed as YAML (numbers, bools, lists, null)."""
-    try:
-        return parse_set(text)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--set") from e
+def run(cfg: RLConfig, ctx: StageContext) -> dict[str, Any]:
+    """The rl stage: GPPO (or a baseline loss) on verl-style prompt rows; the model goes to output_dir/final."""
+    from cotforge.train.callbacks import train_stats
 
-
-@click.command("rl")
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="RL config YAML (fields of train.rl.RLConfig).")
-@click.option("--model", default=None, help="Override: starting checkpoint (SFT output).")
-@click.option("--data", "train_files", multiple=True, help="Override: RL parquet files/folders (repeatable).")
-@click.option("-o", "--out", "output_dir", default=None, help="Override: output folder.")
-@click.option("--loss", type=click.Choice(LOSS_TYPES), default=None, help="Override: policy loss.")
-@click.option("--max-steps", type=int, default=None, help="Override: optimizer steps.")
-@click.option("--resume", default=None, help="Checkpoint folder or 'latest'.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field (YAML value).")
-def rl_command(config_path: str, model: str | None, train_files: tuple[str, ...], output_dir: str | None,
-               loss: str | None, max_steps: int | None, resume: str | None, sets: tuple[str, ...]) -> None:
-    """GPPO / PPO-clip / CISPO / GSPO RL on verl-style prompt shards, from an SFT checkpoint."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    overrides = dict(parse_override(s) for s in sets)
-    for k, v in (("model", model), ("output_dir", output_dir), ("loss", loss), ("max_steps", max_steps),
-                 ("resume_from_checkpoint", resume), ("train_files", list(train_files) or None)):
-        if v is not None:
-            overrides[k] = v
-    try:
-        cfg = RLConfig.from_yaml(config_path, overrides)
-    except (ValueError, TypeError) as e:
-        raise click.ClickException(str(e)) from e
     trainer = run_rl(cfg)
-    click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
-               f"logs in {Path(cfg.output_dir) / 'log.csv'}")
+    return train_stats(cfg.output_dir, trainer.state.global_step)

@@ -1,0 +1,196 @@
+"""Dedup step 3 (one task): check LSH candidates, cluster problems, decide every row."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
+from cotforge.curate.dedup.pairs import REJECT_REASONS, candidate_verdict
+from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
+from cotforge.curate.text.hashing import sorted_lookup
+
+
+def _read_pairs(folder: Path) -> np.ndarray:
+    """All (rank1, idx1, rank2, idx2) candidate pairs from datatrove's `.dups` files, deduplicated."""
+    parts = [np.fromfile(f, dtype="<u4").reshape(-1, 4) for f in sorted(folder.glob("*.dups")) if f.stat().st_size]
+    if not parts:
+        return np.zeros((0, 4), dtype=np.uint32)
+    pairs = np.concatenate(parts).astype(np.uint64)
+    a, b = (pairs[:, 0] << np.uint64(32)) | pairs[:, 1], (pairs[:, 2] << np.uint64(32)) | pairs[:, 3]
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    first = np.concatenate(([True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])))
+    mask = np.uint64(0xFFFFFFFF)
+    return np.stack([a[first] >> np.uint64(32), a[first] & mask, b[first] >> np.uint64(32), b[first] & mask],
+                    axis=1).astype(np.uint32)
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected-component label of each of n nodes given undirected edges a-b (scipy csgraph)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    m = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n))
+    return connected_components(m, directed=False)[1]
+
+
+class ProblemCluster(PipelineStep):
+    """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
+
+    Candidate pairs (O(candidates) memory) are mapped to problem keys through the tasks' head files, checked
+    (number guard, graded pair check of curate/dedup/pairs.py) once per distinct problem pair and joined into
+    connected components. The per-row work then streams over the key partitions (all rows of a problem key
+    are in one partition, ~PARTITION_ROWS rows each): pass 1 finds the first row (preference order) of each
+    clustered problem, pass 2 marks rows `near_duplicate` (their problem's cluster is represented by another
+    problem) or `exact_duplicate` (an earlier row has the same normalised prompt and response) and appends
+    them to per-task decision files. Writes `cluster_stats.json`."""
+
+    name = "cotforge problem clusters"
+    type = "🫂 - DEDUP"
+
+    def __init__(self, work: str, tasks: int, cfg: DedupConfig, partitions: int = 1):
+        super().__init__()
+        self.work, self.tasks, self.cfg, self.partitions = work, tasks, cfg, partitions
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        assert world_size == 1, "ProblemCluster runs as a single task"
+        with self.track_time():
+            stats = self._cluster(Path(self.work))
+            release_arrow_memory()
+        for k, v in stats.items():
+            self.stat_update(k, value=v)
+        return
+        yield
+
+    def _cluster(self, work: Path) -> dict[str, int]:
+        stats: Counter[str] = Counter()
+        lo, hi = self._checked_edges(work, stats)
+        merged, target = self._representatives(work, lo, hi, stats)
+        self._decide(work, merged, target, stats)
+        keys = ("rows", "problems", "candidate_pairs", "pairs_rejected_number_guard", "pairs_rejected_edit_guard",
+                *(f"pairs_rejected_{r}" for r in REJECT_REASONS if r != "below_threshold"), "pairs_below_threshold",
+                "pairs_accepted", "clusters", "problems_merged", "exact_duplicate", "near_duplicate")
+        out = {k: int(stats[k]) for k in keys}
+        out["partitions"] = self.partitions
+        (work / "cluster_stats.json").write_text(json.dumps(out, indent=2, sort_keys=True))
+        return out
+
+    def _checked_edges(self, work: Path, stats: Counter) -> tuple[np.ndarray, np.ndarray]:
+        """Problem-key pairs (lo, hi) of the LSH candidates that pass the guards (one check per problem pair)."""
+        pairs = _read_pairs(work / "buckets").astype(np.int64)
+        ends = np.concatenate([pairs[:, :2], pairs[:, 2:]])
+        pkey, num = np.zeros(len(ends), np.uint64), np.zeros(len(ends), np.uint64)
+        for r, sel in key_groups(ends[:, 0]):
+            head = np.load(work / "heads" / f"{r:05d}.npy")
+            pos = np.searchsorted(head["idx"], ends[sel, 1])
+            pkey[sel], num[sel] = head["pkey"][pos], head["num"][pos]
+        n = len(pairs)
+        ka, kb = pkey[:n], pkey[n:]
+        diff = np.flatnonzero(ka != kb)
+        swap = ka[diff] > kb[diff]
+        a = np.where(swap, n + diff, diff)  # endpoint (row into `ends`) with the smaller problem key
+        b = np.where(swap, diff, n + diff)
+        _, first = np.unique(np.stack([pkey[a], pkey[b]], axis=1), axis=0, return_index=True)
+        a, b = a[first], b[first]
+        stats["candidate_pairs"] = len(a)
+        ok = num[a] == num[b] if self.cfg.number_guard else np.ones(len(a), dtype=bool)
+        stats["pairs_rejected_number_guard"] = int((~ok).sum())
+        if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
+            idx = np.flatnonzero(ok)
+            texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
+            for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
+                ea, eb = int(a[i]), int(b[i])
+                why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
+                if why:
+                    ok[i] = False
+                    stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
+                    stats["pairs_rejected_edit_guard"] += why != "below_threshold"
+        stats["pairs_accepted"] = int(ok.sum())
+        return pkey[a[ok]], pkey[b[ok]]
+
+    def _prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, tuple[str, str]]:
+        """(normalised, raw) prompts of the given endpoints, read task by task (only the `prompt` column)."""
+        which = np.unique(which)
+        out: dict[int, tuple[str, str]] = {}
+        for r, at in key_groups(ends[which, 0]):
+            sel = which[at]
+            col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
+            prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
+            out.update(zip(sel.tolist(), zip(normalize_many(prompts, self.cfg.norm), prompts, strict=True), strict=True))
+        return out
+
+    def _partition(self, work: Path, p: int) -> np.ndarray:
+        files = sorted((work / "keys" / f"{p:04d}").glob("*.bin"))
+        parts = [np.fromfile(f, dtype=KEY_DTYPE) for f in files]
+        return np.concatenate(parts) if parts else np.zeros(0, KEY_DTYPE)
+
+    def _representatives(self, work: Path, lo: np.ndarray, hi: np.ndarray,
+                         stats: Counter) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted problem keys merged into another problem, the kept row's order key for each)."""
+        if not len(lo):
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+        nodes, inv = np.unique(np.concatenate([lo, hi]), return_inverse=True)
+        comp = _components(len(nodes), inv[: len(lo)], inv[len(lo):])
+        head = np.full(len(nodes), np.iinfo(np.uint64).max, dtype=np.uint64)
+        part_of = nodes % np.uint64(self.partitions)
+        for p in np.unique(part_of):  # pass 1: first row (preference order) of each clustered problem
+            keys = self._partition(work, int(p))
+            pos, hit = sorted_lookup(nodes, keys["pkey"])
+            np.minimum.at(head, pos[hit], keys["order"][hit])
+        best = np.full(comp.max() + 1, np.iinfo(np.uint64).max, dtype=np.uint64)
+        np.minimum.at(best, comp, head)
+        merged = head != best[comp]
+        stats["clusters"] = int(comp.max() + 1)
+        stats["problems_merged"] = int(merged.sum())
+        return nodes[merged], best[comp][merged]
+
+    def _decide(self, work: Path, merged: np.ndarray, target: np.ndarray, stats: Counter) -> None:
+        """Pass 2 over the key partitions: the removed rows, appended to per-task decision files."""
+        out = work / "decisions"
+        out.mkdir(parents=True, exist_ok=True)
+        for r in range(self.tasks):
+            (out / f"{r:05d}.bin").write_bytes(b"")
+        for p in range(self.partitions):
+            keys = self._partition(work, p)
+            stats["rows"] += len(keys)
+            stats["problems"] += len(np.unique(keys["pkey"]))
+            pos, near = sorted_lookup(merged, keys["pkey"])
+            tgt = np.where(near, target[pos] if len(target) else 0, 0).astype(np.uint64)
+            rest = np.flatnonzero(~near)
+            srt = rest[np.lexsort((keys["order"][rest], keys["pair"][rest]))]
+            pair = keys["pair"][srt]
+            later = np.zeros(len(srt), dtype=bool)  # not the first row (preference order) of its pair key
+            later[1:] = pair[1:] == pair[:-1]
+            group_start = np.maximum.accumulate(np.where(~later, np.arange(len(srt)), 0))
+            exact = srt[later]
+            tgt[exact] = keys["order"][srt[group_start[later]]]
+            removed = np.concatenate([np.flatnonzero(near), exact])
+            stats["near_duplicate"] += int(near.sum())
+            stats["exact_duplicate"] += len(exact)
+            self._append(out, keys["order"][removed], near[removed], tgt[removed])
+
+    @staticmethod
+    def _append(out: Path, order: np.ndarray, near: np.ndarray, target: np.ndarray) -> None:
+        """Append decision records to the files of the tasks the rows belong to."""
+        if not len(order):
+            return
+        rank, idx = unpack_order(order)
+        dec = np.empty(len(order), dtype=DECISION_DTYPE)
+        dec["idx"], dec["near"], dec["target"] = idx, near, target
+        srt = np.argsort(rank, kind="stable")
+        ranks, starts = np.unique(rank[srt], return_index=True)
+        for r, s, e in zip(ranks, starts, [*starts[1:], len(srt)], strict=True):
+            with open(out / f"{int(r):05d}.bin", "ab") as f:
+                f.write(dec[srt[s:e]].tobytes())
+
+
+__all__ = ["ProblemCluster"]

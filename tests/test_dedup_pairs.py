@@ -1,0 +1,84 @@
+"""The graded pair check (curate/dedup/pairs.py): rewordings merge, changed problems stay apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs import candidate_verdict, dedup_tokens, prompt_view
+from cotforge.curate.dedup.stage import PairJudge
+from cotforge.curate.text.normalize import normalize
+
+GSM = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+       "How many clips did Natalia sell altogether in April and May?")
+DIV = "{} the sum of all the positive integer divisors of 360, including 1 and 360 itself."
+TEPEE = "Determine the number of ways to arrange the letters of the word TEPEE in a row."
+
+
+@pytest.mark.parametrize("b", [
+    GSM.replace("friends", "pals"),  # noun synonym
+    GSM.replace("altogether", "in all"),  # quantifier, one word -> two
+    GSM.replace("sold clips", "vended clips"),  # verb synonym
+    "Can you work out the following?\n" + GSM,  # unseen wrapper before
+    GSM + " Double-check before answering.",  # unseen wrapper after
+    "A student asks: " + GSM.replace("friends", "pals").lower() + "  Be concise.",  # combination
+    GSM.replace(", and then", ". Then").replace("May.", "May"),  # punctuation
+])
+def test_graded_check_merges_rewordings(b):
+    assert PairJudge(DedupConfig()).verdict(GSM, b) is None
+
+
+@pytest.mark.parametrize(("b", "why"), [
+    (GSM.replace("Natalia", "Sofia"), "name_changed"),
+    (GSM.replace("half as many", "twice as many"), "number_changed"),
+    (GSM.replace("sold half", "bought half"), "question_changed"),
+    (GSM.replace("April", "June"), "name_changed"),
+    (GSM + " Then find the sum of the digits of the result.", "question_changed"),
+    (TEPEE, "name_changed"),
+    (GSM.replace("How many clips did", "How many friends did"), "question_changed"),  # friends: in both prompts  # a different problem altogether: caught before any rewording budget
+])
+def test_graded_check_keeps_changed_problems_apart(b, why):
+    a = GSM if b != TEPEE else TEPEE.replace("TEPEE", "PROOF")
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == why
+
+
+def test_moved_words_and_numbers():
+    judge = PairJudge(DedupConfig())
+    balls = "How many ways are there to put 5 balls in 3 boxes if the balls are {} but the boxes are {}?"
+    assert judge.verdict(balls.format("distinguishable", "not"), balls.format("not distinguishable", "")) \
+        == "question_changed"
+    cube = "What is the smallest positive integer $n$ such that ${}n$ is a perfect square and ${}n$ is a perfect cube?"
+    assert judge.verdict(cube.format(3, 2), cube.format(2, 3)) == "number_changed"
+    lit = "How many ways are there to put 4 balls in 2 boxes if the balls are {} and the boxes are too?"
+    assert judge.verdict(lit.format("distinguishable"), lit.format("indistinguishable")) == "question_changed"
+
+
+def test_question_words_and_openers():
+    judge, cfg = PairJudge(DedupConfig()), DedupConfig()
+    assert judge.is_duplicate(DIV.format("Find"), DIV.format("Compute"))
+    assert judge.is_duplicate(DIV.format("What is"), DIV.format("Determine"))
+    assert judge.verdict(DIV.format("Find"), DIV.format("Find").replace("360", "240")) == "number_guard"
+    roots = "the product of the nonreal roots of $x^4-4x^3+6x^2-4x=2005.$"
+    assert not judge.is_duplicate(f"Find {roots}", f"Let $P$ be {roots} Find $\\lfloor P\\rfloor.$")
+    for a, b, want in (("sum", "product", "question_changed"), ("positive", "negative", "question_changed"),
+                       ("sum", "total", None)):
+        got = candidate_verdict(normalize(DIV.format("Find")), normalize(DIV.format("Find").replace(a, b)), cfg)
+        assert got == want, (a, b)
+    odd = "How many of the first 50 positive integers are {} and also leave a remainder of 2 on division by 7?"
+    assert judge.verdict(odd.format("even"), odd.format("odd")) == "question_changed"
+    big = "What is the {} prime factor of 1001, the product of three primes that the problem mentions here?"
+    assert judge.verdict(big.format("largest"), big.format("smallest")) == "question_changed"
+    assert judge.verdict(big.format("largest"), big.format("greatest")) is None
+
+
+def test_tokens_views_and_ambiguous_letters():
+    assert dedup_tokens("they don t know non negative") == ["they", "do", "not", "know", "nonnegative"]
+    v = prompt_view(normalize(GSM), GSM)
+    assert {"natalia", "april", "may"} <= v.names and "how" not in v.names
+    m = prompt_view("x", "Let $a+b=c$. Then \\sqrt{a} is fine, and he paid $5 for apples and $6 for pears")
+    assert {"a", "b", "c", "sqrt"} <= m.math and "apples" not in m.math
+    t = "Let $a$ and $b$ be positive reals with a sum of 10. Find the maximum of $ab$ here, please, for me."
+    judge = PairJudge()
+    assert judge.verdict(t, t.replace("with a sum", "with the sum")) is None  # "a" the article
+    assert judge.verdict(t, t.replace("maximum of $ab$", "maximum of $bb$")) == "math_changed"
+    assert judge.verdict(t, t.replace("Let $a$ and $b$", "Let $a$ and $c$")) == "math_changed"
