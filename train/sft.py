@@ -49,6 +49,7 @@ from cotforge.train.data.sft import (
     load_sft_dataset,
     prepare_sft_dataset,
 )
+from cotforge.train.distributed import check_training_args
 from cotforge.train.sft_model import (
     PACKING_FALLBACKS,
     SFTConfigError,
@@ -237,6 +238,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
     """
     if not cfg.data:
         raise SFTConfigError("data: required (SFT shards: files, folders or hf:org/name)")
+    check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
     if model is None:
         model, tok = load_model_and_tokenizer(cfg)
     elif tokenizer is None:

@@ -252,17 +252,41 @@ def _tasks_for_workers(specs, exec_cfg):
     return exec_cfg
 
 
+def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, index_dir: Path) -> dict:
+    """Build the index next to `index_dir` and keep the one already there when it is byte-identical (Slurm
+    jobs of an earlier invocation may still be reading it); otherwise replace it."""
+    new = index_dir.with_name(index_dir.name + ".new")
+    shutil.rmtree(new, ignore_errors=True)
+    meta = build_index(benchmarks, cfg, new)
+
+    def files(d: Path) -> dict[str, bytes]:
+        return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+    if index_dir.is_dir() and files(index_dir) == files(new):
+        shutil.rmtree(new)
+    else:
+        shutil.rmtree(index_dir, ignore_errors=True)
+        new.rename(index_dir)
+    return meta
+
+
 @remote_output
 def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
                  rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
                  benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
     """The decontamination stage: build the index once, split every work shard with datatrove, collect
-    table by table, write the report. `keep_index` moves the index to OUT/decontam_index;
-    `exec_cfg.keep_work` keeps OUT/_work/decontaminate."""
-    from cotforge.curate.engine import ExecutorConfig, make_executor, quiet_datatrove
-    from cotforge.curate.io.ingest import materialize
-    from cotforge.curate.io.inputs import input_schema
-    from cotforge.curate.io.writer import StageWriter
+    table by table, write the report. The work folder follows the engine's contract (`start_stage` /
+    `run_steps` / `finish_stage`): Slurm jobs are waited for or, with `wait: false`, found again by the next
+    invocation, which reuses the ingested shards and finished ranks. `keep_index` moves the index to
+    OUT/decontam_index; `exec_cfg.keep_work` keeps OUT/_work/decontaminate and OUT/_work/decontaminate_index."""
+    from cotforge.curate.engine import (
+        ExecutorConfig,
+        Step,
+        finish_stage,
+        quiet_datatrove,
+        run_steps,
+        start_stage,
+    )
 
     quiet_datatrove()
     t0 = time.time()
@@ -273,34 +297,26 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         benchmarks, bench_specs = load_config_benchmarks(cfg)
     exec_cfg = _tasks_for_workers(specs, (exec_cfg or ExecutorConfig()).for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
-    work = out / "_work" / "decontaminate"
-    if work.exists():
-        shutil.rmtree(work)
-    index_dir = work / "index"
-    meta = build_index(benchmarks, cfg, index_dir)
+    index_dir = out / "_work" / "decontaminate_index"  # outside the work folder (start_stage may reset it)
+    meta = _fresh_index(benchmarks, cfg, index_dir)
     timings["index_s"] = round(time.time() - t0, 3)
     config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
               "index_keys": meta["keys"], "short_keys": meta["short_keys"],
               "response_side": "whole response" if not cfg.response_chars else f"first {cfg.response_chars} characters"}
-    schema = input_schema(specs)
-    writer = StageWriter(out, "decontaminate", schema=schema, removed_extra=REMOVED_FIELDS,
-                         rows_per_shard=rows_per_shard, config=config)
-    shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
-                         schema=schema)
-    timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
-    if shards:
-        for part in ("kept", "removed"):
-            (work / part).mkdir(parents=True, exist_ok=True)
-        step = DecontamSplit(str(work), str(index_dir), cfg, schema, writer.removed.schema)
-        make_executor([step], len(shards), work / "logs", exec_cfg, name="decontaminate").run()
-        missing = [r for r in range(len(shards)) if not (work / "logs" / "completions" / f"{r:05d}").exists()]
-        if missing:
-            raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
-                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
-        timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
-        _collect(writer, work, len(shards), cfg.batch_bytes)
-        timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
-    stats = writer.close({"timings": timings})
+    area = start_stage(specs, out, "decontaminate", exec_cfg, removed_extra=REMOVED_FIELDS, strict=strict,
+                       rows_per_shard=rows_per_shard, config=config)
+    with area:
+        work, writer = area.work, area.writer
+        timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        if area.tasks:
+            for part in ("kept", "removed"):
+                (work / part).mkdir(parents=True, exist_ok=True)
+            step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema)
+            run_steps(work, [Step("decontaminate", [step], area.tasks)], exec_cfg, "decontaminate")
+            timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+            _collect(writer, work, area.tasks, cfg.batch_bytes)
+            timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        stats = finish_stage(area, {"timings": timings})
     if report:
         from cotforge.curate.decontam.report import write_contamination_report
 
@@ -312,8 +328,8 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
     if keep_index:
         shutil.move(str(index_dir), str(out / "decontam_index"))
-    if not exec_cfg.keep_work:
-        shutil.rmtree(work, ignore_errors=True)
+    elif not exec_cfg.keep_work:
+        shutil.rmtree(index_dir, ignore_errors=True)
     if (out / "_work").exists() and not any((out / "_work").iterdir()):
         (out / "_work").rmdir()
     return stats

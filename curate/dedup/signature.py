@@ -22,6 +22,9 @@ from cotforge.curate.dedup.core import (
 )
 from cotforge.curate.dedup.workdir import BATCH_ROWS, HEAD_DTYPE, KEY_DTYPE, input_file
 from cotforge.curate.engine import NormTokenizer
+from cotforge.curate.executors.budget import MemoryBudget, batch_rows_of
+
+DEFAULT_BATCH_BYTES = MemoryBudget().batch_bytes
 
 
 class ProblemSignature(MinhashDedupSignature):
@@ -49,10 +52,13 @@ class ProblemSignature(MinhashDedupSignature):
         yield  # a generator, like every datatrove step
 
     def _shard_batches(self, rank: int) -> Iterator[tuple[list, list, list]]:
-        """(prompts, responses, sources) of the task's work shard, BATCH_ROWS at a time, by column."""
+        """(prompts, responses, sources) of the task's work shard, BATCH_ROWS at a time (fewer when rows are
+        long: `batch_bytes`, set from the memory budget), by column."""
         folder = get_datafolder(self.input_folder)
         with folder.open(input_file(rank), "rb") as f:
-            for b in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS, columns=["prompt", "response", "source"]):
+            pf = pq.ParquetFile(f)
+            rows = batch_rows_of(pf.metadata, getattr(self, "batch_bytes", DEFAULT_BATCH_BYTES), BATCH_ROWS)
+            for b in pf.iter_batches(batch_size=rows, columns=["prompt", "response", "source"]):
                 yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()
 
     @staticmethod

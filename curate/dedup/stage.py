@@ -55,9 +55,10 @@ from cotforge.curate.dedup.steps import (
 )
 from cotforge.curate.engine import (
     ExecutorConfig,
+    Step,
     finish_stage,
-    make_executor,
     quiet_datatrove,
+    run_steps,
     schema_reader,
     schema_writer,
     start_stage,
@@ -153,21 +154,22 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
                        config={"dedup": cfg.describe(), "inputs": [s.path for s in specs],
                                "executor": exec_cfg.executor, "workers": exec_cfg.workers,
                                "rows_per_task": exec_cfg.rows_per_task})
-    work = area.work
-    cluster_stats: dict[str, Any] = {}
-    timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
-    if area.tasks:
-        t1 = time.time()
-        n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in area.shards)
-        timings.update(_run_steps(work, area.tasks, partitions_for(n_rows), cfg, exec_cfg, area.schema,
-                                  area.writer.removed.schema, document_steps))
-        timings["datatrove_s"] = round(time.time() - t1, 3)
-        cluster_stats = json.loads((work / "cluster_stats.json").read_text())
-        t2 = time.time()
-        collect_tables(area.writer, work, area.tasks)
-        timings["collect_s"] = round(time.time() - t2, 3)
-    timings["total_s"] = round(time.time() - t0, 3)
-    return finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
+    with area:  # a failed or pending (Slurm) stage releases the lock and keeps its work folder for a rerun
+        work = area.work
+        cluster_stats: dict[str, Any] = {}
+        timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
+        if area.tasks:
+            t1 = time.time()
+            n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in area.shards)
+            timings.update(_run_steps(work, area.tasks, partitions_for(n_rows), cfg, exec_cfg, area.schema,
+                                      area.writer.removed.schema, document_steps))
+            timings["datatrove_s"] = round(time.time() - t1, 3)
+            cluster_stats = json.loads((work / "cluster_stats.json").read_text())
+            t2 = time.time()
+            collect_tables(area.writer, work, area.tasks, area.batch_rows(cap=65536))
+            timings["collect_s"] = round(time.time() - t2, 3)
+        timings["total_s"] = round(time.time() - t0, 3)
+        return finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
 
 
 def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
@@ -178,13 +180,14 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
     return run_dedup(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)
 
 
-def collect_tables(writer: StageWriter, work: Path, tasks: int) -> None:
-    """Per-task kept/removed shards into the stage writer in rank order (= input order), table by table."""
+def collect_tables(writer: StageWriter, work: Path, tasks: int, batch_rows: int = 65536) -> None:
+    """Per-task kept/removed shards into the stage writer in rank order (= input order), `batch_rows` at a
+    time (fewer for long rows: the memory budget)."""
     for rank in range(tasks):
         for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
             f = work / part / f"{rank:05d}.parquet"
             if f.exists():
-                for batch in pq.ParquetFile(f).iter_batches(batch_size=65536):
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
                     dst(pa.Table.from_batches([batch]))
         release_arrow_memory()
 
@@ -192,9 +195,10 @@ def collect_tables(writer: StageWriter, work: Path, tasks: int) -> None:
 def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec_cfg: ExecutorConfig,
                schema: pa.Schema, rschema: pa.Schema, document_steps: bool = False) -> dict[str, float]:
     """The four datatrove executor runs. Local: one after the other, logging progress and timing each;
-    Slurm/Ray: chained with `depends=` and launched together. Returns seconds per step."""
+    Slurm: chained job arrays, waited for (or resumed by a rerun; `engine.run_steps`). Returns seconds per step."""
     sign = ProblemSignature(str(work / "sigs"), str(work), cfg, partitions,
                             input_folder=None if document_steps else str(work / "input"))
+    sign.batch_bytes = exec_cfg.budget().batch_bytes  # long rows: fewer rows per batch
     split = ([schema_reader(work / "input"),
               DedupFilter(str(work), exclusion_writer=schema_writer(work / "removed", rschema)),
               schema_writer(work / "kept", schema)] if document_steps else [DedupSplit(str(work), schema, rschema)])
@@ -206,20 +210,7 @@ def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec
         ("clusters", [ProblemCluster(str(work), n_tasks, cfg, partitions)], 1),
         ("filter", split, n_tasks),
     ]
-    timings: dict[str, float] = {}
-    prev = None
-    for i, (name, pipeline, tasks) in enumerate(steps, 1):
-        ex = make_executor(pipeline, tasks, work / "logs" / f"{i}_{name}", exec_cfg,
-                           depends=None if exec_cfg.executor == "local" else prev, name=f"dedup-{name}")
-        if exec_cfg.executor == "local":
-            t = time.time()
-            log.info("dedup: step %d/4 %s (%d tasks, %d workers)", i, name, tasks, min(exec_cfg.workers, tasks))
-            ex.run()
-            timings[f"{name}_s"] = round(time.time() - t, 3)
-        prev = ex
-    if exec_cfg.executor != "local":
-        prev.run()
+    timings = run_steps(work, [Step(name, pipeline, tasks) for name, pipeline, tasks in steps], exec_cfg, STAGE)
     if not (work / "cluster_stats.json").exists() or not (work / "decisions").is_dir():
-        raise RuntimeError(f"dedup: datatrove steps did not finish (see {work / 'logs'}); "
-                           "with slurm/ray wait for the jobs, then rerun with keep_work")
+        raise RuntimeError(f"dedup: datatrove steps finished but left no cluster stats (see {work / 'logs'})")
     return timings

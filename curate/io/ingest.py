@@ -84,11 +84,13 @@ def _id_hash(row_id: str) -> int:
 
 
 def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,
-                rows_per_task: int = DEFAULT_ROWS_PER_TASK, schema: pa.Schema | None = None) -> list[Path]:
+                rows_per_task: int = DEFAULT_ROWS_PER_TASK, schema: pa.Schema | None = None,
+                bytes_per_task: int | None = None, buffer_bytes: int | None = None) -> list[Path]:
     """Stream all inputs into `work_dir/NNNNN.parquet`; count every row in `writer`, send bad ones
-    to its `removed/`. Returns the work shard paths (one per datatrove task)."""
+    to its `removed/`. Returns the work shard paths (one per datatrove task). A task ends at `rows_per_task`
+    rows or `bytes_per_task` bytes of row data, whichever comes first; row groups at `buffer_bytes`."""
     schema = schema or input_schema(specs)
-    shards = ShardWriter(work_dir, schema, rows_per_task)
+    shards = ShardWriter(work_dir, schema, rows_per_task, bytes_per_shard=bytes_per_task, buffer_bytes=buffer_bytes)
     ids = IdRegistry()
     t0, n = time.time(), 0
     presets: dict = writer.config.setdefault("presets", {})  # filled while reading: per source, the preset used

@@ -28,12 +28,13 @@ from cotforge.curate.io import fs
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-SKIP = ("_work", ".partial-")
+SKIP = ("_work", ".partial-", ".cotforge.lock", "_STARTED.json")
 LAST = ("stats.json",)
 
 
 def publish(local: Path, remote: str) -> list[str]:
-    """Replace the stage folder at `remote` with the contents of `local` (minus work folders), stats.json last."""
+    """Replace the stage folder at `remote` with the contents of `local` (minus work folders and the lock),
+    stats.json last."""
     t0 = time.time()
     for part in ("kept", "removed", "stats.json"):
         target = fs.join(remote, part)
@@ -57,7 +58,10 @@ def remote_output(fn: F) -> F:
             return fn(*args, **kwargs)
         remote = str(out)
         root = os.environ.get("COTFORGE_STAGING_DIR") or None
-        with tempfile.TemporaryDirectory(prefix="cotforge-stage-", dir=root) as tmp:
+        from cotforge.curate.executors.lock import RunLock
+
+        # one writer per remote stage folder: a conditional create of OUT/.cotforge.lock (If-None-Match on S3)
+        with RunLock(remote, what="stage folder"), tempfile.TemporaryDirectory(prefix="cotforge-stage-", dir=root) as tmp:
             local = Path(tmp) / "out"
             local.mkdir()
             bound.arguments["out_dir"] = local

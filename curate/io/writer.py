@@ -28,13 +28,25 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ROWS_PER_SHARD = 50_000
 TABLE_ROW_GROUP = 65_536  # row group size of shards written from whole tables
+# Buffered row bytes that end a row group (with 2048 rows, whichever comes first): Arrow conversion and the
+# Parquet writer hold ~6x a row group while writing it, so long-CoT rows (60k characters) must not be
+# buffered 2048 at a time (curate/executors/budget.py sets it from the memory budget).
+DEFAULT_BUFFER_BYTES = 16 << 20
 
 
 class ShardWriter:
     """Writes rows into fixed-size Parquet shards `part-00000.parquet`, ... in arrival order."""
 
-    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD):
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+                 bytes_per_shard: int | None = None, buffer_bytes: int | None = DEFAULT_BUFFER_BYTES):
+        """`bytes_per_shard` also ends a shard once its rows hold that many bytes, and `buffer_bytes` flushes
+        buffered rows (one row group each) at that many bytes: long rows then make smaller shards and row
+        groups, so whoever reads a shard or a row group back holds a bounded number of bytes."""
         self.folder, self.schema, self.rows_per_shard = folder, schema, rows_per_shard
+        self.bytes_per_shard, self.buffer_bytes = bytes_per_shard, buffer_bytes
+        self._buf_bytes = 0
+        self._shard_bytes = 0
+        self._sizes: list[int] = []
         self.folder.mkdir(parents=True, exist_ok=True)
         self._buf: list[dict[str, Any]] = []
         self._writer: pq.ParquetWriter | None = None
@@ -47,6 +59,16 @@ class ShardWriter:
     def write(self, row: dict[str, Any]) -> None:
         self._buf.append(row)
         self.rows += 1
+        if self.bytes_per_shard or self.buffer_bytes:
+            from cotforge.curate.executors.budget import row_bytes
+
+            n = row_bytes(row)
+            self._sizes.append(n)
+            self._buf_bytes += n
+            if (self.buffer_bytes and self._buf_bytes >= self.buffer_bytes) or (
+                    self.bytes_per_shard and self._shard_bytes + self._buf_bytes >= self.bytes_per_shard):
+                self._flush()
+                return
         if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
             self._flush()
 
@@ -64,15 +86,21 @@ class ShardWriter:
             self._drain_tables(final=False)
 
     def _drain_tables(self, final: bool) -> None:
-        """Write buffered tables as row groups; the last partial group only when `final`."""
+        """Write buffered tables as row groups; the last partial group only when `final`. A group also ends
+        where its rows reach `buffer_bytes` (row sizes from the data, so the cut does not depend on how the
+        rows were split into tables)."""
         while self._pending:
             if self._writer is None:
                 self._open_next()
             size = min(TABLE_ROW_GROUP, self.rows_per_shard - self._in_shard)
+            merged = pa.concat_tables(self._tables)
+            if self.buffer_bytes:
+                fit = _rows_within(merged, min(size, self._pending), self.buffer_bytes)
+                if fit < min(size, self._pending):
+                    size = fit  # a full group by bytes: write it now
             if self._pending < size and not final:
                 return
             size = min(size, self._pending)
-            merged = pa.concat_tables(self._tables)
             self._writer.write_table(merged.slice(0, size), row_group_size=size)
             rest = merged.slice(size)
             self._tables, self._pending = ([rest] if rest.num_rows else []), rest.num_rows
@@ -86,6 +114,7 @@ class ShardWriter:
         self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
         self.shards += 1
         self._in_shard = 0
+        self._shard_bytes = 0
 
     def _flush(self) -> None:
         self._drain_tables(final=True)
@@ -93,10 +122,22 @@ class ShardWriter:
             if self._writer is None:
                 self._open_next()
             take = min(len(self._buf), self.rows_per_shard - self._in_shard)
+            full = self._in_shard + take >= self.rows_per_shard
+            if self.bytes_per_shard and self._sizes:  # the rows that fit in the shard's bytes (at least one)
+                room, k = self.bytes_per_shard - self._shard_bytes, 0
+                while k < take and (k == 0 or room - self._sizes[k] >= 0):
+                    room -= self._sizes[k]
+                    k += 1
+                full = full or k < take or room <= 0
+                take = k
             chunk, self._buf = self._buf[:take], self._buf[take:]
+            if self._sizes:
+                done, self._sizes = sum(self._sizes[:take]), self._sizes[take:]
+                self._shard_bytes += done
+                self._buf_bytes -= done
             self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
             self._in_shard += take
-            if self._in_shard >= self.rows_per_shard:
+            if full:
                 self._writer.close()
                 self._writer = None
 
@@ -105,6 +146,19 @@ class ShardWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _rows_within(table: pa.Table, limit: int, max_bytes: int) -> int:
+    """How many leading rows (at least 1, at most `limit`) hold at most `max_bytes` (string/binary lengths
+    plus 16 bytes per value, as `budget.row_bytes` counts rows)."""
+    head = table.slice(0, limit)
+    sizes = pa.array([16 * head.num_columns] * head.num_rows, pa.int64())
+    for col in head.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type):
+            sizes = pa.compute.add(sizes, pa.compute.fill_null(pa.compute.binary_length(col), 0).cast(pa.int64()))
+    total = pa.compute.cumulative_sum(sizes)
+    k = int(pa.compute.sum(pa.compute.less_equal(total, max_bytes)).as_py() or 0)
+    return max(1, min(limit, k))
 
 
 def reason_family(reason: str) -> str:

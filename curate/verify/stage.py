@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cotforge.curate.executors.budget import DEFAULT_BUDGET_MB, MemoryBudget, row_bytes
 from cotforge.curate.io.inputs import counted_rows, input_schema
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
@@ -56,6 +57,8 @@ class VerifyConfig:
                 "math-verify's own extraction) or strict (only a box after the reasoning block)."})
     math_compare: MathCompare = field(default_factory=MathCompare, metadata={
         "help": "Math comparison settings (numeric tolerance, list order, decimal comma; see MathCompare)."})
+    memory_budget_mb: int = field(default=DEFAULT_BUDGET_MB, metadata={
+        "help": "Peak memory of the stage in MiB: a batch also ends at the budget's bytes (long rows)."})
 
     def __post_init__(self) -> None:
         if self.think_end == "":
@@ -66,6 +69,7 @@ class VerifyConfig:
             raise ValueError(f"math_timeout_s: must be > 0 (got {self.math_timeout_s})")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows: must be >= 1 (got {self.batch_rows})")
+        MemoryBudget(self.memory_budget_mb)  # ValueError naming memory_budget_mb when too small
         if self.math_mode not in MODES:
             raise ValueError(f"VerifyConfig.math_mode: expected one of {MODES}, got {self.math_mode!r}")
         self.math_compare = MathCompare.from_value(self.math_compare, "VerifyConfig.math_compare")
@@ -109,11 +113,14 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     by_status: Counter[str] = Counter()
     by_source: dict[str, Counter[str]] = defaultdict(Counter)
     batch: list[dict[str, Any]] = []
+    batch_bytes, limit = 0, MemoryBudget(cfg.memory_budget_mb).batch_bytes
+    writer.kept.buffer_bytes = writer.removed.buffer_bytes = limit  # row groups bounded by bytes too
     for row in counted_rows(specs, writer, strict):
         batch.append(row)
-        if len(batch) >= cfg.batch_rows:
+        batch_bytes += row_bytes(row)
+        if len(batch) >= cfg.batch_rows or batch_bytes >= limit:  # rows or bytes, whichever comes first
             _flush(batch, cfg, writer, by_status, by_source)
-            batch = []
+            batch, batch_bytes = [], 0
     if batch:
         _flush(batch, cfg, writer, by_status, by_source)
     extra = {"verify": {"by_status": dict(sorted(by_status.items())),

@@ -19,7 +19,8 @@ import click
 from cotforge.curate.benchmarks import BenchmarkError
 from cotforge.curate.config import ConfigError, build, load
 from cotforge.curate.context import StageContext
-from cotforge.curate.engine import ExecutorConfig
+from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending
+from cotforge.curate.executors.lock import RunLocked
 from cotforge.curate.io.inputs import resolve_inputs
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.schema import DOMAINS
@@ -101,8 +102,8 @@ def stage_command(stage: Stage) -> click.Command:
         run_ctx.executor, run_ctx.make_generator = executor, make_generator
         try:
             stats = stage.run(cfg, run_ctx)
-        except (InputError, BenchmarkError, ValueError) as e:
-            raise click.ClickException(str(e)) from e
+        except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
+            raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
         click.echo(stage.report(stats, Path(params["out"])) if stage.report else str(stats))
 
     return click.Command(stage.name, params=params, callback=callback, help=stage.help,

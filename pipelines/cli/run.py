@@ -50,6 +50,13 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
         result = run_recipe(rec, target, until=until, force=force, command=sys.argv, publish_cards=publish_cards)
     except RecipeError as e:
         raise click.ClickException(str(e)) from e
+    except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
+        from cotforge.curate.engine import JobsFailed, JobsPending
+        from cotforge.curate.executors.lock import RunLocked
+
+        if isinstance(e, JobsPending | JobsFailed | RunLocked):
+            raise click.ClickException(str(e)) from e
+        raise
     ran = [n for n, s in result.statuses.items() if s == "ran"]
     skipped = [n for n, s in result.statuses.items() if s == "skipped"]
     click.echo(f"run {rec.name}: {len(ran)} stage(s) ran, {len(skipped)} skipped"

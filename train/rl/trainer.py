@@ -34,6 +34,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from cotforge.curate.config import build
+from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
 from cotforge.train.rl.groups import select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss
@@ -288,6 +289,7 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
         reward_funcs = [make_reward_func(cfg.reward_config(), tokenizer=tok,
                                          chat_template_kwargs=cfg.chat_template_kwargs)]
     log.info("GPPO: %s", cfg.describe_batches())
+    check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
     return GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg, train_dataset=train_dataset,
                        processing_class=tok,
                        callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),

@@ -1,0 +1,92 @@
+"""Memory budgets in bytes, not rows: how many rows a task, a batch or a buffered write may hold when rows
+are 100 characters or 60,000.
+
+A worker holds a few copies of the rows it is working on at once (Parquet pages, Arrow arrays, Python
+strings, the writer's buffer: ~6x a batch, measured), so a budget of B bytes allows B/64 bytes of raw row
+text per batch (16 MiB at the default 1 GiB) and B/8 per task (128 MiB: the share a step that reads its
+whole task by column may hold). Row counts still cap both (a task of tiny rows stays a sensible size). `bench/longcot_rss.py`
+measures the resulting peak RSS per worker on long-CoT rows.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+DEFAULT_BUDGET_MB = 1024
+MIN_BUDGET_MB = 256  # below this the interpreter and datatrove's imports alone take most of it
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Peak memory one worker process may use, and the byte sizes of the work it is given."""
+
+    mb: int = DEFAULT_BUDGET_MB
+
+    def __post_init__(self) -> None:
+        if self.mb < MIN_BUDGET_MB:
+            raise ValueError(f"memory_budget_mb: must be >= {MIN_BUDGET_MB} (got {self.mb})")
+
+    @property
+    def bytes(self) -> int:
+        return self.mb << 20
+
+    @property
+    def batch_bytes(self) -> int:
+        """Raw row bytes per batch (reads, buffered writes, verification batches): 1/64 of the budget, as
+        converting and writing a batch holds ~6x its bytes at once (measured, bench/longcot_rss.py)."""
+        return self.bytes // 64
+
+    @property
+    def task_bytes(self) -> int:
+        """Raw row bytes per datatrove task (one work shard): 1/8 of the budget, for steps that hold their
+        whole task by column (dedup's split holds the shard, the kept and removed tables and the writes)."""
+        return self.bytes // 8
+
+    def rows_per_batch(self, avg_row_bytes: float, cap: int = 4096) -> int:
+        """Rows of this average size that fit in one batch (at least 1, at most `cap`)."""
+        if avg_row_bytes <= 0:
+            return cap
+        return max(1, min(cap, int(self.batch_bytes // avg_row_bytes)))
+
+
+def row_bytes(row: dict[str, Any]) -> int:
+    """Approximate bytes of a row's values (string lengths plus a small constant per value)."""
+    n = 0
+    for v in row.values():
+        if isinstance(v, (str, bytes)):
+            n += len(v) + 16
+        elif isinstance(v, (list, dict)):
+            n += 64 + 16 * len(v)
+        else:
+            n += 16
+    return n
+
+
+def avg_row_bytes(files: Iterable[str | Path]) -> float:
+    """Largest uncompressed bytes per row over the row groups of these Parquet files (0 when empty)."""
+    worst = 0.0
+    for f in files:
+        md = pq.ParquetFile(f).metadata
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            if rg.num_rows:
+                worst = max(worst, rg.total_byte_size / rg.num_rows)
+    return worst
+
+
+def batch_rows_of(md: pq.FileMetaData, batch_bytes: int, cap: int) -> int:
+    """Rows per batch for reading a Parquet file (its metadata) within `batch_bytes` of row data."""
+    worst = max((md.row_group(i).total_byte_size / md.row_group(i).num_rows
+                 for i in range(md.num_row_groups) if md.row_group(i).num_rows), default=0.0)
+    return cap if worst <= 0 else max(1, min(cap, int(batch_bytes // worst)))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
