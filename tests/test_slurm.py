@@ -1,4 +1,4 @@
-"""A real one-node Slurm (scripts/slurm_localhost.sh: slurm-wlm + munge on 127.0.0.1): curation stages and a
+"""A real one-node Slurm (.ci/slurm_localhost.sh: slurm-wlm + munge on 127.0.0.1): curation stages and a
 two-stage pipeline under `executor: slurm` publish the same bytes as the local executor; a stage that
 returns without waiting is resumed by the next invocation, which reuses the finished jobs. Skips (saying
 why) where Slurm cannot run: not root, or slurm-wlm/munge not installed (.ci/run installs them)."""
@@ -18,7 +18,7 @@ from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending, Step
 from cotforge.curate.executors import slurm as slurm_mod
 from cotforge.pipelines.runner import run_recipe
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm_localhost.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
 SLURM = {"executor": "slurm", "workers": 2, "rows_per_task": 30, "poll_s": 0.3,
          "options": {"partition": "cpu", "time": "00:10:00", "mem_per_cpu_gb": 1}}
 
@@ -33,7 +33,7 @@ def _free_port() -> int:
 def slurm(tmp_path_factory):
     """munged + slurmctld + slurmd for this module, stopped (by pid) afterwards."""
     if shutil.which("slurmctld") is None or shutil.which("munged") is None:
-        pytest.skip("slurm-wlm/munge not installed (scripts/slurm_localhost.sh install; .ci/run does it)")
+        pytest.skip("slurm-wlm/munge not installed (.ci/slurm_localhost.sh install; .ci/run does it)")
     if os.geteuid() != 0:
         pytest.skip("a localhost Slurm needs root here (slurmd runs jobs as their user)")
     state = tmp_path_factory.mktemp("slurm")

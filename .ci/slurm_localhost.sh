@@ -3,11 +3,11 @@
 # `executor: slurm` without a cluster. Everything it starts lives under one state folder and is stopped by
 # `stop`, by the pids it recorded (never by process name).
 #
-#   scripts/slurm_localhost.sh install          # apt-get install slurm-wlm munge (root; no-op when present)
-#   scripts/slurm_localhost.sh start DIR        # munged + slurmctld + slurmd on 127.0.0.1; waits until the
+#   .ci/slurm_localhost.sh install          # apt-get install slurm-wlm munge (root; no-op when present)
+#   .ci/slurm_localhost.sh start DIR        # munged + slurmctld + slurmd on 127.0.0.1; waits until the
 #                                               # node is idle; prints `export SLURM_CONF=DIR/slurm.conf`
-#   scripts/slurm_localhost.sh stop DIR         # cancel DIR's jobs, stop the three daemons it started
-#   scripts/slurm_localhost.sh status DIR
+#   .ci/slurm_localhost.sh stop DIR         # cancel DIR's jobs, stop the three daemons it started
+#   .ci/slurm_localhost.sh status DIR
 #
 # Environment: SLURM_PORT (slurmctld; slurmd uses SLURM_PORT+1; default 6817), SLURM_PARTITION (default cpu).
 # Exit status of `start`: 0 ready, 3 cannot run here (not root / packages missing: the message says which),
