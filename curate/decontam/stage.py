@@ -108,7 +108,7 @@ class DecontamSplit(PipelineStep):
         index = DecontamIndex(self.index_dir)
         matcher = Matcher(index)
         work = Path(self.work)
-        pf = pq.ParquetFile(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
+        pf = _open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = _read_rows(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
                    for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
@@ -199,6 +199,13 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
 
 
+def _open_streaming(path: str | Path) -> pq.ParquetFile:
+    """A Parquet file read page by page (1 MiB reads, no pre-buffering): work shards of long-response rows
+    have row groups of hundreds of MB, which the default reader buffers whole (about 100 MB more per
+    process on the long-CoT corpus, bench/decontam.py)."""
+    return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+
+
 def _read_rows(pf: pq.ParquetFile, max_bytes: int, cap: int = 65536) -> int:
     """Rows per record batch so that a batch holds about `max_bytes` (uncompressed) of this file's rows."""
     md = pf.metadata
@@ -215,7 +222,7 @@ def _collect(writer, work: Path, tasks: int, max_bytes: int) -> None:
         for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
             f = work / part / f"{rank:05d}.parquet"
             if f.exists():
-                pf = pq.ParquetFile(f)
+                pf = _open_streaming(f)
                 for batch in pf.iter_batches(batch_size=_read_rows(pf, 2 * max_bytes)):
                     dst(pa.Table.from_batches([batch]))
                     release_arrow_memory()
