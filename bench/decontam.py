@@ -13,7 +13,9 @@ interpreter, timed from reading the input Parquet to writing the result:
 - baseline: one process: load the same benchmarks, build the 8-gram set, read the Parquet, for each row the
   set of 8-grams of the prompt and of the whole response (lower-case, split) and one set intersection,
   then write kept / removed Parquet (zstd) like the stage.
-Peak RSS: the main process's VmHWM and the largest child's (datatrove workers). Load average is printed.
+Peak RSS: the main process's VmHWM, the largest child's ru_maxrss (which a child started by fork + exec inherits
+from the main process at that moment: datatrove's forkserver starts after ingest) and the largest matcher
+task's own VmHWM (stats.json `timings.task_peak_rss_mb`). Load average is printed.
 Run it under `flock /work/coord/cpu.lock`.
 
     python bench/decontam.py --quality
@@ -168,6 +170,7 @@ def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes:
                          **({"batch_bytes": batch_bytes} if batch_bytes else {}))
     stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"],
+            "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
 
 
@@ -197,7 +200,7 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
     corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
                              which=("short", "longcot", "short_clean") if which == "all" else (
                                  ("short", "longcot") if which == "both" else (which,)))
-    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child MB | load |")
+    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child / largest matcher task MB | load |")
     print("|---|---:|---|---:|---:|---:|---:|---|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
@@ -214,7 +217,7 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
         for label, r in runs:
             print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
                   f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
-                  f"{r['rss_children_mb']:.0f} | {load_o[0]:.2f} |")
+                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {load_o[0]:.2f} |")
 
 
 def main() -> None:

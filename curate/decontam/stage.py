@@ -140,6 +140,10 @@ class DecontamSplit(PipelineStep):
                 release_arrow_memory()
         for w in writers.values():
             w.close()
+        peak = _peak_rss_mb()
+        if peak is not None:  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
+            (work / "peak_rss").mkdir(exist_ok=True)
+            (work / "peak_rss" / f"{rank:05d}").write_text(f"{peak:.1f}")
         return
         yield
 
@@ -197,6 +201,15 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
         raise ValueError("decontaminate: no benchmarks given (--benchmarks aime2024,math500,...)")
     loaded = load_benchmarks(cfg.benchmarks, cfg.benchmarks_dir, extra)
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory (VmHWM, Linux), MB; None where /proc is not there."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(x.split()[1]) / 1024 for x in fh if x.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
 
 
 def _open_streaming(path: str | Path) -> pq.ParquetFile:
@@ -305,6 +318,9 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
             raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
                                f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
         timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        peaks = [float(f.read_text()) for f in (work / "peak_rss").glob("*")] if (work / "peak_rss").exists() else []
+        if peaks:
+            timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
         _collect(writer, work, len(shards), cfg.batch_bytes)
         timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
     stats = writer.close({"timings": timings})
