@@ -13,7 +13,9 @@ interpreter, timed from reading the input Parquet to writing the result:
 - baseline: one process: load the same benchmarks, build the 8-gram set, read the Parquet, for each row the
   set of 8-grams of the prompt and of the whole response (lower-case, split) and one set intersection,
   then write kept / removed Parquet (zstd) like the stage.
-Peak RSS: the main process's VmHWM and the largest child's (datatrove workers). Load average is printed.
+Peak RSS: the main process's VmHWM, the largest child's ru_maxrss (which a child started by fork + exec inherits
+from the main process at that moment: datatrove's forkserver starts after ingest) and the largest matcher
+task's own VmHWM (stats.json `timings.task_peak_rss_mb`). Load average is printed.
 Run it under `flock /work/coord/cpu.lock`.
 
     python bench/decontam.py --quality
@@ -157,33 +159,36 @@ def run_baseline(path: str, out: str) -> dict:
     return {"rows": t.num_rows, "flagged": int(sum(flags))}
 
 
-def run_ours(path: str, out: str, workers: int, prompt_cache: bool) -> dict:
+def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> dict:
     from cotforge.curate.benchmarks import local_benchmark_names
     from cotforge.curate.decontam.stage import run_decontam
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
 
     names = local_benchmark_names(SHARED / "benchmarks")
-    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache)
+    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
+                         **({"batch_bytes": batch_bytes} if batch_bytes else {}))
     stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"],
+            "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
 
 
-def _child(method: str, path: str, workers: int, prompt_cache: bool) -> None:
+def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> None:
     t = time.time()
     with tempfile.TemporaryDirectory() as d:
-        res = run_ours(path, d, workers, prompt_cache) if method == "ours" else run_baseline(path, d)
+        res = run_ours(path, d, workers, prompt_cache, batch_bytes) if method == "ours" else run_baseline(path, d)
     res["wall_s"] = time.time() - t
     res["rss_self_mb"] = _peak_rss_mb()
     res["rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print("RESULT " + json.dumps(res))
 
 
-def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True) -> dict:
+def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True, batch_bytes: int = 0) -> dict:
     """One method in a fresh interpreter; its result with wall time and peak RSS."""
     cmd = [sys.executable, __file__, "--child", method, str(path), "--workers", str(workers)]
-    proc = subprocess.run(cmd + ([] if prompt_cache else ["--no-prompt-cache"]), capture_output=True, text=True,
+    cmd += ([] if prompt_cache else ["--no-prompt-cache"]) + (["--batch-bytes", str(batch_bytes)] if batch_bytes else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
@@ -191,11 +196,11 @@ def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True
     return json.loads(line[7:])
 
 
-def speed(which: str, rows_short: int, rows_long: int) -> None:
+def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False) -> None:
     corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
                              which=("short", "longcot", "short_clean") if which == "all" else (
                                  ("short", "longcot") if which == "both" else (which,)))
-    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child MB | load |")
+    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child / largest matcher task MB | load |")
     print("|---|---:|---|---:|---:|---:|---:|---|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
@@ -203,6 +208,8 @@ def speed(which: str, rows_short: int, rows_long: int) -> None:
         runs = [("cotforge (defaults, 2 workers)", measure("ours", path))]
         if name.startswith("short"):
             runs.append(("cotforge, prompt cache off", measure("ours", path, prompt_cache=False)))
+        if old_batches:
+            runs.append(("cotforge, 8 MiB batches (round 1)", measure("ours", path, batch_bytes=8 << 20)))
         load_o = os.getloadavg()
         print(f"| {name} | {base['rows']} | baseline (1 process) | {base['wall_s']:.1f} | "
               f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | "
@@ -210,7 +217,7 @@ def speed(which: str, rows_short: int, rows_long: int) -> None:
         for label, r in runs:
             print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
                   f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
-                  f"{r['rss_children_mb']:.0f} | {load_o[0]:.2f} |")
+                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {load_o[0]:.2f} |")
 
 
 def main() -> None:
@@ -223,16 +230,18 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     ap.add_argument("--no-prompt-cache", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--batch-bytes", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--old-batches", action="store_true", help="also time 8 MiB matcher batches (round 1)")
     args = ap.parse_args()
     if args.child:
-        _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache)
+        _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache, args.batch_bytes)
         return
     if not (SHARED / "MANIFEST.md").exists():
         sys.exit(f"needs {SHARED}")
     if args.quality:
         quality(args.show_errors)
     if args.speed:
-        speed(args.speed, args.rows_short, args.rows_long)
+        speed(args.speed, args.rows_short, args.rows_long, args.old_batches)
 
 
 if __name__ == "__main__":

@@ -263,6 +263,8 @@ def test_stage_outputs_report_and_determinism(tmp_path):
     s1 = run_decontam([InputSpec(str(src))], tmp_path / "o1", cfg, ExecutorConfig(workers=1, rows_per_task=2))
     run_decontam([InputSpec(str(src))], tmp_path / "o2", cfg, ExecutorConfig(workers=2, rows_per_task=4))
     assert s1["rows_in"] == 6 and s1["kept"] + s1["removed"] == 6 and s1["removed"] == 3
+    if Path("/proc/self/status").exists():  # each matcher task records its own peak memory
+        assert 10 < s1["timings"]["task_peak_rss_mb"] < 4096
     removed = _table(tmp_path / "o1", "removed")
     assert {r["id"] for r in removed} == {"x0", "x1", "x2"}
     by_id = {r["id"]: r for r in removed}

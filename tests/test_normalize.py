@@ -112,3 +112,24 @@ def test_batch_path_equals_normalize_on_fuzzed_text():
         y, norms = normalize_batch(texts, cfg)
         assert norms == [normalize(t, cfg) for t in texts]
         assert y == " \x00 ".join(norms).encode("utf-8")
+
+
+def test_unicode_tables_disk_cache(tmp_path, monkeypatch):
+    """The batch normaliser's Unicode tables: computed once, then read from the cache folder unchanged; a
+    corrupt cache file is recomputed, an unwritable folder only means computing."""
+    from cotforge.curate.text import unitables
+
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(tmp_path / "c"))
+    fresh = unitables._compute_alnum_class(0x2000)
+    assert unitables._disk_cached(unitables._compute_alnum_class, 0x2000) == fresh
+    (f,) = (tmp_path / "c").iterdir()
+    assert "ucd" in f.name and f.read_text()
+    assert unitables._disk_cached(unitables._compute_alnum_class, 0x2000) == fresh  # from the file
+    f.write_text("{not json")
+    assert unitables._disk_cached(unitables._compute_alnum_class, 0x2000) == fresh
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(blocker / "sub"))
+    assert unitables._disk_cached(unitables._compute_alnum_class, 0x2000) == fresh
+    ascii_map, cls = unitables.nfkc_tables()
+    assert ascii_map["…"] == "..." and cls.startswith("[")

@@ -108,7 +108,7 @@ class DecontamSplit(PipelineStep):
         index = DecontamIndex(self.index_dir)
         matcher = Matcher(index)
         work = Path(self.work)
-        pf = pq.ParquetFile(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
+        pf = _open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = _read_rows(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
                    for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
@@ -140,6 +140,10 @@ class DecontamSplit(PipelineStep):
                 release_arrow_memory()
         for w in writers.values():
             w.close()
+        peak = _peak_rss_mb()
+        if peak is not None:  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
+            (work / "peak_rss").mkdir(exist_ok=True)
+            (work / "peak_rss" / f"{rank:05d}").write_text(f"{peak:.1f}")
         return
         yield
 
@@ -199,6 +203,22 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
 
 
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory (VmHWM, Linux), MB; None where /proc is not there."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(x.split()[1]) / 1024 for x in fh if x.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+def _open_streaming(path: str | Path) -> pq.ParquetFile:
+    """A Parquet file read page by page (1 MiB reads, no pre-buffering): work shards of long-response rows
+    have row groups of hundreds of MB, which the default reader buffers whole (about 100 MB more per
+    process on the long-CoT corpus, bench/decontam.py)."""
+    return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+
+
 def _read_rows(pf: pq.ParquetFile, max_bytes: int, cap: int = 65536) -> int:
     """Rows per record batch so that a batch holds about `max_bytes` (uncompressed) of this file's rows."""
     md = pf.metadata
@@ -215,7 +235,7 @@ def _collect(writer, work: Path, tasks: int, max_bytes: int) -> None:
         for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
             f = work / part / f"{rank:05d}.parquet"
             if f.exists():
-                pf = pq.ParquetFile(f)
+                pf = _open_streaming(f)
                 for batch in pf.iter_batches(batch_size=_read_rows(pf, 2 * max_bytes)):
                     dst(pa.Table.from_batches([batch]))
                     release_arrow_memory()
@@ -314,6 +334,10 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
             step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema)
             run_steps(work, [Step("decontaminate", [step], area.tasks)], exec_cfg, "decontaminate")
             timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+            peak_dir = work / "peak_rss"
+            peaks = [float(f.read_text()) for f in peak_dir.glob("*")] if peak_dir.exists() else []
+            if peaks:
+                timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
             _collect(writer, work, area.tasks, cfg.batch_bytes)
             timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
         stats = finish_stage(area, {"timings": timings})

@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from cotforge.curate.text import mathmap
+from cotforge.curate.text.unitables import alnum_class as _alnum_class
+from cotforge.curate.text.unitables import nfkc_tables as _nfkc_tables
+from cotforge.curate.text.unitables import unknown_class as _unknown_class
 
 log = logging.getLogger(__name__)
 
@@ -84,58 +87,6 @@ class NormConfig:
 
 
 DEFAULT_NORM = NormConfig()
-
-
-@lru_cache(maxsize=2)
-def _alnum_class(first: int = 0) -> str:
-    """A regex class body of every character from `first` on that Python's `str.isalnum` accepts (ranges),
-    for the Rust regex."""
-    ranges: list[list[int]] = []
-    for i in range(first, 0x110000):
-        if chr(i).isalnum():
-            if ranges and ranges[-1][1] == i - 1:
-                ranges[-1][1] = i
-            else:
-                ranges.append([i, i])
-    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
-
-
-@lru_cache(maxsize=1)
-def _unknown_class() -> str:
-    """Characters Python's Unicode tables leave unassigned (newer than its Unicode version), surrogates aside."""
-    ranges: list[list[int]] = []
-    for i in range(0x110000):
-        if not 0xD800 <= i < 0xE000 and unicodedata.category(chr(i)) == "Cn":
-            if ranges and ranges[-1][1] == i - 1:
-                ranges[-1][1] = i
-            else:
-                ranges.append([i, i])
-    return "[" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
-
-
-@lru_cache(maxsize=1)
-def _nfkc_tables() -> tuple[dict[str, str], str]:
-    """Characters whose NFKC is ASCII whatever surrounds them (not combining: "…" -> "...", no-break space,
-    "ﬁ", full-width forms), and a class of every other character NFKC may change or compose (quick check not
-    Yes, or combining). A text holding none of the latter is NFKC once the former are replaced."""
-    ascii_map: dict[str, str] = {}
-    ranges: list[list[int]] = []
-    for i in range(0x80, 0x110000):
-        if 0xD800 <= i < 0xE000:
-            continue
-        c = chr(i)
-        if unicodedata.is_normalized("NFKC", c) and not unicodedata.combining(c) and \
-                not unicodedata.category(c).startswith("M"):
-            continue
-        n = unicodedata.normalize("NFKC", c)
-        if n.isascii() and not unicodedata.combining(c) and not unicodedata.category(c).startswith("M"):
-            ascii_map[c] = n
-        elif ranges and ranges[-1][1] == i - 1:
-            ranges[-1][1] = i
-        else:
-            ranges.append([i, i])
-    cls = "[" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
-    return ascii_map, cls
 
 
 _RE = {k: re.compile(v) for k, v in {"sup": SUP_RUN, "sub": SUB_RUN, "fence": CODE_FENCE, "frac": FRAC_SHORT,
