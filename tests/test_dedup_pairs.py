@@ -16,7 +16,8 @@ TEPEE = "Determine the number of ways to arrange the letters of the word TEPEE i
 
 
 @pytest.mark.parametrize("b", [
-    GSM.replace("friends", "pals"),  # noun synonym
+    GSM.replace("friends", "pals"),  # noun synonym (WordNet: pal < friend)
+    GSM.replace("friends", "acquaintances"),  # noun synonym (one WordNet synset)
     GSM.replace("altogether", "in all"),  # quantifier, one word -> two
     GSM.replace("sold clips", "vended clips"),  # verb synonym
     "Can you work out the following?\n" + GSM,  # unseen wrapper before
@@ -40,6 +41,43 @@ def test_graded_check_merges_rewordings(b):
 def test_graded_check_keeps_changed_problems_apart(b, why):
     a = GSM if b != TEPEE else TEPEE.replace("TEPEE", "PROOF")
     assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == why
+
+
+SHAPES = "In the figure, the {} of the triangle $ABC$ with $AB = 13$, $BC = 14$ and $CA = 15$ is drawn. Find its length."
+
+
+@pytest.mark.parametrize(("x", "y", "want"), [
+    ("median", "altitude", "content_changed"),  # a content noun for an unrelated one: a different problem
+    ("numerator", "denominator", "content_changed"),
+    ("perpendicular bisector", "angle bisector", "content_changed"),
+    ("median", "medians", None),  # inflection
+    ("picture", "diagram", None),  # REWORD_SYNONYMS
+])
+def test_content_words_change_the_problem_unless_synonyms(x, y, want):
+    a, b = SHAPES.format(x), SHAPES.format(y)
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == want
+    # the first round's rule (content words reword freely) is still available, and merges the look-alike
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(reword_content=True), a, b) is None
+
+
+def test_real_look_alikes_and_wordnet_synonyms():
+    judge = PairJudge()
+    z = "Let $z = 3 + 4i$ be a complex number. Compute the {} of $z$ and give the answer as a decimal number."
+    assert judge.verdict(z.format("real part"), z.format("magnitude")) == "content_changed"
+    tree = "Given the root of a binary tree, return the {} traversal of its nodes' values as a list of integers."
+    assert judge.verdict(tree.format("preorder"), tree.format("inorder")) == "content_changed"
+    walk = "A robot starts at the origin and moves 3 steps to the {} and then 4 steps up. How far is it from the start?"
+    assert judge.verdict(walk.format("left"), walk.format("right")) == "content_changed"  # "left" here is no \left
+    shop = "Maria {} 12 pencils at the {} near her school and gives 5 of them away. How many pencils does she keep?"
+    assert judge.verdict(shop.format("buys", "store"), shop.format("purchases", "shop")) is None
+
+
+def test_synonym_table_lookups():
+    from cotforge.curate.dedup.synonyms import lemmas, synonyms
+
+    assert synonyms("bought", "purchased") and synonyms("tiny", "small") and synonyms("store", "shop")
+    assert not synonyms("numerator", "denominator") and not synonyms("height", "width")
+    assert "mouse" in lemmas("mice") and "buy" in lemmas("bought")
 
 
 def test_moved_words_and_numbers():

@@ -37,6 +37,10 @@ class DedupConfig:
     max_reworded: float = field(default=0.2, metadata={"help": (
         "Graded pair check: most ordinary words that may change inside the common problem, as a share of its "
         "tokens (at least 2 always may); numbers, variables, names and question words never may.")})
+    reword_content: bool = field(default=False, metadata={"help": (
+        "Graded pair check: let a content word replaced by an unrelated one count as rewording (the first "
+        "round's rule: more synonyms merge, and so do look-alikes such as numerator vs denominator). Off: such a "
+        "replacement keeps the prompts apart (content_changed) unless lexicon.REWORD_SYNONYMS groups the words.")})
     seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
     streaming_buckets: bool = field(default=False, metadata={
         "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})

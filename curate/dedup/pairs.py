@@ -37,10 +37,13 @@ from cotforge.curate.dedup.lexicon import (
     CARRIERS,
     CONTRACTION_NOT,
     FORMAT_WORDS,
+    FUNCTION_WORDS,
     NUMBER_WORDS,
+    REWORD_GROUP,
     STARTERS,
     STRICT_CATEGORIES,
 )
+from cotforge.curate.dedup.synonyms import synonyms
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -65,12 +68,13 @@ class PromptView:
         self.tokens, self._raw, self._norm = tokens, raw, norm or NormConfig()
 
     @cached_property
-    def _raw_info(self) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    def _raw_info(self) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
         if not self._raw:
-            return frozenset(), frozenset(), frozenset()
+            return frozenset(), frozenset(), frozenset(), frozenset()
         math, prose = _math_and_prose(self._raw, self._norm)
         names, openers = _names(prose)
-        return frozenset(math), frozenset(names), frozenset(openers)
+        words = frozenset(w.lower() for w in re.findall(r"(?<!\\)\b[A-Za-z]{2,}\b", prose))
+        return frozenset(math), frozenset(names), frozenset(openers), words
 
     @property
     def math(self) -> frozenset[str]:
@@ -84,6 +88,11 @@ class PromptView:
     def openers(self) -> frozenset[str]:
         """Capitalised sentence-initial words that are not common starters (maybe names)."""
         return self._raw_info[2]
+
+    @property
+    def prose(self) -> frozenset[str]:
+        """Words of the prose outside math (a layout command name used as a word there is a word: "left")."""
+        return self._raw_info[3]
 
 
 def dedup_tokens(norm: str) -> list[str]:
@@ -170,7 +179,7 @@ def prompt_view(norm_prompt: str, raw: str | None = None, norm: NormConfig | Non
 
 
 def _kind(t: str, v: PromptView) -> str:
-    if t in FORMAT_WORDS:
+    if t in FORMAT_WORDS and t not in v.prose:
         return "format"
     if t in NUMBER_WORDS or any(c.isdigit() for c in t):
         return "num"
@@ -182,10 +191,11 @@ def _kind(t: str, v: PromptView) -> str:
 
 
 def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bool = False,
-            core: frozenset[str] = frozenset()) -> tuple[str | None, int]:
+            core: frozenset[str] = frozenset(), strict_content: bool = True) -> tuple[str | None, int]:
     """(verdict, ordinary words changed) of one change: tokens `a` of prompt A became tokens `b` of prompt B.
     `edge`: text before / after the common problem (wrapper-like); there names and number words may change,
-    math tokens only if the common problem has them, and an added text may not add an operation to ask."""
+    math tokens only if the common problem has them, and an added text may not add an operation to ask.
+    `strict_content`: a content word replaced by an unrelated content word is `content_changed`."""
     ka = [(t, _kind(t, va)) for t in a]
     kb = [(t, _kind(t, vb)) for t in b]
     ka, kb = [x for x in ka if x[1] != "format"], [x for x in kb if x[1] != "format"]
@@ -223,8 +233,45 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
     if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
         return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
+    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and _content_replaced(ka, kb):
+        return "content_changed", 0  # "numerator" -> "denominator", "real part" -> "magnitude"
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
+
+
+def _content(side: list[tuple[str, str]]) -> list[str]:
+    """Content words of one side of a change: ordinary words that are not closed-class and not -ly adverbs
+    (manner rarely changes a problem). Carriers count: one replaced by an unrelated word is a change too."""
+    return [t for t, k in side if k == "word" and t not in FUNCTION_WORDS and not (len(t) > 4 and t.endswith("ly"))]
+
+
+def _content_replaced(ka: list[tuple[str, str]], kb: list[tuple[str, str]]) -> bool:
+    """Both sides of a replacement hold content words, and some on each side have no counterpart (the same
+    word up to inflection or spelling, or a REWORD_SYNONYMS group) on the other."""
+    ca, cb = _content(ka), _content(kb)
+    return bool(ca and cb and [x for x in ca if not any(_same_word(x, y) for y in cb)]
+                and [y for y in cb if not any(_same_word(x, y) for x in ca)])
+
+
+_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("es", ""), ("ed", ""), ("s", ""))
+_SPELLING = (("our", "or"), ("ise", "ize"), ("yse", "yze"), ("tre", "ter"), ("ll", "l"))
+
+
+def _stem(w: str) -> str:
+    """A crude stem: British spellings made American, one inflection suffix dropped (metres = meter)."""
+    for a, b in _SPELLING:
+        w = w.replace(a, b)
+    for suf, rep in _SUFFIXES:
+        if len(w) > len(suf) + 2 and w.endswith(suf):
+            return w[: -len(suf)] + rep
+    return w
+
+
+def _same_word(x: str, y: str) -> bool:
+    """Inflection / spelling variants, one group of REWORD_SYNONYMS or of the carriers, or WordNet synonyms."""
+    g, c = REWORD_GROUP.get(x), CARRIERS.get(x)
+    return (x == y or _stem(x) == _stem(y) or (g is not None and g == REWORD_GROUP.get(y))
+            or (c is not None and c == CARRIERS.get(y)) or synonyms(x, y))
 
 
 def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
@@ -283,7 +330,8 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
         # before the first / after the last anchor; added or dropped text is lenient (a wrapper) only as the
         # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
         edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
-        why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core)
+        why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core,
+                         strict_content=not cfg.reword_content)
         if why:
             return why
         # a short replaced span at an edge is a reworded opening / closing ("Find" -> "Compute"): it counts
@@ -322,7 +370,8 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     return graded_verdict(*views, cfg)
 
 
-REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "reworded_too_much",
+REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
+                  "reworded_too_much",
                   "below_threshold")
 
 __all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "REJECT_REASONS"]
