@@ -42,7 +42,8 @@ def _table() -> tuple[dict[str, frozenset[int]], dict[str, tuple[str, ...]]]:
     return {w: frozenset(g) for w, g in groups.items()}, exc
 
 
-def lemmas(word: str) -> set[str]:
+@lru_cache(maxsize=1 << 16)
+def lemmas(word: str) -> frozenset[str]:
     """Forms of `word` the table knows: itself, its exception bases, its morphy bases, American spellings."""
     groups, exc = _table()
     forms = {word}
@@ -54,9 +55,10 @@ def lemmas(word: str) -> set[str]:
         out.add(w)
         out.update(exc.get(w, ()))
         out.update(w[: -len(s)] + r for s, r in _MORPHY if w.endswith(s) and len(w) > len(s) + 1)
-    return {w for w in out if w in groups} | {word}
+    return frozenset({w for w in out if w in groups} | {word})
 
 
+@lru_cache(maxsize=1 << 16)
 def synonyms(x: str, y: str) -> bool:
     """Whether some lemma of `x` and some lemma of `y` share a WordNet synonym group (or are equal)."""
     lx, ly = lemmas(x), lemmas(y)
