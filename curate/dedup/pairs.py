@@ -207,8 +207,10 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     kb = [(t, "word" if k == "math" and t in _AMBIGUOUS and not mathy else k) for t, k in kb]
     one_sided = not ka or not kb
     if not (edge and one_sided):
-        na = [NUMBER_WORDS.get(t, t) for t, k in ka if k == "num"]
-        nb = [NUMBER_WORDS.get(t, t) for t, k in kb if k == "num"]
+        # in a long edge span (a wrapper swapped for another) only digits count: "help me with this one: ..."
+        wrapper = edge and max(len(ka), len(kb)) >= 4
+        na = [NUMBER_WORDS.get(t, t) for t, k in ka if k == "num" and not (wrapper and t in NUMBER_WORDS)]
+        nb = [NUMBER_WORDS.get(t, t) for t, k in kb if k == "num" and not (wrapper and t in NUMBER_WORDS)]
         if na != nb:  # in order: "4 * 7" -> "7 * 4" is a change
             return "number_changed", 0
     if any(k == "math" and not (edge and one_sided and t in core) for t, k in ka + kb):
