@@ -72,6 +72,14 @@ def test_real_look_alikes_and_wordnet_synonyms():
     assert judge.verdict(shop.format("buys", "store"), shop.format("purchases", "shop")) is None
 
 
+def test_typos_merge_but_near_spellings_of_other_words_do_not():
+    judge = PairJudge()
+    seq = "The last term of the sequence is the first negative term {}. What positive integer $x$ gives the most terms?"
+    assert judge.verdict(seq.format("encountered"), seq.format("encounted")) is None  # a typo
+    poly = "Find the least positive integer $b$ for which $x^2+bx+2008$ factors into a product of two {} here."
+    assert judge.verdict(poly.format("polynomials"), poly.format("binomials")) == "content_changed"  # both words
+
+
 def test_synonym_table_lookups():
     from cotforge.curate.dedup.synonyms import lemmas, synonyms
 

@@ -43,7 +43,7 @@ from cotforge.curate.dedup.lexicon import (
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.synonyms import synonyms
+from cotforge.curate.dedup.synonyms import known, synonyms
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -270,10 +270,28 @@ def _stem(w: str) -> str:
 
 
 def _same_word(x: str, y: str) -> bool:
-    """Inflection / spelling variants, one group of REWORD_SYNONYMS or of the carriers, or WordNet synonyms."""
+    """Inflection / spelling variants, one group of REWORD_SYNONYMS or of the carriers, WordNet synonyms, or
+    a typo (see `_typo`)."""
     g, c = REWORD_GROUP.get(x), CARRIERS.get(x)
     return (x == y or _stem(x) == _stem(y) or (g is not None and g == REWORD_GROUP.get(y))
-            or (c is not None and c == CARRIERS.get(y)) or synonyms(x, y))
+            or (c is not None and c == CARRIERS.get(y)) or synonyms(x, y) or _typo(x, y))
+
+
+def _typo(x: str, y: str) -> bool:
+    """A misspelling: both words >= 6 letters, edit distance <= 1 (<= 2 from 9 letters), and one of them is
+    no word WordNet knows ("encounted" for "encountered"; "preorder" / "inorder" differ by 3)."""
+    if min(len(x), len(y)) < 6 or abs(len(x) - len(y)) > 2 or (known(x) and known(y)):
+        return False
+    limit = 2 if min(len(x), len(y)) >= 9 else 1
+    prev = list(range(len(y) + 1))
+    for i, cx in enumerate(x, 1):
+        cur = [i]
+        for j, cy in enumerate(y, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (cx != cy)))
+        if min(cur) > limit:
+            return False
+        prev = cur
+    return prev[-1] <= limit
 
 
 def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:

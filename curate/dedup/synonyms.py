@@ -58,6 +58,12 @@ def lemmas(word: str) -> frozenset[str]:
     return frozenset({w for w in out if w in groups} | {word})
 
 
+def known(word: str) -> bool:
+    """Whether WordNet's table (through `lemmas`) knows the word at all."""
+    groups, _ = _table()
+    return any(w in groups for w in lemmas(word))
+
+
 @lru_cache(maxsize=1 << 16)
 def synonyms(x: str, y: str) -> bool:
     """Whether some lemma of `x` and some lemma of `y` share a WordNet synonym group (or are equal)."""
@@ -69,4 +75,4 @@ def synonyms(x: str, y: str) -> bool:
     return any(groups.get(w, frozenset()) & gx for w in ly)
 
 
-__all__ = ["synonyms", "lemmas", "TABLE"]
+__all__ = ["synonyms", "lemmas", "known", "TABLE"]
