@@ -72,6 +72,17 @@ def test_real_look_alikes_and_wordnet_synonyms():
     assert judge.verdict(shop.format("buys", "store"), shop.format("purchases", "shop")) is None
 
 
+def test_dropped_clauses_and_qualifiers_change_the_problem():
+    judge = PairJudge()
+    cone = ("Robin bought a four-scoop ice cream cone having a scoop each of vanilla, chocolate, strawberry and "
+            "cherry. In how many orders can the four scoops be stacked on the cone if they are stacked one on top "
+            "of the other")
+    assert judge.verdict(cone + "?", cone + " and chocolate cannot be on the bottom?") == "content_changed"
+    assert judge.verdict(cone + "?", cone + "? Show all of your steps.") is None  # a wrapper after it
+    coin = "A fair coin is flipped $7$ times. What is the probability that at least $5$ {} flips come up heads?"
+    assert judge.verdict(coin.format("consecutive"), coin.format("of the")) == "content_changed"
+
+
 def test_typos_merge_but_near_spellings_of_other_words_do_not():
     judge = PairJudge()
     seq = "The last term of the sequence is the first negative term {}. What positive integer $x$ gives the most terms?"

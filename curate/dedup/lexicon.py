@@ -110,6 +110,12 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
     "find determine compute calculate evaluate work figure obtain state give write express tell say show "
     "what whats if whether given suppose assume consider".split())
 
+# Nouns of instructions ("Show all of your steps", "Express your answer in lowest terms"): an added edge text
+# that shares any other content word with the problem is part of the problem, not a wrapper.
+INSTRUCTION_WORDS: frozenset[str] = frozenset(
+    "answer answers result results solution solutions step steps work working reasoning reason form terms "
+    "problem problems question questions exercise task final line box boxed end carefully".split())
+
 # Groups of content words that mean the same in a problem statement (kept small and general on purpose: the
 # graded check errs towards keeping two problems apart).
 REWORD_SYNONYMS: tuple[str, ...] = (
@@ -128,4 +134,4 @@ STARTERS: frozenset[str] = frozenset(
 
 REWORD_GROUP: dict[str, int] = {w: i for i, g in enumerate(REWORD_SYNONYMS) for w in g.split()}
 
-__all__ = ["FUNCTION_WORDS", "REWORD_GROUP", "NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "STRICT_CATEGORIES", "STARTERS"]
+__all__ = ["FUNCTION_WORDS", "INSTRUCTION_WORDS", "REWORD_GROUP", "NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "STRICT_CATEGORIES", "STARTERS"]

@@ -38,6 +38,7 @@ from cotforge.curate.dedup.lexicon import (
     CONTRACTION_NOT,
     FORMAT_WORDS,
     FUNCTION_WORDS,
+    INSTRUCTION_WORDS,
     NUMBER_WORDS,
     REWORD_GROUP,
     STARTERS,
@@ -223,6 +224,9 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     if edge and any(cat == "operation" and grp not in core for cat, grp in (gb if ga == [] else ga if gb == [] else [])):
         return "question_changed", 0  # "Find all x ..." -> "What is the sum of all x ...", "... Then find the sum."
     if edge and one_sided:
+        added = {t for t in _content(ka or kb) if len(t) >= 4 and t not in INSTRUCTION_WORDS}
+        if added & core:  # "... each other and chocolate cannot be on the bottom?": a clause about the problem
+            return "content_changed", 0
         return None, 0
     if len(ka) == 1 and len(kb) == 1 and _negated(ka[0][0], kb[0][0]):
         return "question_changed", 0
@@ -244,15 +248,23 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
 def _content(side: list[tuple[str, str]]) -> list[str]:
     """Content words of one side of a change: ordinary words that are not closed-class and not -ly adverbs
     (manner rarely changes a problem). Carriers count: one replaced by an unrelated word is a change too."""
-    return [t for t, k in side if k == "word" and t not in FUNCTION_WORDS and not (len(t) > 4 and t.endswith("ly"))]
+    return [t for t, k in side if k == "word" and (t not in FUNCTION_WORDS or t in CARRIERS)
+            and not (len(t) > 4 and t.endswith("ly"))]
 
 
 def _content_replaced(ka: list[tuple[str, str]], kb: list[tuple[str, str]]) -> bool:
-    """Both sides of a replacement hold content words, and some on each side have no counterpart (the same
-    word up to inflection or spelling, or a REWORD_SYNONYMS group) on the other."""
+    """Some content word on each side has no counterpart (the same word up to inflection or spelling, a
+    REWORD_SYNONYMS group, WordNet) on the other, or content words were replaced by closed-class words only
+    ("at least 5 consecutive" -> "at least 5 of the")."""
     ca, cb = _content(ka), _content(kb)
-    return bool(ca and cb and [x for x in ca if not any(_same_word(x, y) for y in cb)]
-                and [y for y in cb if not any(_same_word(x, y) for x in ca)])
+    lone_a = [x for x in ca if not any(_same_word(x, y) for y in cb)]
+    lone_b = [y for y in cb if not any(_same_word(x, y) for x in ca)]
+    return bool((lone_a and lone_b) or (lone_a and _particles(kb)) or (lone_b and _particles(ka)))
+
+
+def _particles(side: list[tuple[str, str]]) -> bool:
+    """Only short closed-class words ("of the", "only"), not ones that may carry content ("number", "needs")."""
+    return all(k == "word" and t in FUNCTION_WORDS and len(t) <= 4 for t, k in side)
 
 
 _SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("es", ""), ("ed", ""), ("s", ""))
