@@ -37,14 +37,12 @@ from cotforge.curate.dedup.lexicon import (
     CARRIERS,
     CONTRACTION_NOT,
     FORMAT_WORDS,
-    FUNCTION_WORDS,
     INSTRUCTION_WORDS,
     NUMBER_WORDS,
-    REWORD_GROUP,
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.synonyms import known, synonyms
+from cotforge.curate.dedup.words import content_replaced, content_words
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -224,7 +222,7 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     if edge and any(cat == "operation" and grp not in core for cat, grp in (gb if ga == [] else ga if gb == [] else [])):
         return "question_changed", 0  # "Find all x ..." -> "What is the sum of all x ...", "... Then find the sum."
     if edge and one_sided:
-        added = {t for t in _content(ka or kb) if len(t) >= 4 and t not in INSTRUCTION_WORDS}
+        added = {t for t in content_words(ka or kb) if len(t) >= 4 and t not in INSTRUCTION_WORDS}
         if added & core:  # "... each other and chocolate cannot be on the bottom?": a clause about the problem
             return "content_changed", 0
         return None, 0
@@ -239,71 +237,10 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
     if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
         return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
-    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and _content_replaced(ka, kb):
+    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(ka, kb):
         return "content_changed", 0  # "numerator" -> "denominator", "real part" -> "magnitude"
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
-
-
-def _content(side: list[tuple[str, str]]) -> list[str]:
-    """Content words of one side of a change: ordinary words that are not closed-class and not -ly adverbs
-    (manner rarely changes a problem). Carriers count: one replaced by an unrelated word is a change too."""
-    return [t for t, k in side if k == "word" and (t not in FUNCTION_WORDS or t in CARRIERS)
-            and not (len(t) > 4 and t.endswith("ly"))]
-
-
-def _content_replaced(ka: list[tuple[str, str]], kb: list[tuple[str, str]]) -> bool:
-    """Some content word on each side has no counterpart (the same word up to inflection or spelling, a
-    REWORD_SYNONYMS group, WordNet) on the other, or content words were replaced by closed-class words only
-    ("at least 5 consecutive" -> "at least 5 of the")."""
-    ca, cb = _content(ka), _content(kb)
-    lone_a = [x for x in ca if not any(_same_word(x, y) for y in cb)]
-    lone_b = [y for y in cb if not any(_same_word(x, y) for x in ca)]
-    return bool((lone_a and lone_b) or (lone_a and _particles(kb)) or (lone_b and _particles(ka)))
-
-
-def _particles(side: list[tuple[str, str]]) -> bool:
-    """Only short closed-class words ("of the", "only"), not ones that may carry content ("number", "needs")."""
-    return all(k == "word" and t in FUNCTION_WORDS and len(t) <= 4 for t, k in side)
-
-
-_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("es", ""), ("ed", ""), ("s", ""))
-_SPELLING = (("our", "or"), ("ise", "ize"), ("yse", "yze"), ("tre", "ter"), ("ll", "l"))
-
-
-def _stem(w: str) -> str:
-    """A crude stem: British spellings made American, one inflection suffix dropped (metres = meter)."""
-    for a, b in _SPELLING:
-        w = w.replace(a, b)
-    for suf, rep in _SUFFIXES:
-        if len(w) > len(suf) + 2 and w.endswith(suf):
-            return w[: -len(suf)] + rep
-    return w
-
-
-def _same_word(x: str, y: str) -> bool:
-    """Inflection / spelling variants, one group of REWORD_SYNONYMS or of the carriers, WordNet synonyms, or
-    a typo (see `_typo`)."""
-    g, c = REWORD_GROUP.get(x), CARRIERS.get(x)
-    return (x == y or _stem(x) == _stem(y) or (g is not None and g == REWORD_GROUP.get(y))
-            or (c is not None and c == CARRIERS.get(y)) or synonyms(x, y) or _typo(x, y))
-
-
-def _typo(x: str, y: str) -> bool:
-    """A misspelling: both words >= 6 letters, edit distance <= 1 (<= 2 from 9 letters), and one of them is
-    no word WordNet knows ("encounted" for "encountered"; "preorder" / "inorder" differ by 3)."""
-    if min(len(x), len(y)) < 6 or abs(len(x) - len(y)) > 2 or (known(x) and known(y)):
-        return False
-    limit = 2 if min(len(x), len(y)) >= 9 else 1
-    prev = list(range(len(y) + 1))
-    for i, cx in enumerate(x, 1):
-        cur = [i]
-        for j, cy in enumerate(y, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (cx != cy)))
-        if min(cur) > limit:
-            return False
-        prev = cur
-    return prev[-1] <= limit
 
 
 def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
