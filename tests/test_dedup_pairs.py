@@ -91,6 +91,11 @@ def test_typos_merge_but_near_spellings_of_other_words_do_not():
     assert judge.verdict(poly.format("polynomials"), poly.format("binomials")) == "content_changed"  # both words
 
 
+def test_reword_content_must_be_a_bool():
+    with pytest.raises(ValueError, match="reword_content"):
+        DedupConfig(reword_content="yes")
+
+
 def test_synonym_table_lookups():
     from cotforge.curate.dedup.synonyms import lemmas, synonyms
 

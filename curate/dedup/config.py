@@ -85,6 +85,9 @@ class DedupConfig:
             raise ValueError(f"threshold: must be in [0, 1] (got {self.threshold})")
         if not 0.0 <= self.max_reworded <= 1.0:
             raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
+        for name in ("number_guard", "edit_guard", "reword_content", "streaming_buckets"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")
 
     def describe(self) -> dict[str, Any]:
         """The config as stamped into stats.json (with the implied LSH threshold)."""
