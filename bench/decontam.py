@@ -1,39 +1,49 @@
-"""Decontamination: quality and speed against an open-r1-style baseline, measured in the same run.
+"""Decontamination: quality and speed against a lean Python 8-gram baseline, measured in the same run.
 
-Quality: recall and false-positive rate on the labelled set of curate/labelled_contamination.py
-(built from ../shared/data), per variant kind, for cotforge's matcher and for the baseline (a Python
-set of lower-cased word 8-grams of the benchmark problems; a text is flagged on any shared 8-gram,
-as in open-r1's scripts/decontaminate.py).
-Speed: rows/s of both on the same SFT rows (prompt + response, and prompt only).
+Quality (`--quality`): recall and false-positive rate per form on both labelled sets (bench/
+labelled_contamination.py and bench/decontam_forms.py), tuning and held-out halves reported apart; the
+held-out digests are checked against bench/decontam_heldout.json (recorded before tuning). The baseline is
+open-r1's rule: a set of lower-cased whitespace-split word 8-grams of the benchmark problems, a text is
+flagged when it shares any.
 
-    python bench/decontam.py            # full labelled set + all sft_sources rows
-    python bench/decontam.py --quick    # smaller labelled set, 3000 speed rows
-    python bench/decontam.py --sweep    # grid over n / thresholds (how the defaults were chosen)
+Speed (`--speed short|longcot|both`): the corpora of bench/decontam_corpora.py, each method in a fresh
+interpreter, timed from reading the input Parquet to writing the result:
+- cotforge: `run_decontam` with its defaults (whole responses, fuzzy tier on, 2 workers), all shared
+  benchmarks; ingest, index build, datatrove tasks, collect and report included;
+- baseline: one process: load the same benchmarks, build the 8-gram set, read the Parquet, for each row the
+  set of 8-grams of the prompt and of the whole response (lower-case, split) and one set intersection,
+  then write kept / removed Parquet (zstd) like the stage.
+Peak RSS: the main process's VmHWM and the largest child's (datatrove workers). Load average is printed.
+Run it under `flock /work/coord/cpu.lock`.
+
+    python bench/decontam.py --quality
+    python bench/decontam.py --speed both
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import random
+import resource
+import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from labelled_contamination import build_labelled_set  # noqa: E402
+from decontam_corpora import SHARED, ensure_corpora  # noqa: E402
 
-from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.match import DecontamIndex  # noqa: E402
-from cotforge.curate.io.inputs import iter_input_rows  # noqa: E402
-from cotforge.curate.io.readers import InputSpec  # noqa: E402
+from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
+from cotforge.curate.decontam.index import DecontamIndex  # noqa: E402
+from cotforge.curate.decontam.match import Matcher  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
 
 
 class OpenR1Baseline:
@@ -47,141 +57,182 @@ class OpenR1Baseline:
             self.grams.update(" ".join(w[i:i + n]) for i in range(len(w) - n + 1))
 
     def flag(self, text: str | None) -> bool:
+        """The whole text's 8-gram set against the benchmark set (no early exit: equal work)."""
         if not text:
             return False
         w = text.lower().split()
         n = self.n
-        return any(" ".join(w[i:i + n]) in self.grams for i in range(len(w) - n + 1))
+        return not self.grams.isdisjoint({" ".join(w[i:i + n]) for i in range(len(w) - n + 1)})
 
 
-def predict(index: DecontamIndex, cfg: DecontamConfig, examples, batch: int = 512) -> list[bool]:
+# --------------------------------------------------------------------------- quality
+
+
+def predict(matcher: Matcher, cfg: DecontamConfig, examples, batch: int = 512) -> list[bool]:
     """cotforge's verdict per labelled example (on the example's own side)."""
     out: list[bool] = []
     for s in range(0, len(examples), batch):
         ex = examples[s:s + batch]
         prompts = [e.text if e.side == "prompt" else "" for e in ex]
         responses = [e.text if e.side == "response" else None for e in ex]
-        for e, ms in zip(ex, index.match_batch(prompts, responses, cfg), strict=True):
+        for e, ms in zip(ex, matcher.match_batch(prompts, responses, cfg), strict=True):
             out.append(any(m.side == e.side for m in ms))
     return out
 
 
 def score(examples, preds) -> dict:
-    """Recall, false-positive rate, and per-kind rates."""
+    """Recall, false-positive rate, and per-kind counts."""
     tp = sum(1 for e, p in zip(examples, preds, strict=True) if e.label and p)
     pos = sum(e.label for e in examples)
     fp = sum(1 for e, p in zip(examples, preds, strict=True) if not e.label and p)
     neg = len(examples) - pos
-    kinds: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    kinds: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0])
     for e, p in zip(examples, preds, strict=True):
-        kinds[e.kind][0] += int(p)
-        kinds[e.kind][1] += 1
+        kinds[(e.label, e.kind)][0] += int(p)
+        kinds[(e.label, e.kind)][1] += 1
     return {"recall": tp / max(pos, 1), "fpr": fp / max(neg, 1), "tp": tp, "pos": pos, "fp": fp, "neg": neg,
             "kinds": dict(kinds)}
 
 
-def speed_rows(limit: int | None) -> list[dict]:
-    """All sft_sources rows in a fixed shuffled order (so a --quick prefix mixes the sources)."""
-    rows: list[dict] = []
-    for f in sorted((SHARED / "sft_sources").glob("*.jsonl.gz")):
-        rows.extend(r for r in iter_input_rows([InputSpec(str(f))]) if isinstance(r, dict))
-    random.Random(0).shuffle(rows)
-    return rows[:limit] if limit else rows
+def quality(show_errors: int) -> None:
+    from decontam_forms import assign_splits, build_forms_set, heldout_digest
+    from labelled_contamination import build_labelled_set
+
+    recorded = json.loads((Path(__file__).parent / "decontam_heldout.json").read_text())
+    sets = {"first_set": (lambda r: (r[0], assign_splits(r[1])))(build_labelled_set(SHARED)),
+            "forms_set": build_forms_set(SHARED)}
+    for name, (benchmarks, examples) in sets.items():
+        digest = heldout_digest(examples)
+        ok = digest == recorded[name]["sha256"]
+        print(f"\n## {name}: {len(examples)} examples; held-out digest {'matches' if ok else 'DIFFERS FROM'} "
+              f"the recorded one ({digest[:16]}...)")
+        cfg = DecontamConfig(benchmarks=list(benchmarks))
+        matcher = Matcher(DecontamIndex.build(benchmarks, cfg, tempfile.mkdtemp(prefix="decontam_q_")))
+        base = OpenR1Baseline([it.problem for items in benchmarks.values() for it in items])
+        for split in ("tuning", "heldout"):
+            ex = [e for e in examples if e.split == split]
+            so, sb = score(ex, predict(matcher, cfg, ex)), score(ex, [base.flag(e.text) for e in ex])
+            print(f"\n{split}: cotforge recall {so['recall']:.4f} ({so['tp']}/{so['pos']}), false positives "
+                  f"{so['fpr']:.2%} ({so['fp']}/{so['neg']}); baseline recall {sb['recall']:.4f}, false positives "
+                  f"{sb['fpr']:.2%} ({sb['fp']}/{sb['neg']})")
+            print("\n| form | label | n | cotforge flagged | rate | baseline flagged |\n|---|---:|---:|---:|---:|---:|")
+            for (lab, kind), (k, n) in sorted(so["kinds"].items(), key=lambda x: (-x[0][0], x[0][1])):
+                print(f"| {kind} | {lab} | {n} | {k} | {k / n:.1%} | {sb['kinds'][(lab, kind)][0]} |")
+            if show_errors and split == "tuning":
+                preds = predict(matcher, cfg, ex)
+                errs = [e for e, p in zip(ex, preds, strict=True) if bool(e.label) != p][:show_errors]
+                for e in errs:
+                    print(f"- {'FN' if e.label else 'FP'} {e.kind} {e.benchmark} {e.item_id}: {e.text[:140]!r}")
 
 
-def time_ours(index, cfg, rows, response: bool, batch: int = 512) -> tuple[float, int]:
-    c = replace(cfg, check_response=response)
-    index.clear_cache()  # cold: every distinct prompt is matched once in the timed loop
-    t, flagged = time.perf_counter(), 0
-    for s in range(0, len(rows), batch):
-        rb = rows[s:s + batch]
-        res = index.match_batch([r["prompt"] for r in rb], [r.get("response") for r in rb], c)
-        flagged += sum(1 for m in res if m)
-    return time.perf_counter() - t, flagged
+# --------------------------------------------------------------------------- speed (subprocesses)
 
 
-def time_baseline(base, rows, response: bool) -> tuple[float, int]:
-    t, flagged = time.perf_counter(), 0
-    for r in rows:
-        flagged += base.flag(r["prompt"]) or (response and base.flag(r.get("response")))
-    return time.perf_counter() - t, flagged
+def _peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM: Linux carries ru_maxrss across fork + exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_baseline(path: str, out: str) -> dict:
+    """Load benchmarks, build the 8-gram set, read the Parquet, flag each row, write kept/removed Parquet."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
+
+    names = local_benchmark_names(SHARED / "benchmarks")
+    bm = load_benchmarks(names, SHARED / "benchmarks")
+    base = OpenR1Baseline([it.problem for items in bm.values() for it in items])
+    t = pq.read_table(path)
+    flags = [base.flag(p) | base.flag(r) for p, r in zip(t.column("prompt").to_pylist(),
+                                                          t.column("response").to_pylist(), strict=True)]
+    m = pa.array(flags)
+    pq.write_table(t.filter(pc.invert(m)), Path(out) / "kept.parquet", compression="zstd")
+    pq.write_table(t.filter(m), Path(out) / "removed.parquet", compression="zstd")
+    return {"rows": t.num_rows, "flagged": int(sum(flags))}
+
+
+def run_ours(path: str, out: str, workers: int, prompt_cache: bool) -> dict:
+    from cotforge.curate.benchmarks import local_benchmark_names
+    from cotforge.curate.decontam.stage import run_decontam
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+
+    names = local_benchmark_names(SHARED / "benchmarks")
+    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache)
+    stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
+    return {"rows": stats["rows_in"], "flagged": stats["removed"],
+            "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
+
+
+def _child(method: str, path: str, workers: int, prompt_cache: bool) -> None:
+    t = time.time()
+    with tempfile.TemporaryDirectory() as d:
+        res = run_ours(path, d, workers, prompt_cache) if method == "ours" else run_baseline(path, d)
+    res["wall_s"] = time.time() - t
+    res["rss_self_mb"] = _peak_rss_mb()
+    res["rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print("RESULT " + json.dumps(res))
+
+
+def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True) -> dict:
+    """One method in a fresh interpreter; its result with wall time and peak RSS."""
+    cmd = [sys.executable, __file__, "--child", method, str(path), "--workers", str(workers)]
+    proc = subprocess.run(cmd + ([] if prompt_cache else ["--no-prompt-cache"]), capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"{method} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line[7:])
+
+
+def speed(which: str, rows_short: int, rows_long: int) -> None:
+    corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
+                             which=("short", "longcot", "short_clean") if which == "all" else (
+                                 ("short", "longcot") if which == "both" else (which,)))
+    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child MB | load |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---|")
+    for name, path in corpora.items():
+        base = measure("baseline", path)
+        load_b = os.getloadavg()
+        runs = [("cotforge (defaults, 2 workers)", measure("ours", path))]
+        if name.startswith("short"):
+            runs.append(("cotforge, prompt cache off", measure("ours", path, prompt_cache=False)))
+        load_o = os.getloadavg()
+        print(f"| {name} | {base['rows']} | baseline (1 process) | {base['wall_s']:.1f} | "
+              f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | "
+              f"{load_b[0]:.2f} |")
+        for label, r in runs:
+            print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
+                  f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
+                  f"{r['rss_children_mb']:.0f} | {load_o[0]:.2f} |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small labelled set and 3000 speed rows")
-    ap.add_argument("--sweep", action="store_true", help="grid over n and thresholds")
-    ap.add_argument("--speed-rows", type=int, default=None)
-    ap.add_argument("--show-errors", type=int, default=8)
+    ap.add_argument("--quality", action="store_true")
+    ap.add_argument("--speed", choices=["short", "longcot", "short_clean", "both", "all"])
+    ap.add_argument("--rows-short", type=int, default=200_000)
+    ap.add_argument("--rows-long", type=int, default=10_000)
+    ap.add_argument("--show-errors", type=int, default=0)
+    ap.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--no-prompt-cache", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache)
+        return
     if not (SHARED / "MANIFEST.md").exists():
         sys.exit(f"needs {SHARED}")
-    per_b, per_pool = (15, 200) if args.quick else (40, 600)
-    t0 = time.perf_counter()
-    benchmarks, examples = build_labelled_set(SHARED, per_benchmark=per_b, per_pool=per_pool)
-    print(f"labelled set: {sum(e.label for e in examples)} positives, {sum(1 - e.label for e in examples)} negatives, "
-          f"{len(benchmarks)} benchmarks ({time.perf_counter() - t0:.1f}s to build)")
-    cfg = DecontamConfig(benchmarks=list(benchmarks))
-    tmp = Path(tempfile.mkdtemp(prefix="decontam_bench_"))
-    t0 = time.perf_counter()
-    index = DecontamIndex.build(benchmarks, cfg, tmp / "index")
-    print(f"index build: {time.perf_counter() - t0:.2f}s")
-    base = OpenR1Baseline([it.problem for items in benchmarks.values() for it in items])
-
-    if args.sweep:
-        print("\nsweep (recall / FPR on the labelled set):")
-        print("| n | chunk threshold | min_chunk_words | verify_numbers | fuzzy | recall | FPR |")
-        print("|---|---|---|---|---|---|---|")
-        for n in (8, 10, 13):
-            idx = DecontamIndex.build(benchmarks, replace(cfg, ngram=n), tmp / f"idx_{n}")
-            for thr in (0.35, 0.5, 0.6):
-                for mcw in (15, 25):
-                    c = replace(cfg, ngram=n, threshold=thr, response_threshold=thr, min_chunk_words=mcw)
-                    sc = score(examples, predict(idx, c, examples))
-                    print(f"| {n} | {thr} | {mcw} | {c.verify_numbers} | {c.fuzzy_threshold} | {sc['recall']:.4f} | "
-                          f"{sc['fpr']:.3%} |")
-        for ft in (0.6, 0.7, 0.75, 0.8, 0.9):
-            c = replace(cfg, fuzzy_threshold=ft)
-            sc = score(examples, predict(index, c, examples))
-            print(f"| {c.ngram} | {c.threshold} | {c.min_chunk_words} | {c.verify_numbers} | {ft} | "
-                  f"{sc['recall']:.4f} | {sc['fpr']:.3%} |")
-        c = replace(cfg, fuzzy=False)
-        sc = score(examples, predict(index, c, examples))
-        print(f"| {c.ngram} | {c.threshold} | {c.min_chunk_words} | {c.verify_numbers} | off | {sc['recall']:.4f} | "
-              f"{sc['fpr']:.3%} |")
-
-    ours = predict(index, cfg, examples)
-    theirs = [base.flag(e.text) for e in examples]
-    so, sb = score(examples, ours), score(examples, theirs)
-    print("\n| method | recall | false-positive rate | TP/pos | FP/neg |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| cotforge (n={cfg.ngram}, chunk>={cfg.threshold}, fuzzy>={cfg.fuzzy_threshold}) | "
-          f"{so['recall']:.4f} | {so['fpr']:.3%} | {so['tp']}/{so['pos']} | {so['fp']}/{so['neg']} |")
-    print(f"| open-r1 baseline (any word 8-gram) | {sb['recall']:.4f} | {sb['fpr']:.3%} | {sb['tp']}/{sb['pos']} | "
-          f"{sb['fp']}/{sb['neg']} |")
-    print("\n| kind | label | n | cotforge flagged | baseline flagged |")
-    print("|---|---:|---:|---:|---:|")
-    for k in sorted(so["kinds"], key=lambda k: (-next(e.label for e in examples if e.kind == k), k)):
-        lab = next(e.label for e in examples if e.kind == k)
-        print(f"| {k} | {lab} | {so['kinds'][k][1]} | {so['kinds'][k][0]} | {sb['kinds'][k][0]} |")
-    if args.show_errors:
-        errs = [(e, p) for e, p in zip(examples, ours, strict=True) if bool(e.label) != p]
-        print(f"\ncotforge errors ({len(errs)}; first {args.show_errors}):")
-        for e, _ in errs[: args.show_errors]:
-            print(f"- {'FN' if e.label else 'FP'} {e.kind} {e.benchmark} {e.item_id}: {e.text[:160]!r}")
-
-    rows = speed_rows(args.speed_rows or (3000 if args.quick else None))
-    n_chars = sum(len(r["prompt"]) + len(r.get("response") or "") for r in rows)
-    print(f"\nspeed on {len(rows)} sft_sources rows ({n_chars / 1e6:.1f} M chars), same rows, same process:")
-    print("| sides | cotforge rows/s | baseline rows/s | speed-up | cotforge flagged | baseline flagged |")
-    print("|---|---:|---:|---:|---:|---:|")
-    time_ours(index, cfg, rows[:200], True)  # warm caches
-    index._get_lsh()  # one-time per task: load the pickled LSH
-    for label, response, chars in (("prompt + response (first 4000 chars, default)", True, cfg.response_chars),
-                                   ("prompt + whole response", True, 0), ("prompt only", False, 0)):
-        to, fo = time_ours(index, replace(cfg, response_chars=chars), rows, response)
-        tb, fb = time_baseline(base, rows, response)
-        print(f"| {label} | {len(rows) / to:,.0f} | {len(rows) / tb:,.0f} | {tb / to:.1f}x | {fo} | {fb} |")
+    if args.quality:
+        quality(args.show_errors)
+    if args.speed:
+        speed(args.speed, args.rows_short, args.rows_long)
 
 
 if __name__ == "__main__":

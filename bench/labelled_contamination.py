@@ -23,9 +23,17 @@ from pathlib import Path
 from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks
 from cotforge.curate.io.inputs import iter_input_rows
 from cotforge.curate.io.readers import InputSpec
-from cotforge.curate.text.normalize import normalize
 
 log = logging.getLogger(__name__)
+
+
+def normalize(text: str | None) -> str:
+    """The builders' own fixed normalisation (NFKC, lower case, alphanumeric words), independent of
+    `cotforge.curate.text.normalize`, so the labelled sets (and their held-out digests) do not change
+    when the matcher's normaliser does."""
+    import unicodedata
+
+    return " ".join(re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text or "").lower()).split())
 
 LABEL_BENCHMARKS = ("aime2024", "aime2025", "hmmt_feb", "amc2023", "math500", "minerva_math", "olympiadbench",
                     "gsm8k", "humaneval", "mbpp")

@@ -4,10 +4,14 @@ Math: `verify_math_batch` (killable pool, lenient and strict mode) vs math-verif
 core the way the field calls it (`verify(parse(gold), parse(text after </think>))`, gold wrapped as
 ``\boxed{}`` when bare), on the same pairs: the conformance suites (tests/data/math_conformance, 303
 cases) and ../shared/data (MATH-style model outputs + GSM8K), synthetic pairs when the data is absent.
-Code: `run_tests_batch` (sandboxed, concurrent) vs a bare `subprocess.run([python, -c, program])` loop
-(no isolation at all) on the same programs.
+Code: `run_tests_batch` (sandboxed: a jail for the program and a test process per run, `--code-workers` at a
+time, default `default_workers()`) vs, on the same programs in the same run: the previous harness (the
+`curate/` tree of `--baseline-ref`, default the tree before the bubblewrap sandbox, loaded in a child process
+from `git archive`), at the same concurrency; and bare `subprocess.run([python, -c, program])` (no isolation,
+no tests run), sequentially and at the same concurrency.
 
-    python bench/verify.py [--math N] [--code N] [--workers W] [--data DIR]
+    python bench/verify.py [--math N] [--code N] [--workers W] [--code-workers W] [--data DIR]
+                           [--baseline-ref REF|none]
 """
 
 from __future__ import annotations
@@ -19,16 +23,30 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from cotforge.curate.verify.code import extract_program, run_tests_batch, tests_from_row
+from cotforge.curate.verify.code import default_workers, extract_program, run_tests_batch, tests_from_row
 from cotforge.curate.verify.conformance import SUITES, embed, load_suite
 from cotforge.curate.verify.math import split_after_reasoning, verify_math_batch
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "sft_sources"
+# Runs in a child process: the package `cotforge` pointed at an extracted old tree, its run_tests_batch timed.
+_OLD_HARNESS = """
+import json, sys, time, types
+pkg = types.ModuleType("cotforge"); pkg.__path__ = [sys.argv[1]]; sys.modules["cotforge"] = pkg
+from cotforge.curate.verify.code import run_tests_batch
+items = [tuple(x) for x in json.load(open(sys.argv[2]))]
+workers = int(sys.argv[3])
+run_tests_batch(items[:workers], workers=workers)
+t0 = time.perf_counter()
+verdicts = run_tests_batch(items, workers=workers)
+dt = time.perf_counter() - t0
+print(json.dumps({"rate": len(items) / dt, "passed": sum(v.status == "pass" for v in verdicts)}))
+"""
 
 
 def _jsonl(name: str, n: int) -> list[dict]:
@@ -105,22 +123,61 @@ def bench_math(n: int, workers: int) -> None:
     bench_math_on("shared data" if DATA.exists() else "synthetic", math_pairs(n), workers, min(n, 400))
 
 
-def bench_code(n: int, workers: int) -> None:
+def previous_harness(items: list, workers: int, ref: str) -> dict | None:
+    """Executions/s of the harness in `ref`'s curate/ tree on `items` (None when git cannot provide it)."""
+    if ref == "none":
+        return None
+    if ref == "auto":  # the tree just before the bubblewrap sandbox came in (the commit adding jail.py)
+        res = subprocess.run(["git", "-C", str(REPO), "log", "--diff-filter=A", "--format=%H", "--",
+                              "curate/verify/jail.py"], capture_output=True, text=True, check=False)
+        if res.returncode or not res.stdout.strip():
+            return None
+        ref = res.stdout.split()[-1] + "^"
+    with tempfile.TemporaryDirectory(prefix="cf-bench-") as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "curate"], capture_output=True, check=False)
+        if archive.returncode:
+            return None
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        (Path(tmp) / "items.json").write_text(json.dumps(items))
+        res = subprocess.run([sys.executable, "-c", _OLD_HARNESS, tmp, str(Path(tmp) / "items.json"), str(workers)],
+                             capture_output=True, text=True, check=False, cwd=tmp)
+        if res.returncode:
+            print(f"previous harness ({ref[:10]}) failed: {res.stderr[-500:]}")
+            return None
+        return {"ref": ref[:10], **json.loads(res.stdout.strip().splitlines()[-1])}
+
+
+def bench_code(n: int, workers: int, baseline_ref: str = "auto") -> None:
     items = code_items(n)
-    run_tests_batch(items[:workers], workers=workers)  # start the fork servers
+    old = previous_harness(items, workers, baseline_ref)
+    run_tests_batch(items[:workers], workers=workers)  # start the test server
     t0 = time.perf_counter()
     verdicts = run_tests_batch(items, workers=workers)
     dt = time.perf_counter() - t0
     passed = sum(v.status == "pass" for v in verdicts)
     base_n = min(len(items), 60)
+
+    def bare(program: str) -> None:
+        subprocess.run([sys.executable, "-I", "-S", "-c", program], capture_output=True, check=False)
+
     t0 = time.perf_counter()
     for program, _ in items[:base_n]:
-        subprocess.run([sys.executable, "-I", "-S", "-c", program], capture_output=True, check=False)
+        bare(program)
     dt_base = time.perf_counter() - t0
-    rate, base_rate = len(items) / dt, base_n / dt_base
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(bare, [p for p, _ in items[:base_n]]))
+    dt_conc = time.perf_counter() - t0
+    rate, base_rate, conc_rate = len(items) / dt, base_n / dt_base, base_n / dt_conc
     print(f"code: {len(items)} programs, sandboxed({workers} concurrent) {rate:7.1f} executions/s "
-          f"({passed} pass) | bare subprocess, sequential, no isolation {base_rate:7.1f}/s | "
-          f"ratio {rate / base_rate:.2f}x")
+          f"({passed} pass) | bare subprocess, no isolation: sequential {base_rate:7.1f}/s, {workers} concurrent "
+          f"{conc_rate:7.1f}/s | ratio {rate / base_rate:.2f}x / {rate / conc_rate:.2f}x | "
+          f"load {os.getloadavg()[0]:.1f}")
+    if old is not None:
+        print(f"code: previous harness ({old['ref']}, {workers} concurrent) {old['rate']:7.1f} executions/s "
+              f"({old['passed']} pass) | this harness / previous {rate / old['rate']:.2f}x")
 
 
 def main() -> None:
@@ -128,7 +185,9 @@ def main() -> None:
     ap.add_argument("--math", type=int, default=1000, help="Math pairs (0 to skip).")
     ap.add_argument("--code", type=int, default=300, help="Programs (0 to skip).")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Math processes.")
-    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default 3 x CPUs).")
+    ap.add_argument("--code-workers", type=int, default=None, help="Concurrent sandboxes (default_workers()).")
+    ap.add_argument("--baseline-ref", default="auto", help="Git ref whose curate/ tree is the previous harness "
+                    "(auto: the parent of the commit that added curate/verify/jail.py; none: skip).")
     ap.add_argument("--data", type=Path, default=None, help="The shared data folder (default ../shared/data).")
     args = ap.parse_args()
     if args.data is not None:
@@ -139,7 +198,7 @@ def main() -> None:
     if args.math:
         bench_math(args.math, args.workers)
     if args.code:
-        bench_code(args.code, args.code_workers or 3 * (os.cpu_count() or 1))
+        bench_code(args.code, args.code_workers or default_workers(), args.baseline_ref)
 
 
 if __name__ == "__main__":

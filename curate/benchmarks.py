@@ -18,7 +18,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,25 @@ def get_spec(name: str, extra_registry: dict[str, BenchmarkSpec] | None = None) 
     return reg[name]
 
 
+def resolve_spec(name: str, benchmarks_dir: str | Path | None = None,
+                 extra_registry: dict[str, BenchmarkSpec] | None = None) -> BenchmarkSpec:
+    """The spec for `name`: a registry (or user YAML) name, else a file DIR/NAME.jsonl[.gz]/.parquet/.json of
+    `benchmarks_dir` whatever the registry calls it (`gsm8k_test` with gsm8k_test.jsonl: the registry spec
+    whose `local_file` it is, renamed, so its field mapping still applies; an unknown file: the shared
+    layout `id, problem, answer, solution`)."""
+    reg = {**REGISTRY, **(extra_registry or {})}
+    if name in reg:
+        return reg[name]
+    if benchmarks_dir is not None:
+        probe = BenchmarkSpec(name, None, solution_field="solution")
+        if find_local_file(probe, benchmarks_dir) is not None:
+            owner = next((s for s in reg.values() if s.local_file == name and not s.local_where), None)
+            if owner is not None:
+                return replace(owner, name=name, local_file=None, hub_id=None, wheel=None)
+            return replace(probe, domain="other", description=f"local file {name} in {benchmarks_dir}")
+    return get_spec(name, extra_registry)  # raises: unknown, with what is known
+
+
 def spec_to_dict(spec: BenchmarkSpec) -> dict[str, Any]:
     """A spec as plain JSON-able data (for stats and reports)."""
     d = asdict(spec)
@@ -333,8 +352,9 @@ def humaneval_from_wheel() -> list[BenchmarkItem]:
 
 def load_benchmark(name: str, benchmarks_dir: str | Path | None = None,
                    extra_registry: dict[str, BenchmarkSpec] | None = None) -> list[BenchmarkItem]:
-    """Items of benchmark `name`: from `spec.path`, else DIR/<name>.*, else the wheel, else the Hub."""
-    spec = get_spec(name, extra_registry)
+    """Items of benchmark `name`: from `spec.path`, else DIR/<name>.*, else the wheel, else the Hub. `name`
+    may also be the stem of a file in `benchmarks_dir` that the registry does not know (`resolve_spec`)."""
+    spec = resolve_spec(name, benchmarks_dir, extra_registry)
     if spec.path:
         path = Path(spec.path)
         if not path.exists():

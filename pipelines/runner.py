@@ -307,6 +307,10 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | Non
         if st.options:
             shown = json.dumps(st.options, sort_keys=True, default=str)
             lines.append(f"    options: {shown if len(shown) < 400 else shown[:400] + '...'}")
+        cls = st.stage.config
+        if hasattr(cls, "optimizer_steps_per_rollout"):  # RL: the report's batch structure
+            cfg = st.cfg if isinstance(st.cfg, cls) else build(cls, st.cfg, st.where or f"stages.{st.name}")
+            lines.append(f"    optimizer steps per rollout batch: {cfg.optimizer_steps_per_rollout()}")
     lines.append("")
     lines.append(f"then: {run}/manifest.json, {run}/summary.md"
                  + (f"; cards published to {publish_cards}" if publish_cards else ""))

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.match import DecontamIndex
+from cotforge.curate.decontam.index import DecontamIndex
+from cotforge.curate.decontam.match import Matcher
 from cotforge.curate.decontam.stage import run_decontam
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import word_hashes
@@ -50,7 +51,7 @@ def _items() -> dict[str, list[BenchmarkItem]]:
 @pytest.fixture(scope="module")
 def index(tmp_path_factory) -> tuple[DecontamIndex, DecontamConfig]:
     cfg = DecontamConfig(benchmarks=["synth", "humaneval"])
-    return DecontamIndex.build(_items(), cfg, tmp_path_factory.mktemp("idx")), cfg
+    return Matcher(DecontamIndex.build(_items(), cfg, tmp_path_factory.mktemp("idx"))), cfg
 
 
 def _flag(index, prompts, responses=None, cfg=None):
@@ -123,8 +124,7 @@ def test_reformatted_copy_is_caught_by_the_fuzzy_tier(index):
     edited = (p.replace("Every morning", "Each morning").replace("afterwards", "after that")
               .replace("constant", "steady").replace("Find", "Determine"))
     idx, cfg = index
-    only_fuzzy = replace(cfg)
-    only_fuzzy.threshold = 1.01  # n-gram tier off (past the [0, 1] a config accepts): the MinHash-LSH tier alone
+    only_fuzzy = replace(cfg, threshold=1.0)  # n-gram tier off for an edited copy (score < 1): the MinHash-LSH tier alone must find it
     ms = idx.match_batch([edited], [None], only_fuzzy)[0]
     assert ms and ms[0].benchmark_id == "m2" and ms[0].match_kind == "fuzzy" and ms[0].score >= cfg.fuzzy_threshold
     neither = replace(cfg, fuzzy=False)
@@ -199,7 +199,7 @@ def test_statement_copied_without_examples_is_caught(tmp_path):
         + LEETCODE_STUB
     items = {"lc": [BenchmarkItem("lc0", item, None, None, None, {}, "synth")]}
     cfg = DecontamConfig(benchmarks=["lc"])
-    idx = DecontamIndex.build(items, cfg, tmp_path / "idx")
+    idx = Matcher(DecontamIndex.build(items, cfg, tmp_path / "idx"))
     wrapper = "Please solve the programming task below using a self-contained code snippet in a markdown code block."
     copy = f"{wrapper}\n\n{LEETCODE_STATEMENT}Please complete the following python code precisely:\n{LEETCODE_STUB}"
     other = (f"{wrapper}\n\nGiven a 0-indexed string s, return the number of vowels in s that are immediately "
@@ -217,7 +217,7 @@ def test_short_deletion_is_another_problem(tmp_path):
     item = f"Find the curve defined by the equation\n\\[r^2 \\cos 2 \\theta = 4.\\]{options}"
     row = f"Find the curve defined by the equation\n\\[r = 4.\\]{options}"
     cfg = DecontamConfig(benchmarks=["m"])
-    idx = DecontamIndex.build({"m": [BenchmarkItem("m0", item, "E", None, None, {}, "synth")]}, cfg, tmp_path / "i")
+    idx = Matcher(DecontamIndex.build({"m": [BenchmarkItem("m0", item, "E", None, None, {}, "synth")]}, cfg, tmp_path / "i"))
     assert idx.match_batch([row, item], [None, None], cfg)[0] == []
     assert idx.match_batch([row, item], [None, None], DecontamConfig(benchmarks=["m"], min_deleted_words=1))[0]
 
@@ -298,6 +298,15 @@ def test_cli(tmp_path):
     res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "nope",
                                                      "--benchmarks-dir", str(bench)])
     assert res.exit_code != 0 and "unknown benchmark 'nope'" in res.output
+    # the new fields are flags of the generated command; --keep-work keeps the work area with the index
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(tmp_path / "o2"), "--benchmarks",
+                                                     "aime2024", "--benchmarks-dir", str(bench), "--tasks", "2",
+                                                     "--response-chars", "100", "--short-content-words", "5",
+                                                     "--keep-work"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "o2" / "_work" / "decontaminate" / "index").is_dir()
+    stats = json.loads((tmp_path / "o2" / "stats.json").read_text())
+    assert stats["config"]["response_side"] == "first 100 characters" and stats["config"]["short_content_words"] == 5
 
 
 def test_shared_eval_outputs_are_fully_contaminated(shared_data, tmp_path):
@@ -310,3 +319,119 @@ def test_shared_eval_outputs_are_fully_contaminated(shared_data, tmp_path):
     rep = json.loads((tmp_path / "o" / "contamination_report.json").read_text())
     assert stats["removed"] == 90 and rep["per_benchmark"]["aime2024"]["items_hit"] == 30
     assert rep["per_benchmark"]["gsm8k"]["rows_removed"] == 0
+
+
+# --------------------------------------------------------------------------- forms of issue 18
+
+
+def _filler(words: int) -> str:
+    """A long clean chain of thought (no benchmark text): numbered reasoning steps."""
+    out, n = [], 0
+    while n < words:
+        s = f"Step {len(out) + 1}: I check the previous line again and keep the running total for case {len(out) % 7}."
+        out.append(s)
+        n += len(s.split())
+    return "\n".join(out)
+
+
+def test_unicode_math_copy_is_caught(index):
+    uni = ("Let x, y and z be positive real numbers with xyz = 32. Find the minimum value of x² + 4xy + 4y² + 2z². "
+           "Express your answer as an integer and justify every step of the argument.")
+    ms = _flag(index, [uni])[0]
+    assert ms and ms[0].benchmark_id == "m0" and ms[0].score >= 0.9
+
+
+def test_mid_response_quote_in_a_long_response_and_its_place_in_the_report(tmp_path):
+    long_resp = _filler(1200) + f"\nWait, the problem said: {PROBLEMS[2]}\n" + _filler(1200)
+    assert len(long_resp.split()) > 2400
+    bench = _bench_dir(tmp_path)
+    src = tmp_path / "rows.jsonl"
+    _write_rows(src, [{"id": "q", "problem": CLEAN[1], "response": long_resp, "source": "s"},
+                      {"id": "c", "problem": CLEAN[2], "response": _filler(2500), "source": "s"}])
+    from cotforge.curate.engine import ExecutorConfig
+
+    stats = run_decontam([InputSpec(str(src))], tmp_path / "o", DecontamConfig(benchmarks=["aime2024"],
+                         benchmarks_dir=str(bench)), ExecutorConfig(workers=1))
+    assert stats["removed"] == 1 and stats["config"]["response_side"] == "whole response"
+    r = _table(tmp_path / "o", "removed")[0]
+    assert r["id"] == "q" and r["side"] == "response" and r["benchmark_id"] == "a2"
+    assert long_resp[r["match_start"]:r["match_end"]] == r["matched_text"]  # the ORIGINAL text of the row
+    assert r["matched_text"].startswith("Every morning Aya") and 0.3 < r["match_share"] < 0.7
+    m = pq.read_table(tmp_path / "o" / "contamination_matches.parquet").to_pylist()
+    assert m[0]["item_text"] == PROBLEMS[2] and m[0]["match_start"] == r["match_start"]
+    rep = json.loads((tmp_path / "o" / "contamination_report.json").read_text())
+    assert "matches" not in rep and len(rep["sample"][0]["matched_text"]) <= 300
+    assert "Every morning Aya" in (tmp_path / "o" / "contamination_report.md").read_text()
+
+
+def test_response_cap_is_an_option_and_is_reported(index):
+    idx, cfg = index
+    resp = _filler(800) + " " + PROBLEMS[1]
+    assert idx.match_batch([CLEAN[0]], [resp], cfg)[0]
+    assert not idx.match_batch([CLEAN[0]], [resp], replace(cfg, response_chars=2000))[0]
+
+
+def test_reordered_copy_is_caught_but_a_changed_number_is_not(index):
+    s = PROBLEMS[2].split(". ")
+    reordered = ". ".join([s[-1].rstrip(".")] + s[:-1]) + "."
+    assert _flag(index, [reordered])[0]
+    assert not _flag(index, [PROBLEMS[2].replace("$2$ hours and $24$", "$2$ hours and $25$")])[0]
+
+
+def test_short_code_statement_behind_another_request_template(tmp_path):
+    items = {"mbpp": [BenchmarkItem("1", "Write a function to find the shared elements from the given two lists."),
+                      BenchmarkItem("2", "Write a function to merge two dictionaries.")]}
+    cfg = DecontamConfig(benchmarks=["mbpp"])
+    m = Matcher(DecontamIndex.build(items, cfg, tmp_path / "i"))
+    rows = ["<|im_start|>user\nImplement a Python function which finds the shared elements from the given two "
+            "lists.<|im_end|>", "Can you create a Python function that merges two dictionaries?",
+            "Write a function to find the shared elements of three sorted arrays.",  # another problem
+            "Write a function to merge two sorted linked lists into one."]  # another problem
+    got = m.match_batch(rows, [None] * 4, cfg)
+    assert [[x.benchmark_id for x in g] for g in got] == [["1"], ["2"], [], []]
+
+
+def test_humaneval_with_renamed_function_is_caught(index):
+    he = humaneval_from_wheel()
+    texts = []
+    for it in he[:30]:
+        name = it.meta["entry_point"]
+        body = it.problem.replace(name, "solution").replace("    ", "  ")
+        texts.append(f"<|im_start|>user\nComplete this:\n```python\n{body}\n```<|im_end|>")
+    found = _flag(index, texts)
+    assert sum(1 for it, ms in zip(he[:30], found, strict=True) if ms and ms[0].benchmark_id == it.id) >= 29
+
+
+def test_clean_long_responses_are_not_flagged(index):
+    assert not any(_flag(index, [CLEAN[0]] * 3, [_filler(3000), _filler(10000), CLEAN[2] * 50]))
+
+
+def test_benchmark_loads_by_its_file_name_whatever_the_registry_calls_it(tmp_path):
+    from cotforge.curate.benchmarks import load_benchmark
+
+    d = tmp_path / "b"
+    d.mkdir()
+    _write_rows(d / "gsm8k_test.jsonl", [{"id": "g1", "problem": "Tom has 3 apples.", "answer": "3"}])
+    _write_rows(d / "my_eval.jsonl", [{"id": "x1", "problem": "What is 2+2?", "answer": "4"}])
+    assert load_benchmark("gsm8k_test", d)[0].benchmark == "gsm8k_test"  # the file's own name, gsm8k's spec
+    assert load_benchmark("gsm8k", d)[0].id == "g1"  # the registry name still works
+    assert load_benchmark("my_eval", d)[0].problem == "What is 2+2?"
+    with pytest.raises(Exception, match="unknown benchmark 'nope'"):
+        load_benchmark("nope", d)
+
+
+def test_config_rejects_bad_values_naming_the_field():
+    with pytest.raises(ValueError, match="batch_bytes"):
+        DecontamConfig(batch_bytes=0)
+    with pytest.raises(ValueError, match="response_chars"):
+        DecontamConfig(response_chars=-1)
+
+
+def test_matcher_batches_are_bounded_by_bytes():
+    import polars as pl
+
+    from cotforge.curate.decontam.match import _byte_batches
+
+    s = pl.Series(["x" * 600] * 10 + ["y" * 5000])
+    cfg = DecontamConfig(batch_bytes=2000, batch_size=3)
+    assert _byte_batches(s, cfg) == [(0, 3), (3, 6), (6, 9), (9, 10), (10, 11)]

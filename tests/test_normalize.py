@@ -50,3 +50,65 @@ def test_code_fences_and_empty():
     assert normalize("") == "" and normalize(None) == "" and words("  ") == []
     assert words(BASE) == normalize(BASE).split(" ")
     assert DEFAULT_NORM.numbers and DEFAULT_NORM.wrappers
+
+
+# --------------------------------------------------------------------------- Unicode math = its LaTeX
+
+UNICODE_LATEX = [
+    ("x² + y² = z²", "$x^2 + y^2 = z^2$"), ("x²³", "x^{23}"), ("a₁ + a₂₀", "$a_1 + a_{20}$"), ("x⁻¹", "x^{-1}"),
+    ("√3", "\\sqrt{3}"), ("√(x+1)", "\\sqrt{x+1}"), ("∛2", "\\sqrt[3]{2}"), ("x ≤ 5", "$x \\le 5$"),
+    ("x ≤ 5", "x <= 5"), ("x ≥ y", "$x\\geqslant y$"), ("a ≠ b", "$a \\neq b$"), ("a ≠ b", "$a \\ne b$"),
+    ("2 × 3", "$2 \\times 3$"), ("2·3", "$2\\cdot3$"), ("2 × 3", "2*3"), ("πr²", "$\\pi r^2$"),
+    ("α+β", "$\\alpha+\\beta$"), ("Γ(x)", "\\Gamma(x)"), ("φ", "\\varphi"), ("ε", "\\epsilon"),
+    ("½", "\\frac{1}{2}"), ("3½", "3\\frac{1}{2}"), ("3/4", "\\dfrac{3}{4}"), ("a/b", "\\tfrac{a}{b}"),
+    ("1/2", "\\frac12"), ("(a/b)²", "\\left(\\frac{a}{b}\\right)^2"), ("90°", "$90^\\circ$"), ("90°", "90^{\\circ}"),
+    ("∠ABC", "$\\angle ABC$"), ("x ∈ ℝ", "$x \\in \\mathbb{R}$"), ("f: A → B", "$f\\colon A \\to B$"),
+    ("a ⇒ b", "$a \\Rightarrow b$"), ("a ⇒ b", "a \\implies b"), ("∞", "\\infty"), ("∑ᵢ xᵢ", "\\sum_i x_i"),
+    ("1 ≤ n ≤ 10⁵", "1 <= n <= 10^5"), ("⌊x⌋", "\\lfloor x \\rfloor"), ("a b c", "a \\, b \\quad c \\;"),
+    ("x = 1", "\\begin{align} x = 1 \\end{align}"), ("x ± 1", "x \\pm 1"), ("x … y", "x \\ldots y"),
+    ("|x|", "\\left| x \\right|"), ("a | b", "a \\mid b"), ("cm", "\\text{cm}"), ("x", "\\LEFT( x \\RIGHT)"),
+    ("x ⊆ A ∪ B", "x \\subseteq A \\cup B"), ("Find x", "\\textbf{Find} $x$"), ("𝑥 + 𝑦", "x + y"),
+]
+
+
+@pytest.mark.parametrize("uni,tex", UNICODE_LATEX)
+def test_unicode_math_reads_as_its_latex(uni, tex):
+    assert normalize(uni) == normalize(tex), (normalize(uni), normalize(tex))
+
+
+@pytest.mark.parametrize("a,b", [("x² + 1", "x³ + 1"), ("½", "⅓"), ("x ≤ 5", "x ≥ 5"), ("x₁", "x₂"),
+                                 ("√3", "∛3"), ("x ≤ 5", "x < 5"), ("α", "β"), ("10⁵", "10⁶")])
+def test_unicode_math_keeps_what_differs(a, b):
+    assert normalize(a) != normalize(b)
+
+
+def test_math_mapping_is_switchable():
+    assert normalize("x²", NormConfig(math=False, split_digits=False)) == "x2"
+    assert normalize("x²") == "x 2" == normalize("x2") == normalize("x_2")
+    assert normalize("holds420 and 3x") == normalize("holds $420 and $3 x$") == "holds 420 and 3 x"
+
+
+PIECES = ["Problem:", "$x^{2}$", "\\(a\\le b\\)", "\\left(", "```python\n", "\n```", "İstanbul", "—", "x_1", "½",
+          "\\dfrac{1}{2}", "Please reason step by step, and put your final answer within \\boxed{}.", "x²³", "√",
+          "Question:", "  \t", "3²", "é", "\\,", "\\text{cm}", "Let's think step by step.", "\x00", "word", "≤", "<=",
+          "πr²", "∑ᵢ", "ΣΑΣ", "ς", "\\frac12", "\\begin{align}", "\\end{align}", "ﬁ", "Ω", "°C", "\\LEFT(", "_", "a/b",
+          "\ua7cb", "\U0001ccd6", "⇒", "\\Rightarrow", "αβ", "x⁻¹", "∛", "ℝ", "𝑥", "Ⅻ", "①", "ǅ", "ß", "Ⅸ", "\r\n", "a1b2", "420x", "x7"]
+
+
+def test_batch_path_equals_normalize_on_fuzzed_text():
+    """normalize_batch (polars kernels over Arrow buffers) gives normalize()'s text for every input."""
+    import random
+
+    from cotforge.curate.text.normalize import SELF_CHECK, _fast_path_ok, normalize_batch
+
+    assert _fast_path_ok()
+    rng = random.Random(5)
+    texts = ["".join(rng.choice(PIECES) + rng.choice(["", " ", "\n"]) for _ in range(rng.randint(0, 14)))
+             for _ in range(1500)]
+    texts += list(SELF_CHECK) + [a for a, _ in UNICODE_LATEX] + [b for _, b in UNICODE_LATEX] + ["", None]
+    texts += ["Café: \\Le x", "é \\geİ", "α \\textΣ", "\x00```python\nx\n```"]  # found by fuzzing earlier
+    for cfg in (DEFAULT_NORM, NormConfig(wrappers=False), NormConfig(numbers=False), NormConfig(math=False),
+                NormConfig(split_digits=False), NormConfig(lowercase=False)):
+        y, norms = normalize_batch(texts, cfg)
+        assert norms == [normalize(t, cfg) for t in texts]
+        assert y == " \x00 ".join(norms).encode("utf-8")

@@ -117,6 +117,7 @@ def test_files_outside_the_workdir_are_untouched():
         victim.write_text("keep me")
         os.chmod(d, 0o777)
         os.chmod(victim, 0o666)
+        run_python("pass", limits=LIM)  # the process's own staging (harness copy, uid locks) exists from here on
         before = sorted(os.listdir(tempfile.gettempdir()))
         prog = (
             "import os\nhits = []\n"
@@ -187,17 +188,106 @@ def test_private_tmp_hides_host_tmp():
         marker.unlink()
 
 
-@pytest.mark.parametrize("fork_server,root", [(False, True), (True, False)])
-def test_other_launch_modes_contain_the_basics(monkeypatch, fork_server, root):
-    """The one-interpreter-per-run fallback, and the non-root code path (rlimits + user/net namespace or
-    socket block), still classify and contain the basic attacks."""
-    import cotforge.curate.verify.sandbox as sb
+def test_missing_bwrap_is_a_clear_error(monkeypatch):
+    """No bubblewrap: an error that says what to install, never a silently weaker sandbox."""
+    import cotforge.curate.verify.jail as jail
+    from cotforge.curate.verify.sandbox import SandboxUnavailable
 
-    monkeypatch.setattr(sb, "USE_FORK_SERVER", fork_server)
-    if not root:
-        monkeypatch.setattr(sb, "_is_root", lambda: False)
+    monkeypatch.setattr(jail.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        run_python("print(1)", limits=LIM)
+    with pytest.raises(SandboxUnavailable):
+        run_tests_batch([("print(1)", _stdio("", "1"))], LIM)
+
+
+def test_unprivileged_bwrap_mode_contains_the_basics(monkeypatch):
+    """The code path for hosts without root (bwrap maps the caller's uid, --disable-userns) still runs,
+    classifies and contains the basic cases."""
+    import cotforge.curate.verify.jail as jail
+
+    monkeypatch.setattr(jail, "is_root", lambda: False)
     assert run_python("print(input())", stdin="hi\n", limits=LIM).stdout == "hi\n"
     assert run_python("while True:\n    pass", limits=LIM).status == "timeout"
     assert run_python("x = bytearray(8 * 1024**3)", limits=LIM).status == "memory"
-    r = run_python("import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)", limits=LIM)
-    assert r.status == "runtime_error"
+    r = run_python("import ctypes\nprint(ctypes.CDLL(None).unshare(0x10000000))", limits=LIM)
+    assert r.stdout.strip() == "-1"
+
+
+def test_sandbox_error_only_before_the_programs_code():
+    """A setup or test the harness cannot run is sandbox_error (not the program's doing); anything the
+    program does after it started, including exiting with the harness's own failure code, is not."""
+    ok = "def f():\n    return 1\n"
+    bad_setup = {"kind": "assert", "test": "assert f() == 1\n", "setup": "import no_such_module_here\n"}
+    bad_test = {"kind": "assert", "test": "assert f() ==\n"}
+    assert run_tests(ok, bad_setup, LIM).status == "sandbox_error"
+    v = run_tests(ok, bad_test, LIM)
+    assert v.status == "sandbox_error" and "test setup" in v.details[0]
+    for prog in ("import os\nos._exit(70)", "raise SystemExit(70)", "import os, signal\nos.kill(os.getpid(), 9)"):
+        assert run_tests(prog, {"kind": "assert", "test": "assert f() == 1\n"}, LIM).status == "runtime_error"
+        assert run_python(prog, limits=LIM).status == "runtime_error"
+
+
+def test_limits_validate_themselves():
+    with pytest.raises(ValueError, match="cpu_s"):
+        SandboxLimits(cpu_s=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        SandboxLimits(memory_mb=16)
+    with pytest.raises(ValueError, match="stderr_bytes"):
+        SandboxLimits(stderr_bytes=-1)
+    with pytest.raises(ValueError, match="packages"):
+        SandboxLimits(packages="numpy")  # a string is not a list of names (it would become its letters)
+
+
+def test_package_allow_list_from_the_generated_cli():
+    """The allow-list as the generated CLI takes it: repeatable and comma-separated."""
+    import click
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.fields import FlagSet
+
+    flags = FlagSet(SandboxLimits, "cfg")
+
+    @click.command(params=flags.options)
+    @click.pass_context
+    def cmd(ctx: click.Context, **_: object) -> dict:
+        return flags.values(ctx)
+
+    res = CliRunner().invoke(cmd, ["--packages", "numpy,sortedcontainers", "--packages", "pytest"],
+                             standalone_mode=False)
+    assert res.exception is None, res.output
+    assert SandboxLimits(**res.return_value).packages == ("numpy", "sortedcontainers", "pytest")
+
+
+def test_run_cgroups_are_left_empty():
+    from cotforge.curate.verify.cgroups import cgroup_tree
+
+    run_python("import os\nfor _ in range(3):\n    os.fork()\nimport time\ntime.sleep(0.2)", limits=LIM)
+    tree = cgroup_tree()
+    if tree is None:
+        pytest.skip("no writable cgroup here")
+    assert tree._free and all(cg.pids() == [] for cg in tree._free)
+
+
+def test_a_forked_verifier_process_gets_its_own_sandbox_state():
+    """datatrove workers fork: the child must neither share the parent's cgroups and test server nor remove
+    them when it exits."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent('''
+        import os, sys
+        from cotforge.curate.verify.sandbox import run_python
+        A = ("def f():\\n    return 1\\n",)
+        def both():
+            return run_python("print(1)").status, run_python(A[0], mode="assert", test="assert f() == 1\\n").status
+        print("parent", *both())
+        pid = os.fork()
+        if pid == 0:
+            print("child", *both(), flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print("parent", *both())
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.split("\n")[:3] == ["parent pass pass", "child pass pass", "parent pass pass"], out

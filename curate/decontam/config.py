@@ -13,7 +13,9 @@ docstrings / light rewording / restating responses of benchmark items; negatives
 are not copies plus stock-phrase hard negatives) and on the full ../shared/data run (templated MATH-train
 variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at equal FPR; a plain
 containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
-(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note."""
+(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
+substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
+its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them."""
 
 
 @dataclass
@@ -41,7 +43,8 @@ class DecontamConfig:
     min_deleted_words: int = field(default=10, metadata={
         "help": "A copy may skip parts of the item this long (examples), not a short condition."})
     max_substitutions: int = field(default=2, metadata={
-        "help": 'Non-numeric words a copy may change inside the chunk ("Find" -> "Determine").'})
+        "help": 'Distinct non-numeric phrases (<= 4 words) a copy may change, each as often as it occurs '
+                '("Find" -> "Determine", a renamed function).'})
     prefilter: float = field(default=0.25, metadata={
         "help": "Containment of the item's n-grams needed before the chunk check."})
     min_ngrams: int = field(default=3, metadata={
@@ -50,8 +53,9 @@ class DecontamConfig:
         "help": "N-grams found in more benchmark items than this are stop n-grams."})
     check_response: bool = field(default=True, metadata={
         "help": "Also match the response side (reported separately).", "flag": "--response/--no-response"})
-    response_chars: int = field(default=4000, metadata={
-        "help": "The response side looks at the first N characters (0 = all); restatements come first."})
+    response_chars: int = field(default=0, metadata={
+        "help": "Response side: whole responses (0, the default); N > 0 caps it at the first N characters "
+                "(recorded in stats.json and the report)."})
     include_solutions: bool = field(default=False, metadata={
         "help": "Also index benchmark reference solutions.", "flag": "--solutions/--no-solutions"})
     short_min_words: int = field(default=3, metadata={
@@ -68,18 +72,38 @@ class DecontamConfig:
         "help": "Fuzzy tier: containment of the item's shingles in the prompt."})
     fuzzy_min_shingles: int = field(default=15, metadata={
         "help": "Shorter items are left to the exact / n-gram tiers."})
-    batch_size: int = field(default=512, metadata={
-        "help": "Rows per matching batch in the datatrove filter."})
+    batch_size: int = field(default=8192, metadata={
+        "help": "Rows per matcher batch (also bounded by batch_bytes)."})
     seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
     norm: NormConfig = field(default=DEFAULT_NORM, metadata={
         "help": "Text normalisation switches.", "cli": False})
+    short_item_words: int = field(default=24, metadata={
+        "help": "Request-style items of at most this many words (\"Write a function to <verb> ...\", MBPP) also match "
+                "by their content (the words after the request and its verb) behind any other request template."})
+    short_content_words: int = field(default=6, metadata={
+        "help": "The content of a short request-style item must be this many words long to count on its own "
+                "(shorter ones are stock phrases such as \"the maximum of two numbers\")."})
+    response_short_words: int = field(default=5, metadata={
+        "help": "Whole short items and short-item contents match on the response side only from this many words "
+                "(long responses say short things like \"simplify sqrt 8\" by themselves)."})
+    reorder_min_words: int = field(default=6, metadata={
+        "help": "Reordered copies: every part of the item found elsewhere in the row must be at least this many "
+                "words; together they must cover full_fraction of the item and all of its numbers."})
+    batch_bytes: int = field(default=8 << 20, metadata={
+        "help": "Matcher batches hold at most this many bytes of text (and batch_size rows); the arrays of one "
+                "batch take about 15x this (bounds the matcher's memory, whatever the responses' length)."})
+    prompt_cache: bool = field(default=True, metadata={
+        "help": "Remember prompt-side verdicts of up to 100k distinct prompts per task (SFT data repeats each "
+                "problem once per sampled response)."})
 
     def __post_init__(self) -> None:
-        for name in ("ngram", "fuzzy_ngram", "num_perm", "batch_size", "min_ngrams", "short_min_words"):
+        """A bad value is a ValueError naming the field."""
+        for name in ("ngram", "fuzzy_ngram", "num_perm", "batch_size", "min_ngrams", "short_min_words",
+                     "short_content_words", "response_short_words", "reorder_min_words", "batch_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
         for name in ("min_chunk_words", "diverge_chunk_words", "min_deleted_words", "max_substitutions",
-                     "max_item_df", "response_chars", "fuzzy_min_shingles"):
+                     "max_item_df", "response_chars", "fuzzy_min_shingles", "short_item_words"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
         for name in ("threshold", "response_threshold", "full_fraction", "row_fraction", "prefilter",

@@ -1,32 +1,54 @@
-"""Decontamination index: every benchmark item hashed once per run and saved for all tasks.
+"""Decontamination index: every benchmark item hashed once per run, saved, and loaded by every task.
 
-The index holds sorted unique uint64 word n-gram hashes with a CSR map hash -> benchmark entries, per-entry
-n-gram sequences, shingle sets, MinHash signatures and a pickled MinHashLSH, saved as .npy/.json/.pkl and
-loaded by every datatrove task (cotforge.curate.decontam.match: DecontamIndex, which also says how rows are
-judged against it).
+Built by `build_index` (one process) and loaded as `DecontamIndex` (each datatrove task):
+- **n-gram tier**: sorted unique uint64 word n-gram hashes (stop n-grams, found in more than `max_item_df`
+  items, left out) with a CSR map hash -> entries, each entry's n-gram sequence, and a bit array on the
+  high hash bits (`prefilter_bits` bits per key, about 1.5% of the slots set) that lets a batch's n-grams
+  skip the binary search unless their bit is set;
+- **short keys**: whole items shorter than n words, and the *content* of short request-style items (the
+  words after the canonical request and its verb, `decontam/canon.py`: MBPP), each as one k-gram hash;
+- **exact keys**: a hash of each item's whole normalised text;
+- **fuzzy tier**: shingle sets, rare-shingle CSR for the prefilter, MinHash signatures and a pickled
+  datasketch MinHashLSH.
+How rows are judged against it: `cotforge.curate.decontam.match`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import pickle
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cotforge.curate.benchmarks import BenchmarkItem, items_fingerprint
+from cotforge.curate.decontam.canon import MARK, defined_names, identifier_like, matcher_norm
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.text.hashing import _U64, affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
-from cotforge.curate.text.normalize import normalize_batch
+from cotforge.curate.text.hashing import (
+    _U64,
+    affine_perms,
+    hash_words_arrow,
+    minhash_matrix,
+    ngram_hashes,
+    sorted_lookup,
+    word_hashes,
+)
 
 log = logging.getLogger(__name__)
 
-def text_key(norm_text: str) -> int:
-    """64-bit key of a whole normalised text (the exact tier)."""
-    return int.from_bytes(hashlib.blake2b(norm_text.encode("utf-8"), digest_size=8).digest(), "little")
+# Request openings of short code statements (normalised). The verb after them may be inflected in a copy
+# ("Implement a Python function which finds ..."), so the content key starts after it.
+REQUEST_OPENINGS = re.compile(rf"^{MARK} [a-z]+ ")  # a canonical request and its verb (decontam/canon.py)
+
+
+def text_keys(norm) -> np.ndarray:
+    """64-bit keys of whole normalised texts (a polars hash of an Arrow string array; the exact tier)."""
+    import polars as pl
+
+    return pl.Series(norm).hash(seed=17).to_numpy().astype(_U64)
 
 
 @dataclass
@@ -54,13 +76,35 @@ def _unique_pairs(h: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def _csr_by_key(h: np.ndarray, r: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """keys (sorted unique hashes with df <= max_df), offsets, rows per key, and how many were stop keys."""
     h, r = _unique_pairs(h, r)
-    keys, first, df = np.unique(h, return_index=True, return_counts=True)
+    keys, df = np.unique(h, return_counts=True)
     stop = df > max_df
     keep = np.repeat(~stop, df)
     keys, df = keys[~stop], df[~stop]
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(df)
     return keys, offsets, r[keep].astype(np.int32), int(stop.sum())
+
+
+def _short_keys(texts: list[str], wh: np.ndarray, rows: np.ndarray, cfg: DecontamConfig) -> np.ndarray:
+    """(k, entry, start word, kind) of every short key: whole items of short_min_words..n-1 words (kind 0),
+    and the content of short request-style items (kind 1, >= short_content_words words)."""
+    out = []
+    for i, t in enumerate(texts):
+        k = t.count(" ") + 1 if t else 0
+        if cfg.short_min_words <= k < cfg.ngram:
+            out.append((k, i, 0, 0))
+        if t and k <= cfg.short_item_words and (m := REQUEST_OPENINGS.match(t)):
+            skip = m.group(0).count(" ")
+            if k - skip >= cfg.short_content_words:
+                out.append((k - skip, i, skip, 1))
+    return np.array(out, dtype=np.int64).reshape(-1, 4)
+
+
+def _kgram_at(wh: np.ndarray, rows: np.ndarray, entry: int, start: int, k: int) -> np.uint64:
+    """The k-gram hash (as `ngram_hashes` computes it) of entry's words start..start+k."""
+    first = int(np.searchsorted(rows, entry))
+    h, _, _ = ngram_hashes(wh[first + start:first + start + k], np.zeros(k, dtype=np.int64), k)
+    return h[0]
 
 
 def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path) -> dict:
@@ -74,53 +118,60 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
                                                  and it.solution else [])
             for part, text in parts:
                 raw.append(text)
-                entries.append(Entry(name, it.id, part, 0, 0, text[:2000]))
-    y, texts = normalize_batch(raw, cfg.norm)
+                entries.append(Entry(name, it.id, part, 0, 0, text[:4000]))
+    known = frozenset(n for t in raw for n in defined_names(t) if identifier_like(n))
+    norm = matcher_norm(raw, cfg.norm, known)
+    texts = norm.to_pylist()
     for e, t in zip(entries, texts, strict=True):
         e.norm = t
-    wh, rows = hash_words_bytes(y)
+    wh, rows, _ = hash_words_arrow(norm)
     h, hr, _ = ngram_hashes(wh, rows, cfg.ngram)
     keys, offsets, entry_of, n_stop = _csr_by_key(h, hr, cfg.max_item_df)
     ent_ng_off = np.zeros(len(entries) + 1, dtype=np.int64)  # each entry's n-gram hashes in text order
     ent_ng_off[1:] = np.cumsum(np.bincount(hr, minlength=len(entries)))
     n_ngrams = np.bincount(entry_of, minlength=len(entries))
-    # fuzzy tier: per-entry shingle sets, rare-shingle keys for the prefilter, MinHash signatures
-    sh, sr, _ = ngram_hashes(wh, rows, cfg.fuzzy_ngram)
+    sh, sr, _ = ngram_hashes(wh, rows, cfg.fuzzy_ngram)  # fuzzy tier
     u_sh, u_sr = _unique_pairs(sh, sr)
     order = np.lexsort((u_sh, u_sr))
     ent_sh, ent_sr = u_sh[order], u_sr[order]
     n_sh = np.bincount(ent_sr, minlength=len(entries))
     sh_offsets = np.zeros(len(entries) + 1, dtype=np.int64)
     sh_offsets[1:] = np.cumsum(n_sh)
-    sh_keys, sh_koff, sh_ent, _ = _csr_by_key(sh, sr, cfg.max_item_df)  # rare shingles -> entries (prefilter)
+    sh_keys, sh_koff, sh_ent, _ = _csr_by_key(sh, sr, cfg.max_item_df)
     n_rare = np.bincount(sh_ent, minlength=len(entries))
     a, b = affine_perms(cfg.num_perm, cfg.seed)
     sigs = minhash_matrix(ent_sh, ent_sr, len(entries), a, b)
-    # short items (fewer words than n): their whole word sequence, matched as a k-gram
-    short = np.array([[k, i] for i, t in enumerate(texts) if t
-                      for k in [t.count(" ") + 1] if cfg.short_min_words <= k < cfg.ngram], dtype=np.int64).reshape(-1, 2)
-    short_h = np.zeros(len(short), dtype=_U64)
-    for k in np.unique(short[:, 0]).tolist():
-        sel = np.flatnonzero(short[:, 0] == k)
-        ids = short[sel, 1]
-        hk, hrk, _ = ngram_hashes(wh, rows, k)
-        first = np.searchsorted(hrk, ids)
-        short_h[sel] = hk[first]
+    short = _short_keys(texts, wh, rows, cfg)
+    short_h = np.array([_kgram_at(wh, rows, int(e), int(s), int(k)) for k, e, s, _ in short.tolist()], dtype=_U64)
+    short_h, short = _drop_stop_keys(short_h, short, cfg.max_item_df)
     for i, e in enumerate(entries):
         e.n_ngrams, e.n_shingles = int(n_ngrams[i]), int(n_sh[i])
-    exact = np.array(sorted({(text_key(t), i) for i, t in enumerate(texts) if t}), dtype=_U64).reshape(-1, 2)
-    arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off, "shingles": ent_sh, "sh_offsets": sh_offsets,
-              "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent, "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
+    ek = text_keys(norm)
+    nonempty = np.flatnonzero(np.array([bool(t) for t in texts], dtype=bool))
+    order = np.argsort(ek[nonempty], kind="stable")
+    exact = np.stack([ek[nonempty][order], nonempty[order].astype(_U64)], axis=1).reshape(-1, 2)
+    arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off,
+              "shingles": ent_sh, "sh_offsets": sh_offsets, "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent,
+              "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
     for k, v in arrays.items():
         np.save(out / f"{k}.npy", v)
-    meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries],
-            "stop_ngrams": n_stop, "keys": int(len(keys)),
+    meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries], "stop_ngrams": n_stop,
+            "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known),
             "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
     (out / "entries.json").write_text(json.dumps(meta, ensure_ascii=False))
     _save_lsh(sigs, entries, cfg, a, b, out / "lsh.pkl")
-    log.info("decontam index: %d entries, %d n-gram keys (%d stop n-grams dropped), %.1f MB", len(entries),
-             len(keys), n_stop, sum(v.nbytes for v in arrays.values()) / 1e6)
+    log.info("decontam index: %d entries, %d n-gram keys (%d stop n-grams dropped), %d short keys, %.1f MB",
+             len(entries), len(keys), n_stop, len(short), sum(v.nbytes for v in arrays.values()) / 1e6)
     return meta
+
+
+def _drop_stop_keys(short_h: np.ndarray, short: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray]:
+    """Short keys shared by more than `max_df` items are stock phrases, not items."""
+    if not len(short_h):
+        return short_h, short
+    _, inv, cnt = np.unique(short_h, return_inverse=True, return_counts=True)
+    keep = cnt[inv] <= max_df
+    return short_h[keep], short[keep]
 
 
 def _save_lsh(sigs: np.ndarray, entries: list[Entry], cfg: DecontamConfig, a: np.ndarray, b: np.ndarray,
@@ -136,3 +187,108 @@ def _save_lsh(sigs: np.ndarray, entries: list[Entry], cfg: DecontamConfig, a: np
                 sess.insert(i, MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
     with open(path, "wb") as fh:
         pickle.dump(lsh, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class BitPrefilter:
+    """Membership prefilter on the high bits of uint64 hashes: one bit per slot, 2^bits slots; a hash whose
+    bit is clear is surely absent, a set bit needs the exact check (a binary search of the sorted keys)."""
+
+    def __init__(self, keys: np.ndarray, bits_per_key: int = 64, min_bits: int = 20, max_bits: int = 30):
+        n = max(len(keys), 1) * bits_per_key
+        self.bits = int(min(max(n.bit_length(), min_bits), max_bits))
+        self.shift = _U64(64 - self.bits)
+        self.table = np.zeros(1 << (self.bits - 3), dtype=np.uint8)
+        if len(keys):
+            idx = (keys >> self.shift).astype(np.int64)
+            np.bitwise_or.at(self.table, idx >> 3, (1 << (idx & 7)).astype(np.uint8))
+
+    def maybe(self, h: np.ndarray) -> np.ndarray:
+        """Bool mask: which of `h` may be keys."""
+        idx = (h >> self.shift).astype(np.int64)
+        return ((self.table[idx >> 3] >> (idx & 7).astype(np.uint8)) & 1).astype(bool)
+
+
+class DecontamIndex:
+    """The loaded index (arrays, entries, prefilters); matching is `cotforge.curate.decontam.match.Matcher`."""
+
+    ARRAYS = ("keys", "offsets", "entry_of", "ent_ng", "ent_ng_off", "shingles", "sh_offsets", "sh_keys", "sh_koff",
+              "sh_ent", "n_rare", "sigs", "exact", "short", "short_h")
+
+    def __init__(self, index_dir: str | Path):
+        d = self.dir = Path(index_dir)
+        meta = json.loads((d / "entries.json").read_text())
+        self.cfg_dict = meta["config"]
+        self.entries = [Entry(**e) for e in meta["entries"]]
+        self.defined_names = frozenset(meta.get("defined_names", ()))
+        for k in self.ARRAYS:
+            setattr(self, k, np.load(d / f"{k}.npy"))
+        self.n_ngrams = np.array([e.n_ngrams for e in self.entries], dtype=np.int64)
+        self._lsh = None
+        self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+        self.prefilter = BitPrefilter(self.keys)
+        self.all_ngrams = np.unique(self.ent_ng)  # stop n-grams included: copy runs go through stock phrases
+        self.all_prefilter = BitPrefilter(self.all_ngrams)
+        self.sh_prefilter = BitPrefilter(self.sh_keys)
+        # short keys: the hashes of their first two words (a text position is a candidate only where those match)
+        short_wh, short_rows = word_hashes([" ".join(self.entries[e].norm.split(" ")[s:s + 2])
+                                            for _, e, s, _ in self.short.tolist()])
+        b2, _, _ = ngram_hashes(short_wh, short_rows, 2)
+        self.short_first2 = np.unique(b2)
+        self.short_prefilter = BitPrefilter(self.short_first2)
+
+    @classmethod
+    def build(cls, benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path):
+        """Build, save and load an index in one call (tests, benchmarks)."""
+        build_index(benchmarks, cfg, out_dir)
+        return cls(out_dir)
+
+    def get_lsh(self):
+        """The pickled MinHashLSH (loaded on first use)."""
+        if self._lsh is None:
+            with open(self.dir / "lsh.pkl", "rb") as fh:
+                self._lsh = pickle.load(fh)
+        return self._lsh
+
+    def exact_entries(self, keys: np.ndarray) -> list[tuple[int, int]]:
+        """(text index, entry) for texts whose whole normalised text equals an entry's."""
+        pos, hit = sorted_lookup(self.exact[:, 0], keys)
+        out = []
+        for i in np.flatnonzero(hit).tolist():
+            p = int(pos[i])
+            while p < len(self.exact) and self.exact[p, 0] == keys[i]:
+                out.append((i, int(self.exact[p, 1])))
+                p += 1
+        return out
+
+    def entry_ngrams(self, e: int, n: int) -> tuple[list[str], np.ndarray]:
+        """(normalised words, n-gram hashes in text order) of entry `e` (cached)."""
+        key = (e, n)
+        if key not in self._entry_cache:
+            norm = self.entries[e].norm
+            if n == self.cfg_dict["ngram"]:
+                h = self.ent_ng[self.ent_ng_off[e]:self.ent_ng_off[e + 1]]
+            else:
+                wh, rows = word_hashes([norm])
+                h, _, _ = ngram_hashes(wh, rows, n)
+            self._entry_cache[key] = (norm.split(" ") if norm else [], h)
+        return self._entry_cache[key]
+
+    @staticmethod
+    def pair_counts(h: np.ndarray, hr: np.ndarray, keys: np.ndarray, offsets: np.ndarray, entry_of: np.ndarray,
+                    n_entries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(text, entry, number of distinct shared keys) for every text/entry sharing a key."""
+        empty = np.zeros(0, dtype=np.int64)
+        if len(h) == 0 or len(keys) == 0:
+            return empty, empty, empty
+        pos, hit = sorted_lookup(keys, h)
+        if not hit.any():
+            return empty, empty, empty
+        nk = len(keys)
+        pr = np.unique(hr[hit] * nk + pos[hit])  # distinct (text, key)
+        r, k = pr // nk, pr % nk
+        lens = offsets[k + 1] - offsets[k]
+        rr = np.repeat(r, lens)
+        idx = np.repeat(offsets[k] - np.cumsum(lens) + lens, lens) + np.arange(len(rr))
+        ee = entry_of[idx].astype(np.int64)
+        pe, cnt = np.unique(rr * n_entries + ee, return_counts=True)
+        return pe // n_entries, pe % n_entries, cnt

@@ -1,77 +1,59 @@
-"""Benchmark decontamination: a hashed n-gram index with a copy check, plus a MinHash-LSH fuzzy tier.
+"""Benchmark decontamination rules: when a training row holds a benchmark item.
 
-How a training row is judged (prompt side, and separately the response side):
+How a row is judged (prompt side, and separately the whole response):
 
-1. Text is normalised exactly like `curate.normalize.normalize` (case, whitespace, punctuation, LaTeX
-   delimiters and spacing, code fences, stock instruction wrappers; numbers kept), but for a whole
-   batch at once (`normalize_batch`), and cut into word n-grams (n = 8) hashed to uint64 with numpy.
-2. **ngram tier** -- candidates are items sharing >= `prefilter` of their n-grams with the row (n-grams
-   found in more than `max_item_df` benchmark items, e.g. shared preambles and stock phrases, are
-   stop n-grams and do not count). A candidate is a copy when the longest chunk of the item that the
-   row contains verbatim (after normalisation) covers >= `threshold` of the item's words and is
-   >= `min_chunk_words` long (`diverge_chunk_words` when row and item both continue differently past
-   the chunk; no minimum when it covers >= `full_fraction` of the item), no *other* part of the
-   item matches elsewhere in the row, and the chunk is not bounded by two different numbers.
-   A chunk may skip parts (>= `min_deleted_words`) of the item when the row continues seamlessly (the
-   item with parts deleted, e.g. a LeetCode statement kept without its examples; a short deletion such as
-   a dropped condition makes another problem); a row that is >= `row_fraction` such a copy,
-   >= `diverge_chunk_words` long, counts even when it covers under `threshold` of a long item.
-   Verbatim, re-spaced, wrapped, truncated and restated copies are one chunk; templated variants
-   ("... 12 red marbles ..." vs "... 10 red marbles ...", an inserted condition) are several chunks
-   or end at a different number, and are different problems. Stock phrases are short chunks.
-   A prompt equal to an item after normalisation, or containing a whole item shorter than n words
-   (not glued to another number), also counts (score 1.0).
-3. **fuzzy tier** (prompt side, rows the n-gram tier did not flag) -- a vectorised rare-shingle
-   prefilter, then datasketch MinHash-LSH over word `fuzzy_ngram`-shingles; a candidate counts when
-   its shingle containment >= `fuzzy_threshold` and all of its numbers occur in the row.
+1. Text is normalised (`cotforge.curate.text.normalize`: case, whitespace, punctuation, LaTeX, Unicode math,
+   code fences, stock wrappers; numbers kept) and hashed for a whole batch at once (`scan.HashedBatch`).
+2. **ngram tier** -- candidates are items sharing >= `prefilter` of their n-grams with the row (n-grams in
+   more than `max_item_df` items are stop n-grams and do not count). The copy check (`copy_score`) aligns
+   the item's n-grams with the row's: maximal runs on one alignment, chained in order across
+   *substitutions* (both texts change <= 4 non-numeric words; at most `max_substitutions` distinct such
+   changes, each as often as it occurs: "Find" -> "Determine", a renamed function) and across *deletions*
+   of >= `min_deleted_words` item words where the row runs on seamlessly (a statement without its examples).
+   The chain is a copy when it covers >= `threshold` of the item and is >= `min_chunk_words` long
+   (`diverge_chunk_words` when row and item both go on differently past it; no minimum at >= `full_fraction`),
+   no *other* part of the item matches near it in the row, and it is not bounded by two different numbers;
+   a row that is >= `row_fraction` such a copy of >= `diverge_chunk_words` words counts too. Templated
+   variants (another number, an inserted condition, a short deleted condition) break the chain and leave an
+   unexplained run: different problems. **Reordered** copies (sentences moved) are parts of >=
+   `reorder_min_words` words in another order that together cover >= `full_fraction` of the item and all of
+   its numbers, close together in the row. Far from the chain (more than the item's length away), other
+   partial quotes in a long response are ignored.
+3. **short keys** -- whole items shorter than n words, and the content of short request-style items
+   ("Write a function to <verb> <content>", MBPP: the content behind any other request template), found
+   as a whole and not glued to another number (response side: >= `response_short_words` words).
+4. **exact** -- a prompt equal to an item after normalisation.
+5. **fuzzy tier** (prompts nothing else flagged) -- rare-shingle prefilter, datasketch MinHash-LSH over word
+   `fuzzy_ngram`-shingles; a candidate counts when its shingle containment >= `fuzzy_threshold` and all of
+   its numbers occur in the row (as often as in the item: a number changed where the item repeats it
+   is another problem).
 
-The index is built once per run (curate/decontam_index.py: build_index) and loaded by every task
-(`DecontamIndex`). DECONTAM_DEFAULTS_NOTE there says how the defaults were chosen (bench/decontam.py
-reproduces the numbers).
+The index is built once per run (`index.build_index`) and loaded by every task.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
-import pickle
+from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
-from cotforge.curate.benchmarks import BenchmarkItem
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.index import Entry, build_index, text_key
-from cotforge.curate.text.hashing import (
-    _U64,
-    affine_perms,
-    hash_words_bytes,
-    minhash_matrix,
-    ngram_hashes,
-    ngram_hashes_at,
-    sorted_lookup,
-    word_hashes,
-)
-from cotforge.curate.text.normalize import fast_normalize, normalize_batch
+from cotforge.curate.decontam.index import DecontamIndex, text_keys
+from cotforge.curate.decontam.scan import HashedBatch, ngram_candidates, shingle_candidates, short_candidates
+from cotforge.curate.text.hashing import affine_perms, minhash_matrix
 
 log = logging.getLogger(__name__)
 
-_BITMAP_SIZE = 1 << 23  # prefilter bit table slots
-_SMALL_BITS = 1 << 16  # bit table for the first words of short items
-
-
-def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a[i] in b, via a sorted copy of b (cheaper than np.isin for the small arrays used here)."""
-    return sorted_lookup(np.sort(b), a)[1]
+MAX_GAP = 4  # words a substitution may change on either side
 
 
 @dataclass
 class Match:
-    """One (row, benchmark entry) match."""
+    """One (row, benchmark entry) match; `span` = (first, end) normalised word of the copy in the row's text."""
 
     benchmark: str
     benchmark_id: str
@@ -80,414 +62,297 @@ class Match:
     side: str
     score: float
     entry: int
+    span: tuple[int, int] = (0, 0)
+    words: list[str] | None = None  # the row side's normalised words (flagged rows only; None from the cache)
 
     def as_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
                 "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
 
 
-@dataclass
-class _Hashed:
-    """A normalised batch and its word / n-gram hashes (computed once, used by every tier)."""
-
-    norms: list[str]
-    wh: np.ndarray
-    rows: np.ndarray
-    h: np.ndarray
-    hr: np.ndarray
-    hs: np.ndarray  # start word (global index) of each n-gram
-
-    @classmethod
-    def of(cls, texts: list[str | None], cfg: DecontamConfig) -> _Hashed:
-        y, norms = normalize_batch(texts, cfg.norm)
-        wh, rows = hash_words_bytes(y)
-        h, hr, hs = ngram_hashes(wh, rows, cfg.ngram)
-        return cls(norms, wh, rows, h, hr, hs)
-
-    def row_slice(self, arr_rows: np.ndarray, r: int) -> slice:
-        return slice(int(np.searchsorted(arr_rows, r)), int(np.searchsorted(arr_rows, r, side="right")))
+# --------------------------------------------------------------------------- the copy check
 
 
-class DecontamIndex:
-    """The loaded index: finds matches for batches of texts."""
+def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
+    """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start). The
+    (short) item side is sorted, the (possibly long) row side is looked up in it."""
+    order = np.argsort(ih, kind="stable")
+    ih_s = ih[order]
+    lo, hi = np.searchsorted(ih_s, rh), np.searchsorted(ih_s, rh, side="right")
+    cnt = hi - lo
+    total = int(cnt.sum())
+    if total == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    jj = np.repeat(rpos, cnt)
+    ii = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
+    d = jj - ii
+    o = np.lexsort((ii, d))
+    ii, jj, d = ii[o], jj[o], d[o]
+    brk = np.ones(len(ii), dtype=bool)
+    brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
+    starts = np.flatnonzero(brk)
+    length = np.diff(np.append(starts, len(ii)))
+    return np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1)
 
-    ARRAYS = ("keys", "offsets", "entry_of", "ent_ng", "ent_ng_off", "shingles", "sh_offsets", "sh_keys", "sh_koff", "sh_ent", "n_rare", "sigs", "exact", "short", "short_h")
 
-    def __init__(self, index_dir: str | Path):
-        d = self.dir = Path(index_dir)
-        meta = json.loads((d / "entries.json").read_text())
-        self.cfg_dict = meta["config"]
-        self.entries = [Entry(**e) for e in meta["entries"]]
-        for k in self.ARRAYS:
-            setattr(self, k, np.load(d / f"{k}.npy"))
-        self.n_ngrams = np.array([e.n_ngrams for e in self.entries], dtype=np.int64)
-        self.exact_map: dict[int, list[int]] = {}
-        for k, i in self.exact.tolist():
-            self.exact_map.setdefault(int(k), []).append(int(i))
-        self._lsh = None
-        self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
-        self._cache: dict[int, list[tuple[int, str, float]]] = {}  # prompt hash -> prompt-side verdicts
-        self._cache_cfg: DecontamConfig | None = None  # the config those verdicts were made with
-        # prefilter: a bit-per-slot table on the low hash bits skips most binary searches
-        self.bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
-        self.bitmap[(self.keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
-        # short items: a small bit table and the sorted hashes of their first words
-        short_wh, short_rows = word_hashes([self.entries[e].norm for e in self.short[:, 1].tolist()])
-        starts = np.flatnonzero(np.r_[True, short_rows[1:] != short_rows[:-1]]) if len(short_rows) else short_rows
-        self.short_first = np.unique(short_wh[starts])
-        self.short_first_bits = np.zeros(_SMALL_BITS, dtype=bool)
-        self.short_first_bits[(self.short_first & _U64(_SMALL_BITS - 1)).astype(np.int64)] = True
-        self.sh_bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
-        self.sh_bitmap[(self.sh_keys & _U64(_BITMAP_SIZE - 1)).astype(np.int64)] = True
+def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: DecontamConfig) -> list[tuple[int, int, int]]:
+    """The best run extended in order across substitutions (<= MAX_GAP non-numeric words on both sides, at
+    most `max_substitutions` distinct changes) and across deletions of >= `min_deleted_words` item words
+    where the row runs on seamlessly."""
+    seg = [tuple(int(x) for x in runs[best])]
+    subs: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    r_i0, r_i1, r_j0 = runs[:, 0], runs[:, 1], runs[:, 2]
+    r_j1 = r_j0 + (r_i1 - r_i0)
 
-    @classmethod
-    def build(cls, benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path):
-        """Build, save and load an index in one call (tests, benchmarks)."""
-        build_index(benchmarks, cfg, out_dir)
-        return cls(out_dir)
+    def link(gi: tuple[int, int], gj: tuple[int, int]) -> bool:
+        a, b = iw[gi[0]:gi[1]], rw[gj[0]:gj[1]]
+        if any(w.isdigit() for w in a + b):
+            return False
+        key = (tuple(a), tuple(b))
+        if key not in subs and len(subs) >= cfg.max_substitutions:
+            return False
+        subs.add(key)
+        return True
 
-    @staticmethod
-    def pair_counts(h: np.ndarray, hr: np.ndarray, keys: np.ndarray, offsets: np.ndarray, entry_of: np.ndarray,
-                    n_entries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(text, entry, number of distinct shared keys) for every text/entry sharing a key."""
-        empty = np.zeros(0, dtype=np.int64)
-        if len(h) == 0 or len(keys) == 0:
-            return empty, empty, empty
-        order = np.argsort(h)  # sorted queries make the binary searches cache-friendly
-        h, hr = h[order], hr[order]
-        pos, hit = sorted_lookup(keys, h)
-        if not hit.any():
-            return empty, empty, empty
-        nk = len(keys)
-        pr = np.unique(hr[hit] * nk + pos[hit])  # distinct (text, key)
-        r, k = pr // nk, pr % nk
-        lens = offsets[k + 1] - offsets[k]
-        rr = np.repeat(r, lens)
-        idx = np.repeat(offsets[k] - np.cumsum(lens) + lens, lens) + np.arange(len(rr))
-        ee = entry_of[idx].astype(np.int64)
-        pe, cnt = np.unique(rr * n_entries + ee, return_counts=True)
-        return pe // n_entries, pe % n_entries, cnt
-
-    # ---- n-gram tier
-    def ngram_matches(self, hb: _Hashed, cfg: DecontamConfig, threshold: float) -> dict[int, list[tuple[int, float]]]:
-        """Per text index: [(entry, containment)] passing the containment rule (and the number check)."""
-        out: dict[int, list[tuple[int, float]]] = {}
-        if len(hb.h) == 0 or len(self.keys) == 0:
-            return out
-        cand = self.bitmap[(hb.h & _U64(_BITMAP_SIZE - 1)).astype(np.int64)]
-        r2, e2, cnt = self.pair_counts(hb.h[cand], hb.hr[cand], self.keys, self.offsets, self.entry_of,
-                                       len(self.entries))
-        tot = self.n_ngrams[e2]
-        cont = cnt / np.maximum(tot, 1)
-        ok = (cont >= cfg.prefilter) & (cnt >= np.minimum(cfg.min_ngrams, tot))
-        # or the row is mostly a long copy of part of a long item (see row_fraction in chunk_score)
-        row_tot = np.bincount(hb.hr, minlength=len(hb.norms))[r2]
-        ok |= (cnt >= cfg.diverge_chunk_words - cfg.ngram + 1) & (cnt >= 0.5 * cfg.row_fraction * row_tot)
-        for ri, ei in zip(r2[ok].tolist(), e2[ok].tolist(), strict=True):
-            sc = self.chunk_score(hb, ri, ei, cfg)
-            if sc >= threshold:
-                out.setdefault(ri, []).append((ei, float(sc)))
-        return out
-
-    def _entry_ngrams(self, e: int, n: int) -> tuple[list[str], np.ndarray]:
-        key = (e, n)
-        if key not in self._entry_cache:
-            norm = self.entries[e].norm
-            if n == self.cfg_dict["ngram"]:
-                h = self.ent_ng[self.ent_ng_off[e]:self.ent_ng_off[e + 1]]
+    for forward in (True, False):
+        while True:
+            i0, i1, j0 = seg[-1] if forward else seg[0]
+            j1 = j0 + i1 - i0
+            if forward:
+                gi, gj = r_i0 - i1, r_j0 - j1
+                sub = np.flatnonzero((gi >= 1) & (gi <= MAX_GAP) & (gj >= 1) & (gj <= MAX_GAP))
+                dele = np.flatnonzero((gj == 0) & (gi >= cfg.min_deleted_words))
             else:
-                wh, rows = word_hashes([norm])
-                h, _, _ = ngram_hashes(wh, rows, n)
-            self._entry_cache[key] = (norm.split(" ") if norm else [], h)
-        return self._entry_cache[key]
-
-    def chunk_score(self, hb: _Hashed, r: int, e: int, cfg: DecontamConfig) -> float:
-        """Share of the item's words in the longest chunk the row copies verbatim (after normalisation),
-        or 0.0 when the match looks like an edited variant rather than a copy.
-
-        A copy -- verbatim, re-spaced, wrapped, truncated, restated -- is one contiguous chunk of the
-        item. A templated variant (same sentence, other numbers or an inserted condition) matches the
-        item in several chunks on different alignments, or the chunk is bounded by two different
-        numbers; those are different problems and score 0."""
-        n = cfg.ngram
-        if f" {self.entries[e].norm} " in f" {hb.norms[r]} ":  # the whole item, verbatim after normalisation
-            return 1.0
-        iw, ih = self._entry_ngrams(e, n)
-        sl = hb.row_slice(hb.hr, r)
-        rh, rpos = hb.h[sl], hb.hs[sl] - int(np.searchsorted(hb.rows, r))
-        if len(ih) == 0 or len(rh) == 0:
-            return 0.0
-        order = np.argsort(rh, kind="stable")
-        rh_s, rpos_s = rh[order], rpos[order]
-        lo, hi = np.searchsorted(rh_s, ih), np.searchsorted(rh_s, ih, side="right")
-        cnt = hi - lo
-        if cnt.sum() == 0:
-            return 0.0
-        ii = np.repeat(np.arange(len(ih)), cnt)
-        jj = rpos_s[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
-        d = jj - ii
-        o = np.lexsort((ii, d))
-        ii, jj, d = ii[o], jj[o], d[o]
-        brk = np.ones(len(ii), dtype=bool)
-        brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
-        run_id = np.cumsum(brk) - 1
-        run_len = np.bincount(run_id)
-        starts = np.flatnonzero(brk)
-        best = int(np.argmax(run_len))
-        rw = hb.norms[r].split(" ")
-        # merge runs on the same alignment separated by a few non-numeric substituted words ("Find" ->
-        # "Determine"): still a copy. Numbers or more than `max_substitutions` words: an edited variant.
-        same = [k for k in range(len(run_len)) if d[starts[k]] == d[starts[best]]]
-        pos = same.index(best)
-        lo_k = hi_k = pos
-        subs = 0
-        dd = int(d[starts[best]])
-
-        def gap(k1: int, k2: int) -> list[int]:
-            a_ = int(ii[starts[same[k1]]]) + int(run_len[same[k1]]) + n - 1
-            return list(range(a_, int(ii[starts[same[k2]]])))
-
-        for step in (-1, 1):
-            k = pos
-            while 0 <= k + step < len(same):
-                g = gap(k + step, k) if step < 0 else gap(k, k + step)
-                if subs + len(g) > cfg.max_substitutions or any(
-                        iw[x].isdigit() or (0 <= x + dd < len(rw) and rw[x + dd].isdigit()) for x in g):
+                gi, gj = i0 - r_i1, j0 - r_j1
+                sub = np.flatnonzero((gi >= 1) & (gi <= MAX_GAP) & (gj >= 1) & (gj <= MAX_GAP))
+                dele = np.flatnonzero((gj == 0) & (gi >= cfg.min_deleted_words))
+            nxt = None
+            for k in sub[np.argsort(gi[sub] + gj[sub], kind="stable")].tolist():
+                gap_i = (int(i1), int(r_i0[k])) if forward else (int(r_i1[k]), int(i0))
+                gap_j = (int(j1), int(r_j0[k])) if forward else (int(r_j1[k]), int(j0))
+                if link(gap_i, gap_j):
+                    nxt = k
                     break
-                subs += len(g)
-                k += step
-            lo_k, hi_k = (k, hi_k) if step < 0 else (lo_k, k)
-        i0 = int(ii[starts[same[lo_k]]])
-        j0 = i0 + dd
-        i1 = int(ii[starts[same[hi_k]]]) + int(run_len[same[hi_k]]) + n - 1
-        j1 = i1 + dd
-        segs = self._deletion_joins([(i0, i1, j0)], ii[starts], jj[starts], run_len + n - 1, cfg.min_deleted_words)
-        i0, j0 = segs[0][0], segs[0][2]
-        i1, j1 = segs[-1][1], segs[-1][2] + segs[-1][1] - segs[-1][0]
-        chunk = sum(b - a for a, b, _ in segs)
-        # other parts of the item matched at other places of the row: an edited variant, not a copy
-        # (repeats inside the copied chunks, on either side, are fine)
-        in_i = np.zeros(len(ii), dtype=bool)
-        in_j = np.zeros(len(jj), dtype=bool)
-        for a, b, j in segs:
-            in_i |= (ii >= a) & (ii + n <= b)
-            in_j |= (jj >= j) & (jj + n <= j + b - a)
-        if np.any(~in_i & ~in_j):
-            return 0.0
-        if cfg.verify_numbers:
-            if i1 < len(iw) and j1 < len(rw) and iw[i1].isdigit() and rw[j1].isdigit():
-                return 0.0  # chunk ends where the row and the item have different numbers
-            if i0 > 0 and j0 > 0 and iw[i0 - 1].isdigit() and rw[j0 - 1].isdigit():
-                return 0.0
-        rlen = hb.norms[r].count(" ") + 1
-        diverge = (i1 < len(iw) and j1 < rlen) or (i0 > 0 and j0 > 0)  # both texts go on differently
-        share = chunk / max(len(iw), 1)
-        if share >= cfg.full_fraction:
-            return share
-        if chunk < (cfg.diverge_chunk_words if diverge else cfg.min_chunk_words):
-            return 0.0
-        if chunk >= cfg.diverge_chunk_words and chunk / rlen >= cfg.row_fraction:
-            return max(share, chunk / rlen)  # the row is mostly a long copy of part of the item
-        return share
-
-    @staticmethod
-    def _deletion_joins(segs: list[tuple[int, int, int]], run_i: np.ndarray, run_j: np.ndarray,
-                        run_w: np.ndarray, min_gap: int) -> list[tuple[int, int, int]]:
-        """Extend a copied chunk [(item start, item end, row start)] with runs that continue it in the row
-        right where it stops but resume >= `min_gap` words later in the item: the row is the item with
-        whole parts deleted (LeetCode statements without their examples and constraints). An insertion
-        or a changed word leaves a gap in the row, and a short deletion (a dropped condition: another
-        problem) a short gap in the item; neither is joined."""
-        while True:  # forward: a run starting in the row exactly where the last segment ends
-            a, b, j = segs[-1]
-            k = np.flatnonzero((run_j == j + b - a) & (run_i >= b + min_gap))
-            if not len(k):
+            if nxt is None and len(dele):
+                nxt = int(dele[np.argmin(gi[dele])])
+            if nxt is None:
                 break
-            k = int(k[np.argmin(run_i[k])])
-            segs.append((int(run_i[k]), int(run_i[k] + run_w[k]), int(run_j[k])))
-        while True:  # backward: a run ending in the row exactly where the first segment starts
-            a, b, j = segs[0]
-            k = np.flatnonzero((run_j + run_w == j) & (run_i + run_w <= a - min_gap))
-            if not len(k):
-                break
-            k = int(k[np.argmax(run_i[k])])
-            segs.insert(0, (int(run_i[k]), int(run_i[k] + run_w[k]), int(run_j[k])))
-        return segs
+            s = tuple(int(x) for x in runs[nxt])
+            if forward:
+                seg.append(s)
+            else:
+                seg.insert(0, s)
+    return seg
 
-    def exact_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
-        """Texts equal to an entry after normalisation."""
-        out: dict[int, list[tuple[int, float]]] = {}
-        for i, t in enumerate(hb.norms):
-            if t:
-                for e in self.exact_map.get(text_key(t), []):
-                    out.setdefault(i, []).append((e, 1.0))
-        return out
 
-    def short_matches(self, hb: _Hashed) -> dict[int, list[tuple[int, float]]]:
-        """Items shorter than n words found as a whole inside a text (not next to another number).
-        Only positions whose word is the first word of some short item are hashed."""
-        out: dict[int, list[tuple[int, float]]] = {}
-        if len(self.short) == 0 or len(hb.wh) == 0:
-            return out
-        cand = np.flatnonzero(self.short_first_bits[(hb.wh & _U64(_SMALL_BITS - 1)).astype(np.int64)])
-        cand = cand[_member(hb.wh[cand], self.short_first)] if len(cand) else cand
-        for k in np.unique(self.short[:, 0]).tolist():
-            sel = self.short[:, 0] == k
-            kh, ke = self.short_h[sel], self.short[sel, 1]
-            h, inside = ngram_hashes_at(hb.wh, hb.rows, cand, k)
-            hit = inside & _member(h, kh) if len(h) else inside
-            for j in np.flatnonzero(hit).tolist():
-                start = int(cand[j])
-                r = int(hb.rows[start])
-                first = int(np.searchsorted(hb.rows, r))
-                rw = hb.norms[r].split(" ")
-                a, b = start - first, start - first + k
-                if (a > 0 and rw[a - 1].isdigit()) or (b < len(rw) and rw[b].isdigit()):
-                    continue
-                for e in ke[kh == h[j]].tolist():
-                    out.setdefault(r, []).append((int(e), 1.0))
-        return out
+def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpos: np.ndarray,
+               cfg: DecontamConfig, item: str | None = None, row: str | None = None) -> tuple[float, int, int]:
+    """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
+    edited variant rather than a copy (see the module docstring)."""
+    n = cfg.ngram
+    if len(ih) == 0 or len(rh) == 0:
+        return 0.0, 0, 0
+    item = " ".join(iw) if item is None else item
+    row = " ".join(rw) if row is None else row
+    at = f" {row} ".find(f" {item} ")
+    if at >= 0:  # the whole item, verbatim after normalisation (the common case: one C substring search)
+        j0 = row.count(" ", 0, at) if at else 0
+        return 1.0, j0, j0 + len(iw)
+    runs = _runs(ih, rh, rpos, n)
+    if not len(runs):
+        return 0.0, 0, 0
+    best = int(np.argmax(runs[:, 1] - runs[:, 0]))
+    seg = _chain(runs, best, iw, rw, cfg)
+    i0, j0 = seg[0][0], seg[0][2]
+    i1, j1 = seg[-1][1], seg[-1][2] + seg[-1][1] - seg[-1][0]
+    # covered item words: the segments, plus the item words a substitution changed (not deleted parts)
+    chunk = sum(b - a for a, b, _ in seg) + sum(s[0] - p[1] for p, s in zip(seg, seg[1:], strict=False)
+                                                 if s[2] > p[2] + p[1] - p[0])
+    ni = max(len(iw), 1)
+    # runs near the chain that it does not explain: an edited variant, or the parts of a reordered copy
+    win = max(len(iw), 30)
+    near = (runs[:, 2] < j1 + win) & (runs[:, 2] + runs[:, 1] - runs[:, 0] > j0 - win)
+    in_chain = np.array([any(a <= r[0] and r[1] <= b for a, b, _ in seg) or any(
+        j <= r[2] and r[2] + r[1] - r[0] <= j + b - a for a, b, j in seg) for r in runs.tolist()], dtype=bool)
+    other = near & ~in_chain
+    if other.any():
+        return _reordered(runs[near], iw, cfg)
+    if cfg.verify_numbers:
+        if i1 < len(iw) and j1 < len(rw) and iw[i1].isdigit() and rw[j1].isdigit():
+            return 0.0, 0, 0  # the copy ends where the row and the item have different numbers
+        if i0 > 0 and j0 > 0 and iw[i0 - 1].isdigit() and rw[j0 - 1].isdigit():
+            return 0.0, 0, 0
+    diverge = (i1 < len(iw) and j1 < len(rw)) or (i0 > 0 and j0 > 0)
+    share = chunk / ni
+    if share >= cfg.full_fraction:
+        return share, j0, j1
+    if chunk < (cfg.diverge_chunk_words if diverge else cfg.min_chunk_words):
+        return 0.0, 0, 0
+    if chunk >= cfg.diverge_chunk_words and chunk / max(len(rw), 1) >= cfg.row_fraction:
+        return max(share, chunk / len(rw)), j0, j1  # the row is mostly a long copy of part of the item
+    return share, j0, j1
 
-    # ---- fuzzy tier
-    def _fuzzy_numbers_ok(self, row_norm: str, e: int) -> bool:
-        """A reformatted copy keeps the item's numbers: every number of the item occurs in the row."""
-        item_nums = {w for w in self.entries[e].norm.split(" ") if w.isdigit()}
-        return item_nums <= {w for w in row_norm.split(" ") if w.isdigit()}
 
-    def _get_lsh(self):
-        if self._lsh is None:
-            with open(self.dir / "lsh.pkl", "rb") as fh:
-                self._lsh = pickle.load(fh)
-        return self._lsh
+def _reordered(runs: np.ndarray, iw: list[str], cfg: DecontamConfig) -> tuple[float, int, int]:
+    """Parts of the item in another order: long parts (>= reorder_min_words) covering >= full_fraction of
+    the item and every one of its numbers, within 1.5 item lengths of each other in the row."""
+    long = runs[(runs[:, 1] - runs[:, 0]) >= max(cfg.reorder_min_words, cfg.ngram)]
+    if len(long) < 2 or np.all(np.diff(long[np.argsort(long[:, 2]), 0]) >= 0):
+        return 0.0, 0, 0  # one part, or parts in the item's own order: an edited variant
+    cov = np.zeros(len(iw), dtype=bool)
+    for a, b, _ in long.tolist():
+        cov[a:b] = True
+    j0, j1 = int(long[:, 2].min()), int((long[:, 2] + long[:, 1] - long[:, 0]).max())
+    share = cov.mean() if len(iw) else 0.0
+    numbers_ok = all(c for c, w in zip(cov.tolist(), iw, strict=True) if w.isdigit())
+    if share >= cfg.full_fraction and numbers_ok and j1 - j0 <= 1.5 * len(iw):
+        return float(share), j0, j1
+    return 0.0, 0, 0
 
-    def fuzzy_matches(self, hb: _Hashed, cfg: DecontamConfig, todo: list[int]) -> dict[int, list[tuple[int, float]]]:
-        """MinHash-LSH candidates among `todo` texts with enough rare benchmark shingles, kept when the
-        item's shingle containment >= fuzzy_threshold and its numbers all occur in the text."""
-        from datasketch import MinHash
 
-        out: dict[int, list[tuple[int, float]]] = {}
-        if not todo:
-            return out
-        sh, sr, _ = ngram_hashes(hb.wh, hb.rows, cfg.fuzzy_ngram)
-        want = np.zeros(len(hb.norms), dtype=bool)
-        want[todo] = True
-        m = want[sr]
-        sh, sr = sh[m], sr[m]
-        if len(sh) == 0:
-            return out
-        cand = self.sh_bitmap[(sh & _U64(_BITMAP_SIZE - 1)).astype(np.int64)]
-        r2, e2, cnt = self.pair_counts(sh[cand], sr[cand], self.sh_keys, self.sh_koff, self.sh_ent, len(self.entries))
-        # prefilter: enough of some item's rare shingles (half the final threshold) to be worth an LSH query
-        ok = (cnt >= cfg.fuzzy_min_shingles) & (cnt >= 0.5 * cfg.fuzzy_threshold * self.n_rare[e2])
-        todo = sorted(set(r2[ok].tolist()))
-        if not todo:
-            return out
-        lsh = self._get_lsh()
-        a, b = affine_perms(cfg.num_perm, cfg.seed)
-        perms = np.stack([a, b])
-        keep = np.isin(sr, todo)
-        sh, sr = sh[keep], sr[keep]
-        sigs = minhash_matrix(sh, sr, len(hb.norms), a, b)
-        order = np.argsort(sr, kind="stable")
-        sh_sorted, sr_sorted = sh[order], sr[order]
-        for i in todo:
-            cands = lsh.query(MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
-            if not cands:
-                continue
-            lo, hi = np.searchsorted(sr_sorted, i), np.searchsorted(sr_sorted, i, side="right")
-            mine = np.unique(sh_sorted[lo:hi])
-            for e in sorted(cands):
-                theirs = self.shingles[self.sh_offsets[e]:self.sh_offsets[e + 1]]
-                c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
-                if c >= cfg.fuzzy_threshold and (not cfg.verify_numbers or self._fuzzy_numbers_ok(hb.norms[i], e)):
-                    out.setdefault(i, []).append((e, float(c)))
-        return out
+# --------------------------------------------------------------------------- the matcher
 
-    # ---- everything for a batch
-    PROMPT_CACHE_SIZE = 100_000  # prompts whose verdicts are remembered (SFT data repeats each problem per response)
+
+class Matcher:
+    """Finds matches of batches of rows against a loaded `DecontamIndex`."""
+
+    PROMPT_CACHE_SIZE = 100_000
+
+    def __init__(self, index: DecontamIndex):
+        self.index = index
+        self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
+        self._cache_cfg: DecontamConfig | None = None
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
         self._cache = {}
 
-    def prompt_side(self, prompts: list[str], cfg: DecontamConfig) -> list[list[tuple[int, str, float]]]:
-        """Prompt-side matches [(entry, kind, score)] per prompt: exact, n-gram, short item, then fuzzy for
-        prompts nothing else flagged. Each distinct prompt is matched once; verdicts are cached per config
-        (a copy of it, so a config changed in place starts a new cache), keyed by a 128-bit hash of the
-        prompt so the cache stays small whatever the prompts' length."""
-        if self._cache_cfg != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE:
+    def side(self, hb: HashedBatch, cfg: DecontamConfig, prompt: bool) -> dict[int, dict[int, tuple[str, float, tuple[int, int]]]]:
+        """{text: {entry: (kind, score, span)}} for one side of a batch."""
+        idx = self.index
+        res: dict[int, dict[int, tuple[str, float, tuple[int, int]]]] = {}
+
+        def add(r: int, e: int, kind: str, sc: float, span: tuple[int, int]) -> None:
+            d = res.setdefault(r, {})
+            if e not in d or sc > d[e][1]:
+                d[e] = (kind, sc, span)
+
+        if prompt and len(idx.exact):
+            for r, e in idx.exact_entries(text_keys(hb.norm)):
+                add(r, e, "ngram", 1.0, (0, hb.n_words(r)))
+        threshold = cfg.threshold if prompt else cfg.response_threshold
+        r2, e2 = ngram_candidates(idx, hb, cfg)
+        for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
+            iw, ih = idx.entry_ngrams(e, cfg.ngram)
+            rh, rpos = hb.row_ngrams(r, idx)
+            sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r))
+            if sc >= threshold:
+                add(r, e, "ngram", sc, (j0, j1))
+        min_short = cfg.short_min_words if prompt else cfg.response_short_words
+        for r, e, a, k in short_candidates(idx, hb, max(min_short, 1)):
+            add(r, e, "ngram", k / max(idx.entries[e].norm.count(" ") + 1, 1), (a, a + k))
+        if prompt and cfg.fuzzy:
+            for r, lst in self.fuzzy(hb, cfg, [i for i in range(hb.n) if i not in res]).items():
+                for e, sc in lst:
+                    add(r, e, "fuzzy", sc, (0, hb.n_words(r)))
+        return res
+
+    def fuzzy(self, hb: HashedBatch, cfg: DecontamConfig, todo: list[int]) -> dict[int, list[tuple[int, float]]]:
+        """MinHash-LSH candidates among `todo` texts, kept when the item's shingle containment >=
+        fuzzy_threshold and its numbers all occur in the text."""
+        from datasketch import MinHash
+
+        out: dict[int, list[tuple[int, float]]] = {}
+        rows, sh, sr = shingle_candidates(self.index, hb, cfg, todo)
+        if not rows:
+            return out
+        lsh = self.index.get_lsh()
+        a, b = affine_perms(cfg.num_perm, cfg.seed)
+        perms = np.stack([a, b])
+        sigs = minhash_matrix(sh, sr, hb.n, a, b)
+        order = np.argsort(sr, kind="stable")
+        sh_sorted, sr_sorted = sh[order], sr[order]
+        for i in rows:
+            cands = lsh.query(MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
+            if not cands:
+                continue
+            mine = np.unique(sh_sorted[np.searchsorted(sr_sorted, i):np.searchsorted(sr_sorted, i, side="right")])
+            row_nums = Counter(w for w in hb.words(i) if w.isdigit())
+            for e in sorted(cands):
+                theirs = self.index.shingles[self.index.sh_offsets[e]:self.index.sh_offsets[e + 1]]
+                c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
+                item_nums = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
+                if c >= cfg.fuzzy_threshold and (not cfg.verify_numbers or not item_nums - row_nums):
+                    out.setdefault(i, []).append((e, float(c)))
+        return out
+
+    def prompt_side(self, prompts, cfg: DecontamConfig) -> list[list[tuple[int, str, float, tuple[int, int]]]]:
+        """Prompt-side matches [(entry, kind, score, span)] per prompt. Each distinct prompt is matched once
+        per batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the
+        prompt for a copy of the config (a config changed in place starts a new cache)."""
+        import polars as pl
+
+        s = pl.Series("p", prompts, dtype=pl.String).fill_null("")
+        keys = s.hash(seed=3).to_numpy()
+        if self._cache_cfg != cfg or len(self._cache) > self.PROMPT_CACHE_SIZE or not cfg.prompt_cache:
             self._cache, self._cache_cfg = {}, copy.copy(cfg)
-        keys = [xxhash.xxh3_128_intdigest(p.encode("utf-8", "surrogatepass")) for p in prompts]
-        todo_at = {k: i for i, k in enumerate(keys) if k not in self._cache}  # distinct uncached prompts
-        if todo_at:
-            todo = [prompts[i] for i in todo_at.values()]
-            res: dict[int, dict[int, tuple[str, float]]] = {}  # only flagged prompts get an entry
+        klist = keys.tolist()
+        uniq, first = np.unique(keys, return_index=True)
+        todo = [int(i) for k, i in zip(uniq.tolist(), first.tolist(), strict=True) if k not in self._cache]
+        for lo, hi in _byte_batches(s.gather(todo) if todo else s.clear(), cfg):
+            sub = todo[lo:hi]
+            found = self.side(HashedBatch(s.gather(sub), cfg, self.index.defined_names), cfg, prompt=True)
+            for j, i in enumerate(sub):
+                self._cache[klist[i]] = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
+        out = [self._cache[k] for k in klist]
+        if not cfg.prompt_cache:
+            self._cache = {}
+        return out
 
-            def add(found: dict[int, list[tuple[int, float]]], kind: str) -> None:
-                for i, lst in found.items():
-                    d = res.setdefault(i, {})
-                    for e, sc in lst:
-                        if e not in d or sc > d[e][1]:
-                            d[e] = (kind, sc)
+    def match_batch(self, prompts, responses, cfg: DecontamConfig) -> list[list[Match]]:
+        """All matches per row: prompt side (exact, n-gram, short keys, fuzzy), then the whole response
+        (n-gram, short keys; capped at `response_chars` characters when that is > 0) of rows the prompt side
+        did not flag. `prompts`/`responses`: lists or Arrow/polars string columns."""
+        import polars as pl
 
-            hp = _Hashed.of(todo, cfg)
-            add(self.exact_matches(hp), "ngram")
-            add(self.ngram_matches(hp, cfg, cfg.threshold), "ngram")
-            add(self.short_matches(hp), "ngram")
-            if cfg.fuzzy:
-                add(self.fuzzy_matches(hp, cfg, [i for i in range(len(todo)) if i not in res]), "fuzzy")
-            for i, k in enumerate(todo_at):
-                self._cache[k] = [(e, kind, sc) for e, (kind, sc) in res.get(i, {}).items()]
-        return [self._cache[k] for k in keys]
-
-    def match_batch(self, prompts: list[str | None], responses: list[str | None],
-                    cfg: DecontamConfig) -> list[list[Match]]:
-        """All matches per row: prompt side (exact, n-gram, short item, fuzzy), then the response side
-        (n-gram, short item) of rows the prompt side did not flag."""
-        found = self.prompt_side([p or "" for p in prompts], cfg)
-        res: dict[int, dict[tuple[int, str], tuple[str, float]]] = {  # flagged rows only
-            i: {(e, "prompt"): (kind, sc) for e, kind, sc in lst} for i, lst in enumerate(found) if lst}
-        if cfg.check_response and any(responses):
-            # rows already contaminated on the prompt side are not re-checked on the response side
-            responses = [None if i in res else (r[: cfg.response_chars] if r and cfg.response_chars else r)
-                         for i, r in enumerate(responses)]
-            hr_ = _Hashed.of(responses, cfg)
-            for part in (self.ngram_matches(hr_, cfg, cfg.response_threshold), self.short_matches(hr_)):
-                for i, lst in part.items():
-                    d = res.setdefault(i, {})
-                    for e, sc in lst:
-                        cur = d.get((e, "response"))
-                        if cur is None or sc > cur[1]:
-                            d[(e, "response")] = ("ngram", sc)
-        out: list[list[Match]] = [[] for _ in prompts]
+        words: dict[tuple[int, str], list[str]] = {}
+        found = self.prompt_side(prompts, cfg)
+        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {
+            i: {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst} for i, lst in enumerate(found) if lst}
+        if cfg.check_response and responses is not None:
+            rs = pl.Series("r", responses, dtype=pl.String)
+            if cfg.response_chars:
+                rs = rs.str.slice(0, cfg.response_chars)
+            todo = [i for i in (rs.str.len_bytes() > 0).fill_null(False).arg_true().to_list() if i not in res]
+            part = rs.gather(todo) if todo else rs.clear()
+            for lo, hi in _byte_batches(part, cfg):
+                sub = todo[lo:hi]
+                hb = HashedBatch(part.slice(lo, hi - lo), cfg, self.index.defined_names)
+                for j, d in self.side(hb, cfg, prompt=False).items():
+                    words[(sub[j], "response")] = hb.words(j)
+                    for e, (kind, sc, span) in d.items():
+                        res.setdefault(sub[j], {})[(e, "response")] = (kind, sc, span)
+        out: list[list[Match]] = [[] for _ in range(len(found))]
         for i, d in res.items():
             ms = out[i]
-            for (e, side), (kind, sc) in d.items():
-                en = self.entries[e]
-                ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e))
+            for (e, side), (kind, sc, span) in d.items():
+                en = self.index.entries[e]
+                ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e, span, words.get((i, side))))
             ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
         return out
 
-    def overlap_text(self, text: str, entry: int, cfg: DecontamConfig, kind: str, limit: int = 300) -> str:
-        """The longest run of the row's normalised words covered by n-grams of `entry` (for reports)."""
-        norm = fast_normalize(text, cfg.norm)
-        words = norm.split(" ") if norm else []
-        en = self.entries[entry]
-        n = min(cfg.ngram if kind == "ngram" else cfg.fuzzy_ngram, max(en.norm.count(" ") + 1, 1))
-        _, mine = self._entry_ngrams(entry, n)
-        wh, rows = word_hashes([norm])
-        h, _, starts = ngram_hashes(wh, rows, n)
-        covered = np.zeros(len(words) + 1, dtype=np.int64)
-        if len(h):
-            hit = starts[np.isin(h, mine)]
-            np.add.at(covered, hit, 1)
-            np.add.at(covered, np.minimum(hit + n, len(words)), -1)
-        mask = np.cumsum(covered)[: len(words)] > 0
-        best, cur, best_end = 0, 0, 0
-        for i, m in enumerate(mask.tolist()):
-            cur = cur + 1 if m else 0
-            if cur > best:
-                best, best_end = cur, i + 1
-        if best == 0:
-            return norm[:limit]
-        return " ".join(words[best_end - best:best_end])[:limit]
+
+def _byte_batches(s, cfg: DecontamConfig) -> list[tuple[int, int]]:
+    """[lo, hi) row ranges of `s` holding <= batch_bytes of text and <= batch_size rows (a row longer than
+    batch_bytes is a batch of its own)."""
+    if len(s) == 0:
+        return []
+    size = s.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
+    out, lo, acc = [], 0, 0
+    for i, b in enumerate(size.tolist()):
+        if i > lo and (acc + b > cfg.batch_bytes or i - lo >= cfg.batch_size):
+            out.append((lo, i))
+            lo, acc = i, 0
+        acc += b
+    out.append((lo, len(size)))
+    return out

@@ -1,9 +1,14 @@
-"""Contamination report: OUT/contamination_report.md, .json and a PNG heat map (source x benchmark).
+"""Contamination report: OUT/contamination_report.md, .json, a PNG heat map (source x benchmark) and
+OUT/contamination_matches.parquet (every match of every removed row).
 
-Built from a finished decontamination stage (its `removed/` rows with `reason = contaminated` and
-their `matches` JSON, plus `stats.json` for per-source row counts). A row is attributed to **every**
-benchmark it matches (benchmarks overlap: math500 is inside math_test5000, amc2023 inside
-amc2022_2023), so per-benchmark counts can add up to more than the number of removed rows.
+Built from a finished decontamination stage (its `removed/` rows with `reason = contaminated`, their
+`matches` JSON and the primary match's span in the original text, plus `stats.json` for per-source row
+counts). A row is attributed to **every** benchmark it matches (benchmarks overlap: math500 is inside
+math_test5000, amc2023 inside amc2022_2023), so per-benchmark counts can add up to more than the number of
+removed rows. What a reviewer needs to judge a match -- the overlapping span of the training row's
+original text, the benchmark item beside it, and where in the row it sits (character offset and share of
+the side's text) -- is in the Markdown table (first MAX_TABLE_ROWS) and in the Parquet (all); the JSON
+keeps counts and a short sample only, so it stays small on large runs.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MAX_TABLE_ROWS = 200
+JSON_SAMPLE = 100  # primary matches shown in the JSON (snippets of SNIPPET characters)
+SNIPPET = 300
+ITEM_CHARS = 2000  # benchmark item text kept per match in the Parquet
 
 
 def _md_escape(text: str, limit: int = 120) -> str:
@@ -31,7 +39,7 @@ def _contaminated_rows(out_dir: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     cols = ["id", "source", "reason", "benchmark", "benchmark_id", "match_kind", "side", "score",
-            "matched_text", "matches"]
+            "matched_text", "match_start", "match_end", "match_share", "matches"]
     rows: list[dict[str, Any]] = []
     for f in sorted((out_dir / "removed").glob("*.parquet")):
         names = set(pq.read_schema(f).names)
@@ -142,25 +150,61 @@ def render_markdown(summary: dict[str, Any], rows: list[dict[str, Any]], config:
         lines.append(f"| {_md_escape(s, 60)} | {v['rows']} | {v['contaminated']} | {v['prompt_side']} | "
                      f"{v['response_only']} | {v['rate']:.2%} |")
     shown = rows[:MAX_TABLE_ROWS]
-    lines += ["", f"## Matches ({len(shown)} of {len(rows)} shown; all in contamination_report.json)", "",
-              "| training row | source | benchmark | benchmark id | kind | side | score | overlapping text |",
-              "|---|---|---|---|---|---|---:|---|"]
+    lines += ["", f"## Matches ({len(shown)} of {len(rows)} shown; all in contamination_matches.parquet)", "",
+              "The overlapping text is the training row's original text; *where* is the character offset of the "
+              "copy in that side of the row and its share of that side's length.", "",
+              "| training row | source | benchmark / item | kind | side | where | score | overlapping text (training row) "
+              "| benchmark item |", "|---|---|---|---|---|---|---:|---|---|"]
     for r in shown:
-        lines.append(f"| {_md_escape(r['id'], 50)} | {_md_escape(r['source'], 40)} | {r['benchmark']} | "
-                     f"{_md_escape(r['benchmark_id'], 50)} | {r['match_kind']} | {r['side']} | {r['score']:.2f} | "
-                     f"{_md_escape(r.get('matched_text') or '', 120)} |")
+        where = (f"{r['match_start']:,} ({r['match_share']:.0%})" if r.get("match_start") is not None else "?")
+        lines.append(f"| {_md_escape(r['id'], 50)} | {_md_escape(r['source'], 40)} | {r['benchmark']} / "
+                     f"{_md_escape(r['benchmark_id'], 40)} | {r['match_kind']} | {r['side']} | {where} | "
+                     f"{r['score']:.2f} | {_md_escape(r.get('matched_text') or '', 140)} | "
+                     f"{_md_escape(r.get('item_text') or '', 140)} |")
     lines += ["", "## Configuration", "", "```json", json.dumps(config, indent=2, sort_keys=True, default=str), "```",
               ""]
     return "\n".join(lines)
 
 
+def write_matches(out: Path, rows: list[dict[str, Any]], item_text: dict[tuple[str, str], str]) -> Path:
+    """OUT/contamination_matches.parquet: one record per (removed row, match), the primary one (rank 0) with
+    its span in the original text and the benchmark item's text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    recs = []
+    for r in rows:
+        for rank, m in enumerate(json.loads(r.get("matches") or "[]")):
+            primary = rank == 0
+            recs.append({"id": r["id"], "source": r["source"], "rank": rank, "benchmark": m["benchmark"],
+                         "benchmark_id": m["benchmark_id"], "part": m.get("part"), "match_kind": m["match_kind"],
+                         "side": m["side"], "score": float(m["score"]),
+                         "match_start": r.get("match_start") if primary else None,
+                         "match_end": r.get("match_end") if primary else None,
+                         "match_share": r.get("match_share") if primary else None,
+                         "matched_text": r.get("matched_text") if primary else None,
+                         "item_text": item_text.get((m["benchmark"], m["benchmark_id"]))})
+    schema = pa.schema([("id", pa.string()), ("source", pa.string()), ("rank", pa.int32()),
+                        ("benchmark", pa.string()), ("benchmark_id", pa.string()), ("part", pa.string()),
+                        ("match_kind", pa.string()), ("side", pa.string()), ("score", pa.float64()),
+                        ("match_start", pa.int64()), ("match_end", pa.int64()), ("match_share", pa.float64()),
+                        ("matched_text", pa.string()), ("item_text", pa.string())])
+    path = out / "contamination_matches.parquet"
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), path, compression="zstd")
+    return path
+
+
 def write_contamination_report(out_dir: str | Path, stats: dict[str, Any], benchmarks: dict[str, list],
                                cfg: Any, bench_specs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write OUT/contamination_report.{md,json} and OUT/contamination_heatmap.png; returns the summary."""
+    """Write OUT/contamination_report.{md,json}, OUT/contamination_matches.parquet and
+    OUT/contamination_heatmap.png; returns the summary."""
     from cotforge.curate.benchmarks import items_fingerprint
 
     out = Path(out_dir)
     rows = _contaminated_rows(out)
+    item_text = {(b, it.id): it.problem[:ITEM_CHARS] for b, items in benchmarks.items() for it in items}
+    for r in rows:
+        r["item_text"] = item_text.get((r["benchmark"], r["benchmark_id"]))
     rows_in = {s: v["rows_in"] for s, v in stats.get("per_source", {}).items()}
     bench_items = {b: len(items) for b, items in benchmarks.items()}
     bench_meta = {b: {"items": len(items), "fingerprint": items_fingerprint(items),
@@ -168,10 +212,12 @@ def write_contamination_report(out_dir: str | Path, stats: dict[str, Any], bench
                   for b, items in benchmarks.items()}
     summary = summarize(rows, rows_in, bench_items)
     config = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
-    payload = {**summary, "config": config, "benchmarks": bench_meta,
-               "matches": [{k: r.get(k) for k in ("id", "source", "benchmark", "benchmark_id", "match_kind", "side",
-                                                  "score", "matched_text")}
-                           | {"all": json.loads(r.get("matches") or "[]")} for r in rows]}
+    matches_path = write_matches(out, rows, item_text)
+    payload = {**summary, "config": config, "benchmarks": bench_meta, "matches_file": matches_path.name,
+               "sample": [{k: (r.get(k) or "")[:SNIPPET] if k in ("matched_text", "item_text") else r.get(k)
+                           for k in ("id", "source", "benchmark", "benchmark_id", "match_kind", "side", "score",
+                                     "match_start", "match_share", "matched_text", "item_text")}
+                          for r in rows[:JSON_SAMPLE]]}
     (out / "contamination_report.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str)
                                                    + "\n")
     (out / "contamination_report.md").write_text(render_markdown(summary, rows, config, bench_meta))

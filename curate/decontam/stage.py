@@ -1,38 +1,52 @@
-"""The decontaminate stage (`cotforge curate decontaminate`): the datatrove filter and the stage.
+"""`cotforge curate decontaminate`: the datatrove steps and the stage.
+
+Flow: ingest (ordered work shards, one per task) -> `DecontamSplit` per task, by column: record batches of
+the shard are matched (`match.Matcher`, vectorised; Python only for candidate rows) and written as whole
+Arrow tables to kept/ and removed/ (`benchmark`, `benchmark_id`, `match_kind`, `side`, `score`, the
+overlapping span of the ORIGINAL text in `matched_text`, its character offsets `match_start`/`match_end`
+and `match_share` = where it starts as a share of that side's text, all matches in `matches`) -> collected
+table by table -> report (`report.py`). `DecontamFilter` is the same matching as a datatrove filter on
+Documents, for pipelines built from datatrove readers and writers.
 
 Matching rules: decontam/match.py; the index: decontam/index.py; the report: decontam/report.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import math
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
-from datatrove.data import Document
+import pyarrow.parquet as pq
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
 from cotforge.curate.benchmarks import (
     BenchmarkItem,
     BenchmarkSpec,
-    get_spec,
     load_benchmarks,
     load_registry_yaml,
+    resolve_spec,
     spec_to_dict,
 )
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.index import build_index
-from cotforge.curate.decontam.match import DecontamIndex
+from cotforge.curate.decontam.index import DecontamIndex, build_index
+from cotforge.curate.decontam.match import Match, Matcher
+from cotforge.curate.decontam.spans import locate
 from cotforge.curate.io.remote import remote_output
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
-
 
 REMOVED_FIELDS = [
     pa.field("benchmark", pa.string()),
@@ -41,17 +55,104 @@ REMOVED_FIELDS = [
     pa.field("side", pa.string()),
     pa.field("score", pa.float64()),
     pa.field("matched_text", pa.string()),
+    pa.field("match_start", pa.int64()),
+    pa.field("match_end", pa.int64()),
+    pa.field("match_share", pa.float64()),
     pa.field("matches", pa.string()),
 ]
 REASON = "contaminated"
+SPAN_CHARS = 2000  # matched_text is cut to this many characters
 
 
-# --------------------------------------------------------------------------- datatrove step
+def describe_matches(found: list[list[Match]], prompts: list[str | None], responses: list[str | None], norm=None,
+                     known: frozenset[str] = frozenset()) -> list[dict]:
+    """The removed-row columns of flagged rows (`found[i]` non-empty): the primary match and where it sits in
+    the original text. Rows whose words the matcher did not keep (verdicts from the prompt cache) are
+    normalised again, all in one batch."""
+    from cotforge.curate.decontam.canon import matcher_norm
+
+    texts = [(p if ms[0].side == "prompt" else r) or "" for ms, p, r in zip(found, prompts, responses, strict=True)]
+    redo = [i for i, ms in enumerate(found) if ms[0].words is None]
+    again = dict(zip(redo, matcher_norm([texts[i] for i in redo], norm or DecontamConfig.norm, known).to_pylist(),
+                     strict=True)) if redo else {}
+    out = []
+    for i, ms in enumerate(found):
+        best, text = ms[0], texts[i]
+        words = best.words if best.words is not None else (again[i].split(" ") if again[i] else [])
+        span = locate(text, words, *best.span)
+        start, end = span if span else (None, None)
+        shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
+        out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
+                    "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
+                    "match_start": start, "match_end": end,
+                    "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
+                    "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False)})
+    return out
+
+
+class DecontamSplit(PipelineStep):
+    """Per task: match the work shard's record batches and write kept / removed rows as whole Arrow tables
+    (`kept/RRRRR.parquet`, `removed/RRRRR.parquet`); Python per row only for the flagged ones."""
+
+    name = "🧪 decontaminate split"
+    type = "🔻 - FILTER"
+
+    def __init__(self, work: str, index_dir: str, cfg: DecontamConfig, schema: pa.Schema, removed_schema: pa.Schema):
+        super().__init__()
+        self.work, self.index_dir, self.cfg = work, index_dir, cfg
+        self.schema, self.removed_schema = schema, removed_schema
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        from cotforge.curate.dedup.core import release_arrow_memory
+
+        index = DecontamIndex(self.index_dir)
+        matcher = Matcher(index)
+        work = Path(self.work)
+        pf = pq.ParquetFile(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
+        read_rows = _read_rows(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
+        writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
+                   for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
+        with self.track_time():
+            for batch in pf.iter_batches(batch_size=read_rows):
+                table = pa.Table.from_batches([batch])
+                resp = table.column("response") if "response" in table.column_names else None
+                found = matcher.match_batch(table.column("prompt").combine_chunks(),
+                                            resp.combine_chunks() if resp is not None else None, self.cfg)
+                flagged = np.array([i for i, ms in enumerate(found) if ms], dtype=np.int64)
+                drop = np.zeros(table.num_rows, dtype=bool)
+                drop[flagged] = True
+                self._write(writers["kept"], table.filter(pa.array(~drop)), self.schema)
+                if len(flagged):
+                    removed = table.take(pa.array(flagged))
+                    prompts = removed.column("prompt").to_pylist()
+                    resps = removed.column("response").to_pylist() if resp is not None else [None] * len(flagged)
+                    rows = describe_matches([found[i] for i in flagged.tolist()], prompts, resps, self.cfg.norm,
+                                            index.defined_names)
+                    removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
+                    for f in REMOVED_FIELDS:
+                        removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
+                    self._write(writers["removed"], removed, self.removed_schema)
+                    for r in rows:
+                        self.stat_update(f"contaminated_{r['benchmark']}", f"contaminated_side_{r['side']}")
+                self.stat_update("kept", value=int(table.num_rows - len(flagged)))
+                self.stat_update("removed", value=int(len(flagged)))
+                del table, batch
+                release_arrow_memory()
+        for w in writers.values():
+            w.close()
+        return
+        yield
+
+    @staticmethod
+    def _write(writer: pq.ParquetWriter, table: pa.Table, schema: pa.Schema) -> None:
+        cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+                for f in schema]
+        writer.write_table(pa.Table.from_arrays(cols, schema=schema))
 
 
 class DecontamFilter(BaseFilter):
     """Drops rows that contain a benchmark item (prompt or response side); the exclusion writer gets
-    them with `benchmark`, `benchmark_id`, `match_kind`, `side`, `score`, `matched_text`, `matches`."""
+    them with the columns of REMOVED_FIELDS (Document pipelines; the stage uses `DecontamSplit`)."""
 
     name = "🧪 decontaminate"
 
@@ -59,35 +160,29 @@ class DecontamFilter(BaseFilter):
         super().__init__(exclusion_writer=exclusion_writer, batch_size=cfg.batch_size)
         self.index_dir = str(index_dir)
         self.cfg = cfg
-        self._index: DecontamIndex | None = None
+        self._matcher: Matcher | None = None
 
     @property
-    def index(self) -> DecontamIndex:
-        if self._index is None:
-            self._index = DecontamIndex(self.index_dir)
-        return self._index
+    def matcher(self) -> Matcher:
+        if self._matcher is None:
+            self._matcher = Matcher(DecontamIndex(self.index_dir))
+        return self._matcher
 
     def filter(self, doc: Document) -> bool | tuple[bool, str]:
         return self.filter_batch([doc])[0]
 
     def filter_batch(self, batch: list[Document]) -> list[bool | tuple[bool, str]]:
         responses = [doc.metadata.get("response") for doc in batch]
-        matches = self.index.match_batch([d.text for d in batch], responses, self.cfg)
+        found = self.matcher.match_batch([d.text for d in batch], responses, self.cfg)
         out: list[bool | tuple[bool, str]] = []
-        for doc, ms in zip(batch, matches, strict=True):
+        for doc, ms in zip(batch, found, strict=True):
             if not ms:
                 out.append(True)
                 continue
-            best = ms[0]
-            text = doc.text if best.side == "prompt" else (doc.metadata.get("response") or "")
-            doc.metadata.update({
-                "benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
-                "side": best.side, "score": float(best.score),
-                "matched_text": self.index.overlap_text(text, best.entry, self.cfg, best.match_kind),
-                "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False),
-            })
-            self.stat_update(f"contaminated_{best.benchmark}")
-            self.stat_update(f"contaminated_side_{best.side}")
+            info = describe_matches([ms], [doc.text], [doc.metadata.get("response")], self.cfg.norm,
+                                    self.matcher.index.defined_names)[0]
+            doc.metadata.update(info)
+            self.stat_update(f"contaminated_{info['benchmark']}", f"contaminated_side_{info['side']}")
             out.append((False, REASON))
         return out
 
@@ -96,55 +191,137 @@ class DecontamFilter(BaseFilter):
 
 
 def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[BenchmarkItem]], dict[str, BenchmarkSpec]]:
-    """Load the configured benchmarks (user YAML registry included)."""
+    """Load the configured benchmarks: registry names, user YAML specs, or files DIR/NAME.* of --benchmarks-dir."""
     extra = load_registry_yaml(cfg.registry_yaml) if cfg.registry_yaml else None
     if not cfg.benchmarks:
         raise ValueError("decontaminate: no benchmarks given (--benchmarks aime2024,math500,...)")
     loaded = load_benchmarks(cfg.benchmarks, cfg.benchmarks_dir, extra)
-    return loaded, {n: get_spec(n, extra) for n in cfg.benchmarks}
+    return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
+
+
+def _read_rows(pf: pq.ParquetFile, max_bytes: int, cap: int = 65536) -> int:
+    """Rows per record batch so that a batch holds about `max_bytes` (uncompressed) of this file's rows."""
+    md = pf.metadata
+    size = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+    return int(max(1, min(cap, max_bytes * max(md.num_rows, 1) // max(size, 1))))
+
+
+def _collect(writer, work: Path, tasks: int, max_bytes: int) -> None:
+    """Per-task kept/removed shards into the stage writer in rank order (= input order), in record batches of
+    about 2 x `max_bytes`, so long-response rows do not make this process hold a whole shard."""
+    from cotforge.curate.dedup.core import release_arrow_memory
+
+    for rank in range(tasks):
+        for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
+            f = work / part / f"{rank:05d}.parquet"
+            if f.exists():
+                pf = pq.ParquetFile(f)
+                for batch in pf.iter_batches(batch_size=_read_rows(pf, 2 * max_bytes)):
+                    dst(pa.Table.from_batches([batch]))
+                    release_arrow_memory()
+
+
+def _bounded_shard_rows(specs, rows_per_shard: int, max_bytes: int = 256 << 20) -> int:
+    """Output shards of at most ~`max_bytes` when the input's rows are large (long responses): the stage
+    writer buffers a shard's row group in memory. Known cheaply for Parquet inputs only."""
+    size = rows = 0
+    for s in specs:
+        p = Path(s.path)
+        if not (p.is_file() and p.name.endswith(".parquet")):
+            return rows_per_shard
+        md = pq.ParquetFile(p).metadata
+        size += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        rows += md.num_rows
+    per_row = size / max(rows, 1)
+    return int(max(256, min(rows_per_shard, max_bytes // max(per_row, 1))))
+
+
+def _tasks_for_workers(specs, exec_cfg):
+    """At least one task per worker when the row count is known cheaply (Parquet metadata): a 10k-row input
+    would otherwise be one task on one core. (The byte-bounded split is the engine's; this only stops a
+    small input from idling workers.)"""
+    rows = 0
+    for s in specs:
+        p = Path(s.path)
+        if not (p.is_file() and p.name.endswith(".parquet")):
+            return exec_cfg
+        rows += pq.ParquetFile(p).metadata.num_rows
+    per = max(1, math.ceil(rows / max(exec_cfg.workers, 1)))
+    if rows and per < exec_cfg.rows_per_task:
+        return dataclasses.replace(exec_cfg, rows_per_task=per)
+    return exec_cfg
 
 
 @remote_output
 def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
                  rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
                  benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
-    """The decontamination stage: build the index once, filter with datatrove, write the report."""
-    from cotforge.curate.engine import run_datatrove_stage, schema_writer
+    """The decontamination stage: build the index once, split every work shard with datatrove, collect
+    table by table, write the report. `keep_index` moves the index to OUT/decontam_index;
+    `exec_cfg.keep_work` keeps OUT/_work/decontaminate."""
+    from cotforge.curate.engine import ExecutorConfig, make_executor, quiet_datatrove
+    from cotforge.curate.io.ingest import materialize
+    from cotforge.curate.io.inputs import input_schema
+    from cotforge.curate.io.writer import StageWriter
 
+    quiet_datatrove()
+    t0 = time.time()
+    timings: dict[str, float] = {}
     out = Path(out_dir)
     bench_specs: dict[str, BenchmarkSpec] = {}
     if benchmarks is None:
         benchmarks, bench_specs = load_config_benchmarks(cfg)
-    index_dir = out / "_work" / "decontam_index"
-    if index_dir.exists():
-        shutil.rmtree(index_dir)
+    exec_cfg = _tasks_for_workers(specs, (exec_cfg or ExecutorConfig()).for_inputs(specs))
+    rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
+    work = out / "_work" / "decontaminate"
+    if work.exists():
+        shutil.rmtree(work)
+    index_dir = work / "index"
     meta = build_index(benchmarks, cfg, index_dir)
+    timings["index_s"] = round(time.time() - t0, 3)
     config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
-              "index_keys": meta["keys"]}
-
-    def steps(removed_dir: Path, rschema: pa.Schema) -> list:
-        return [DecontamFilter(index_dir, cfg, exclusion_writer=schema_writer(removed_dir, rschema))]
-
-    stats = run_datatrove_stage(specs, out, "decontaminate", steps, removed_extra=REMOVED_FIELDS,
-                                exec_cfg=exec_cfg, strict=strict, rows_per_shard=rows_per_shard, config=config)
+              "index_keys": meta["keys"], "short_keys": meta["short_keys"],
+              "response_side": "whole response" if not cfg.response_chars else f"first {cfg.response_chars} characters"}
+    schema = input_schema(specs)
+    writer = StageWriter(out, "decontaminate", schema=schema, removed_extra=REMOVED_FIELDS,
+                         rows_per_shard=rows_per_shard, config=config)
+    shards = materialize(specs, work / "input", writer, strict=strict, rows_per_task=exec_cfg.rows_per_task,
+                         schema=schema)
+    timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+    if shards:
+        for part in ("kept", "removed"):
+            (work / part).mkdir(parents=True, exist_ok=True)
+        step = DecontamSplit(str(work), str(index_dir), cfg, schema, writer.removed.schema)
+        make_executor([step], len(shards), work / "logs", exec_cfg, name="decontaminate").run()
+        missing = [r for r in range(len(shards)) if not (work / "logs" / "completions" / f"{r:05d}").exists()]
+        if missing:
+            raise RuntimeError(f"decontaminate: {len(missing)} of {len(shards)} datatrove tasks did not finish (see "
+                               f"{work / 'logs'}); with slurm/ray wait for the jobs, then rerun with keep_work")
+        timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        _collect(writer, work, len(shards), cfg.batch_bytes)
+        timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+    stats = writer.close({"timings": timings})
     if report:
         from cotforge.curate.decontam.report import write_contamination_report
 
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
             n: spec_to_dict(s) for n, s in bench_specs.items()})
         stats["contamination"] = summary["totals"]
+        timings["report_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        stats["timings"] = timings
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
-    if not keep_index:
-        shutil.rmtree(index_dir, ignore_errors=True)
-        work = out / "_work"
-        if work.exists() and not any(work.iterdir()):
-            work.rmdir()
+    if keep_index:
+        shutil.move(str(index_dir), str(out / "decontam_index"))
+    if not exec_cfg.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    if (out / "_work").exists() and not any((out / "_work").iterdir()):
+        (out / "_work").rmdir()
     return stats
 
 
 def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
-    With `keep_work` the benchmark index stays in OUT/_work/decontam_index."""
+    With `keep_work` OUT/_work/decontaminate stays (work shards, datatrove logs, the benchmark index)."""
     return run_decontam(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict,
-                        rows_per_shard=ctx.rows_per_shard, keep_index=ctx.executor.keep_work)
+                        rows_per_shard=ctx.rows_per_shard)

@@ -40,21 +40,12 @@ _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=_U
 _K1 = _U64(0xD6E8FEB86659FD93)
 
 
-def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row.
+def _hash_spans(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """64-bit hashes of the byte spans arr[start:start+len] (words).
 
     Vectorised per word, not per byte: a word's first 16 bytes are read as two little-endian uint64
     (unaligned loads), so h(word) = fmix(lo ^ fmix(hi + len * K1)) for words up to 16 bytes; longer
     words also add sum_k b_k P^k over their remaining bytes (rare, so computed per byte)."""
-    if not y:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
-    arr = np.frombuffer(y, dtype=np.uint8)
-    isw = ((arr != 32) & (arr != 0)).view(np.int8)
-    edge = np.diff(isw, prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edge == 1)
-    if len(starts) == 0:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
-    lens = np.flatnonzero(edge == -1) - starts
     buf = np.zeros(len(arr) + 16, dtype=np.uint8)
     buf[: len(arr)] = arr
     v = np.ndarray((len(arr) + 9,), dtype="<u8", buffer=buf, strides=(1,))  # v[i] = bytes i..i+7
@@ -65,9 +56,53 @@ def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
         long = np.flatnonzero(lens > 16)
         if len(long):
             hi[long] += _tail_sums(arr, starts[long] + 16, lens[long] - 16)
+    return _fmix(lo ^ _fmix(hi))
+
+
+def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row."""
+    if not y:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+    arr = np.frombuffer(y, dtype=np.uint8)
+    isw = ((arr != 32) & (arr != 0)).view(np.int8)
+    edge = np.diff(isw, prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edge == 1)
+    if len(starts) == 0:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+    lens = np.flatnonzero(edge == -1) - starts
     cuts = np.searchsorted(starts, np.flatnonzero(arr == 0))  # words before each row separator
     rows = np.repeat(np.arange(len(cuts) + 1, dtype=np.int64), np.diff(cuts, prepend=0, append=len(starts)))
-    return _fmix(lo ^ _fmix(hi)), rows
+    return _hash_spans(arr, starts, lens), rows
+
+
+def hash_words_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Word hashes of a normalised pyarrow LargeStringArray (words separated by single spaces, rows
+    stripped: what `normalize_arrow` returns), read straight from its buffers: (hashes, row of each word,
+    byte offset of each word in its row). The hashes equal `hash_words_bytes`'s for the same words."""
+    n = len(arr)
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    lo, hi = int(offs[0]), int(offs[-1])
+    empty = np.zeros(0, dtype=np.int64)
+    if hi == lo:
+        return np.zeros(0, dtype=_U64), empty, empty
+    t = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[lo:hi]
+    o = offs - lo
+    sp = t == 32
+    first = np.empty_like(sp)  # word starts: after a space, or a row's first byte
+    first[0] = True
+    first[1:] = sp[:-1]
+    row_start = o[:-1][o[:-1] < o[1:]]  # starts of non-empty rows
+    first[row_start] = True
+    first &= ~sp
+    starts = np.flatnonzero(first)
+    ends = np.empty_like(sp)  # word ends: before a space, or a row's last byte
+    ends[-1] = True
+    ends[:-1] = sp[1:]
+    ends[o[1:][o[1:] > o[:-1]] - 1] = True
+    ends &= ~sp
+    lens = np.flatnonzero(ends) + 1 - starts
+    rows = np.searchsorted(o, starts, side="right") - 1
+    return _hash_spans(t, starts, lens), rows, starts - o[rows]
 
 
 def _tail_sums(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:

@@ -1,75 +1,101 @@
-"""Run untrusted Python in a separate, locked-down process and report what happened.
+"""Run untrusted Python in a bubblewrap jail and decide its status where it cannot reach.
 
-Isolation (strongest first; what applies is decided per run and logged once):
+Script mode (stdio tests): the program runs as `__main__` with the given stdin; its stdout and stderr come
+back separately capped and the caller (`code.py`) compares the output here, outside the run.
 
-* **as root** (this project's machines): the child is a fresh ``python -I -S`` that, before running any
-  user code, enters new network + mount + PID namespaces (``unshare``), mounts private size-limited tmpfs
-  on ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock`` (the only world-writable places) and works in
-  ``/tmp``; then forks the PID-namespace init, sets resource limits (CPU, address space, processes,
-  file size, open files, no core), drops to a **unique unprivileged uid/gid per run** (so RLIMIT_NPROC
-  really bounds a fork bomb, the parent cannot be signalled, ``/proc/<ppid>/environ`` is unreadable)
-  with ``no_new_privs`` and ``PDEATHSIG=SIGKILL``. When the init dies, the kernel kills every process left
-  in the namespace, so no daemon survives the run.
-* **not root**: try an unprivileged user+network namespace; otherwise sockets are blocked in-process
-  (monkeypatched ``socket``, which determined code can undo). Resource limits still apply; the run is a
-  new session and its process group is killed at the deadline; the work dir is a fresh 0700 temp dir.
+Assert mode (MBPP asserts, HumanEval `check(candidate)`, LeetCode `check(Solution().method)`): the program
+runs alone in its jail and only answers calls; the test code runs in a separate jailed test process
+(`jailed/testrunner.py`) that calls it through two pipes carrying plain data (`jailed/codec.py`). The
+verdict is written by the test process on a pipe only the host reads, so no object, builtin, frame or
+report line of the program takes part in it, and the test source and expected values never enter the
+program's process.
 
-In both cases: the environment is minimal (``PATH``, ``LANG``, ``PYTHONHASHSEED``; nothing inherited),
-the wall-clock deadline is enforced by the parent (SIGKILL), stdout/stderr are read with a byte cap.
-The child reports its own outcome (``syntax_error`` / ``memory`` / ``runtime_error`` / ``fail``) as a
-line prefixed with a per-run random nonce on a separate pipe; a process that dies without reporting is
-classified from its exit status. Assert-mode tests share the interpreter with the program, so a program
-written to cheat (e.g. by frame inspection to find the nonce) can forge a pass: rewards for adversarial
-policies should prefer stdio tests.
+Limits over the whole run (`cgroups.py`): total memory and process count, CPU seconds of all its processes;
+a wall-clock backstop for programs that sleep or block: time its processes spent running or waiting for a
+CPU (schedstat run delay) does not count, so contention does not fail honest programs (an absolute backstop
+of 10 x wall_s + 10 s bounds everything); separate caps for stdout (for stdio tests exceeding it
+ends the run; in assert mode the rest is discarded) and stderr (the tail is kept, the rest discarded).
+At the verdict the run's PID namespace and cgroup are killed: nothing of it keeps running (`launch.py`).
+
+Statuses (`STATUSES`): the harness writes "U" on a status pipe just before the program's code is compiled;
+`sandbox_error` is only given when that never arrived (or the test's own set-up failed), everything after
+is the program's: syntax_error, timeout, memory, runtime_error, fail, pass. No exit status, output or
+message of the program can turn into sandbox_error or pass.
 """
 
 from __future__ import annotations
 
-import atexit
-import itertools
 import json
 import logging
 import os
-import queue
-import secrets
 import selectors
-import shutil
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from cotforge.curate.verify import jail, launch, setups
+from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("pass", "fail", "timeout", "memory", "runtime_error", "syntax_error", "sandbox_error")
-UID_BASE = 1_500_000  # unprivileged uids used for runs when we are root (no passwd entry needed)
-UID_SPAN = 400_000
+__all__ = ["STATUSES", "UID_BASE", "UID_SPAN", "RunResult", "SandboxLimits", "SandboxUnavailable", "run_python"]
+POLL_S = 0.02
+SETUP_TIMEOUT_S = 60.0  # the jail's own start-up (not the program's time) on a very loaded machine
+_TOKENS = iter(range(1 << 62))
+_TOKEN_LOCK = threading.Lock()
 
 
 @dataclass
 class SandboxLimits:
-    """Per-run limits: wall and CPU seconds, address space, processes, file size, captured output."""
+    """Limits of one sandboxed run (all of its processes together) and what it may import."""
 
-    wall_s: float = field(default=10.0, metadata={"help": "Wall-clock limit per sandboxed run (seconds)."})
-    cpu_s: float = field(default=5.0, metadata={"help": "CPU-time limit per sandboxed run (seconds)."})
-    memory_mb: int = field(default=1024, metadata={"help": "Address-space limit per run (MB)."})
-    nproc: int = field(default=32, metadata={"help": "Processes a run may hold."})
-    fsize_mb: int = field(default=16, metadata={"help": "Largest file a run may write (MB)."})
-    output_bytes: int = field(default=1 << 20, metadata={"help": "Captured stdout/stderr per run (bytes)."})
+    wall_s: float = field(default=10.0, metadata={"help": "Wall-clock backstop in seconds for programs that "
+                                                          "sleep or block; time spent running or waiting for a CPU "
+                                                          "does not count."})
+    cpu_s: float = field(default=5.0, metadata={"help": "CPU seconds of all processes of the run together."})
+    memory_mb: int = field(default=1024, metadata={"help": "Memory of the whole run in MiB (cgroup), also each "
+                                                           "process's address-space limit."})
+    nproc: int = field(default=32, metadata={"help": "Processes (and threads) of the run at once."})
+    fsize_mb: int = field(default=16, metadata={"help": "Largest file the program may write, MiB."})
+    output_bytes: int = field(default=1 << 20, metadata={"help": "stdout cap in bytes; exceeding it ends the "
+                                                                 "run as runtime_error (output limit)."})
+    stderr_bytes: int = field(default=1 << 16, metadata={"help": "stderr kept in bytes (the tail); the rest "
+                                                                 "is discarded and the run goes on."})
+    tmp_mb: int = field(default=64, metadata={"help": "Size of the run's private /tmp in MiB."})
+    packages: tuple[str, ...] = field(default=("numpy", "sortedcontainers"), metadata={
+        "help": "Installed distributions the program may import besides the standard library.", "sep": ","})
+    channel_mb: int = field(default=64, metadata={"help": "Largest single message from the program to the "
+                                                          "test process (assert tests), MiB."})
 
     def __post_init__(self) -> None:
-        for name in ("wall_s", "cpu_s", "memory_mb", "nproc", "fsize_mb", "output_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be > 0 (got {getattr(self, name)})")
+        for name in ("wall_s", "cpu_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("memory_mb", "nproc", "fsize_mb", "output_bytes", "stderr_bytes", "tmp_mb", "channel_mb"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"SandboxLimits.{name} must be a positive integer, got {v!r}")
+        if self.memory_mb < 64:
+            raise ValueError(f"SandboxLimits.memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+        if isinstance(self.packages, str):
+            raise ValueError(f"SandboxLimits.packages must be a list of distribution names, got {self.packages!r}")
+        self.packages = tuple(self.packages)
+        if not all(isinstance(p, str) and p for p in self.packages):
+            raise ValueError(f"SandboxLimits.packages must be distribution names, got {self.packages!r}")
+
+    def rlimits(self) -> dict[str, int]:
+        """Per-process resource limits the harness sets before any user code (backstops of the run totals)."""
+        return {"RLIMIT_AS": self.memory_mb << 20, "RLIMIT_CPU": int(self.cpu_s) + 2,
+                "RLIMIT_FSIZE": self.fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0,
+                "RLIMIT_NPROC": self.nproc}
 
 
 @dataclass
 class RunResult:
-    """Outcome of one sandboxed run: a status from STATUSES (``pass`` = ran to completion) and the output."""
+    """Outcome of one sandboxed run: a status from STATUSES (`pass` = ran to completion / test passed)."""
 
     status: str
     stdout: str = ""
@@ -80,461 +106,301 @@ class RunResult:
     extra: dict = field(default_factory=dict)
 
 
-# The child-side program, run as `python -I -S -c CHILD_CODE SPEC_JSON` with the nonce on fd REPORT_FD.
-# It must stay self-contained (stdlib only) because it runs before privileges are dropped.
-CHILD_LIB = r'''
-import builtins, ctypes, json, os, resource, signal, sys
-libc = ctypes.CDLL(None, use_errno=True)
-NS_NET, NS_MNT, NS_PID, NS_USER = 0x40000000, 0x00020000, 0x20000000, 0x10000000
+@dataclass
+class _Observed:
+    """What the host saw of a run."""
 
-
-def child_main(spec, nonce, rfd):
-    def report(status, detail=""):
-        try:
-            os.write(rfd, (nonce + " " + status + " " + detail.replace("\n", " ")[:500] + "\n").encode())
-        except OSError:
-            pass
-    uid = spec["uid"]
-    net = False
-    if uid is not None:
-        if libc.unshare(NS_NET | NS_MNT | NS_PID) != 0:
-            report("sandbox_error", "unshare failed errno %d" % ctypes.get_errno()); os._exit(70)
-        net = True
-        if libc.mount(b"none", b"/", None, 16384 | (1 << 18), None) != 0:
-            report("sandbox_error", "mount private failed"); os._exit(70)
-        opts = ("size=%dm,mode=0700,uid=%d,gid=%d" % (spec["tmpfs_mb"], uid, uid)).encode()
-        for d in (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock"):
-            o = opts.replace(b"mode=0700", b"mode=0755").replace(b"uid=%d,gid=%d" % (uid, uid), b"uid=0,gid=0") \
-                if d == b"/tmp" else opts
-            if os.path.isdir(d) and libc.mount(b"tmpfs", d, b"tmpfs", 2 | 4, o) != 0:
-                report("sandbox_error", "tmpfs mount failed on %s" % d.decode()); os._exit(70)
-        # The interpreter's stdlib may sit under a directory the run's uid cannot traverse (/root/.pyenv):
-        # bind it read-only under /tmp/lib and point sys.path there.
-        new_path = []
-        for i, p in enumerate(sys.path):
-            if not os.path.isdir(p):
-                continue
-            mp = "/tmp/lib/%d" % i
-            os.makedirs(mp)
-            if libc.mount(p.encode(), mp.encode(), None, 4096 | 16384, None) != 0 or \
-                    libc.mount(None, mp.encode(), None, 4096 | 32 | 1 | 2 | 4, None) != 0:
-                report("sandbox_error", "bind mount of %s failed" % p); os._exit(70)
-            new_path.append(mp)
-        moved = [(p, "/tmp/lib/%d" % i) for i, p in enumerate(sys.path) if os.path.isdir(p)]
-        sys.path[:] = new_path
-        for m in list(sys.modules.values()):
-            mp_ = getattr(m, "__path__", None)
-            if isinstance(mp_, list):
-                for j, e in enumerate(mp_):
-                    for a, b in moved:
-                        if e == a or e.startswith(a + "/"):
-                            mp_[j] = b + e[len(a):]
-                            break
-        sys.path_importer_cache.clear()
-        os.mkdir("/tmp/work", 0o700)
-        os.chown("/tmp/work", uid, uid)
-        os.chdir("/tmp/work")
-        pid = os.fork()
-        if pid:
-            os.close(rfd)
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(s, signal.SIG_IGN)
-            _, st = os.waitpid(pid, 0)
-            os._exit(os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
-    else:
-        if spec["try_userns"] and libc.unshare(NS_USER | NS_NET) == 0:
-            net = True
-        os.chdir(spec["workdir"])
-    lim = spec["limits"]
-    try:
-        resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
-        resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize"], lim["fsize"]))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (lim["nofile"], lim["nofile"]))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
-        if uid is not None:
-            os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)
-        libc.prctl(38, 1, 0, 0, 0)
-    except (OSError, ValueError) as e:
-        report("sandbox_error", "limits: %r" % (e,)); os._exit(70)
-    if not net:
-        import socket
-        def _blocked(*a, **k):
-            raise PermissionError("network access is disabled in the sandbox")
-        for _n in ("socket", "create_connection", "create_server", "socketpair", "fromfd"):
-            setattr(socket, _n, _blocked)
-        import _socket
-        _socket.socket = _blocked
-    sources = spec["sources"]
-    mode = spec["mode"]
-    sys.argv = ["solution.py"]; sys.path.insert(0, os.getcwd())
-    def _run():
-        g = {"__name__": "__main__", "__builtins__": builtins}
-        try:
-            code = compile(sources["setup"] + "\n" + sources["program"] if sources["setup"] else sources["program"],
-                           "solution.py", "exec")
-        except (SyntaxError, ValueError, MemoryError) as e:
-            return ("syntax_error" if not isinstance(e, MemoryError) else "memory"), repr(e)
-        try:
-            if mode == "assert":
-                g["__name__"] = "solution"
-            exec(code, g)
-            if mode == "assert":
-                tcode = compile(sources["test"], "test.py", "exec")
-                exec(tcode, g)
-                if spec["entry_point"]:
-                    g["check"](eval(spec["entry_point"], g))
-        except SystemExit as e:
-            if mode == "assert" or e.code not in (None, 0):
-                return "runtime_error", "SystemExit(%r)" % (e.code,)
-        except AssertionError as e:
-            return ("fail" if mode == "assert" else "runtime_error"), repr(e)[:300]
-        except MemoryError:
-            return "memory", "MemoryError"
-        except RecursionError as e:
-            return "runtime_error", repr(e)[:300]
-        except BaseException as e:
-            return "runtime_error", repr(e)[:300]
-        return "pass", ""
-    status, detail = _run()
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
-    report(status, detail)
-    os._exit(0 if status == "pass" else 1)
-'''
-
-# One run per process: `python -I -S -c EXEC_MAIN SPEC_PATH NONCE_FD REPORT_FD` (fallback when no fork server).
-EXEC_MAIN = CHILD_LIB + r'''
-with open(sys.argv[1], "rb") as _f:
-    _spec = json.loads(_f.read())
-_nonce = os.read(int(sys.argv[2]), 64).decode()
-os.close(int(sys.argv[2]))
-child_main(_spec, _nonce, int(sys.argv[3]))
-'''
-
-# A fork server: pre-imports what runs need, then forks one child per request. Request: one message
-# "SPEC_PATH NONCE\n" carrying fds [stdin, stdout, stderr, report]; replies "pid N\n" then "rc N\n".
-ZYGOTE_MAIN = CHILD_LIB + r'''
-import socket
-for _m in PRELOAD:
-    try:
-        __import__(_m)
-    except ImportError:
-        pass
-_ctl = socket.socket(fileno=int(sys.argv[1]))
-while True:
-    try:
-        _msg, _fds, _, _ = socket.recv_fds(_ctl, 65536, 4)
-    except OSError:
-        os._exit(0)
-    if not _msg:
-        os._exit(0)
-    _path, _nonce = _msg.decode().split()
-    with open(_path, "rb") as _f:
-        _spec = json.loads(_f.read())
-    _pid = os.fork()
-    if _pid == 0:
-        try:
-            _ctl.close()
-            os.setsid()
-            for _i, _fd in enumerate(_fds[:3]):
-                os.dup2(_fd, _i)
-            for _fd in _fds[:3]:
-                if _fd > 2:
-                    os.close(_fd)
-            child_main(_spec, _nonce, _fds[3])
-        finally:
-            os._exit(70)
-    for _fd in _fds:
-        os.close(_fd)
-    _ctl.sendall(b"pid %d\n" % _pid)
-    _, _st = os.waitpid(_pid, 0)
-    _ctl.sendall(b"rc %d\n" % os.waitstatus_to_exitcode(_st))
-'''.replace("PRELOAD", repr(("typing", "collections", "heapq", "bisect", "itertools", "functools", "math",
-                               "string", "operator", "re", "random", "datetime", "json")))
-_uid_counter = itertools.count()
-_uid_lock = threading.Lock()
-_mode_logged = False
-USE_FORK_SERVER = True  # set False to start a fresh interpreter per run (slower; same isolation)
-
-
-def _is_root() -> bool:
-    """Whether we can use namespaces + uid switching (strong isolation)."""
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def _next_uid() -> int:
-    """A uid no other concurrent run of this process (and, very likely, of sibling processes) uses."""
-    with _uid_lock:
-        n = next(_uid_counter)
-    return UID_BASE + (os.getpid() * 1009 + n) % UID_SPAN
-
-
-def _minimal_env() -> dict[str, str]:
-    """The only environment the child sees: nothing inherited, so no secrets leak."""
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONIOENCODING": "utf-8"}
-
-
-class _ForkServer:
-    """A root-side interpreter with the sandbox code and common modules imported, forking one child per
-    run (saves the ~20-40 ms interpreter start per execution). One run at a time per server."""
-
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", ZYGOTE_MAIN, str(theirs.fileno())],
-                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_minimal_env(),
-                                     start_new_session=True)
-        theirs.close()
-        self.sock = ours
-        self.buf = b""
-
-    def start(self, spec_path: str, nonce: str, fds: list[int]) -> int:
-        """Ask for a run; returns the child's pid (its process group id too)."""
-        self.sock.settimeout(30)
-        socket.send_fds(self.sock, [f"{spec_path} {nonce}\n".encode()], fds)
-        return int(self._line(30).split()[1])
-
-    def wait(self, timeout: float) -> int | None:
-        """The child's exit code (negative: killed by that signal), or None if not done within timeout."""
-        try:
-            return int(self._line(timeout).split()[1])
-        except TimeoutError:
-            return None
-
-    def _line(self, timeout: float) -> str:
-        self.sock.settimeout(max(timeout, 0.001))
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                raise ConnectionError("sandbox fork server exited")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-    def close(self) -> None:
-        self.sock.close()
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-_SERVERS: queue.SimpleQueue[_ForkServer] = queue.SimpleQueue()
-_ALL_SERVERS: list[_ForkServer] = []
-
-
-def _acquire_server() -> _ForkServer | None:
-    """An idle fork server (started on demand); None when they are disabled or cannot start."""
-    if not USE_FORK_SERVER:
-        return None
-    try:
-        return _SERVERS.get_nowait()
-    except queue.Empty:
-        pass
-    try:
-        server = _ForkServer()
-    except OSError as e:
-        log.warning("sandbox fork server unavailable (%s); starting one interpreter per run", e)
-        return None
-    _ALL_SERVERS.append(server)
-    return server
-
-
-@atexit.register
-def shutdown_servers() -> None:
-    """Stop all fork servers (they also exit when this process does)."""
-    while True:
-        try:
-            _SERVERS.get_nowait()
-        except queue.Empty:
-            break
-    for server in _ALL_SERVERS:
-        server.close()
-    _ALL_SERVERS.clear()
-
-
-def _read_capped(fds: list[int], deadline: float, cap: int) -> tuple[list[bytes], str | None]:
-    """Read the pipes `fds` until all close, the deadline passes or together they exceed `cap` bytes.
-
-    Returns (contents per fd, why_stopped) where why_stopped is None, "timeout" or "output"."""
-    sel = selectors.DefaultSelector()
-    bufs = {fd: bytearray() for fd in fds}
-    for fd in fds:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    why = None
-    total = 0
-    try:
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                why = "timeout"
-                break
-            for key, _ in sel.select(timeout=min(left, 0.25)):
-                try:
-                    chunk = os.read(key.fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                bufs[key.fd] += chunk
-                total += len(chunk)
-                if total > cap:
-                    why = "output"
-                    break
-            if why:
-                break
-    finally:
-        sel.close()
-    return [bytes(bufs[fd][:cap]) for fd in fds], why
-
-
-def _killpg(pid: int) -> None:
-    """SIGKILL the run's process group (as root the PID namespace dies with its init)."""
-    for kill, target in ((os.killpg, pid), (os.kill, pid)):
-        try:
-            kill(target, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _classify(rc: int | None, reported: tuple[str, str] | None, why: str | None, stderr: str) -> tuple[str, str]:
-    """Turn what we observed into one status + detail."""
-    if why == "timeout":
-        return "timeout", "wall-clock limit"
-    if why == "output":
-        return "runtime_error", "output limit exceeded"
-    if reported is not None:
-        return reported
-    if rc is not None and rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL):
-        return "timeout", "CPU limit"
-    if "MemoryError" in stderr:
-        return "memory", "MemoryError"
-    if rc == 70:
-        return "sandbox_error", stderr[-300:] or "child setup failed"
-    return "runtime_error", f"exit status {rc} without report"
-
-
-def _spec(program: str, mode: str, test: str, setup: str, entry_point: str | None, limits: SandboxLimits,
-          uid: int | None, work: str) -> dict:
-    """What the child needs to set itself up and run (written to a root-only file in the stage dir)."""
-    return {
-        "uid": uid, "try_userns": uid is None, "workdir": work, "mode": mode, "entry_point": entry_point,
-        "tmpfs_mb": max(8, limits.fsize_mb * 4),
-        "limits": {"cpu": max(1, int(round(limits.cpu_s))), "as": limits.memory_mb << 20,
-                   "fsize": limits.fsize_mb << 20, "nofile": 64, "nproc": limits.nproc},
-        "sources": {"program": program, "test": test, "setup": setup},
-    }
-
-
-def _launch_exec(spec_path: str, nonce: str, fds: list[int], stage: str) -> subprocess.Popen:
-    """Fallback launcher: a fresh interpreter for this run."""
-    n_read, n_write = os.pipe()
-    os.write(n_write, nonce.encode())
-    os.close(n_write)
-    try:
-        return subprocess.Popen([sys.executable, "-I", "-S", "-c", EXEC_MAIN, spec_path, str(n_read), str(fds[3])],
-                                stdin=fds[0], stdout=fds[1], stderr=fds[2], cwd=stage, env=_minimal_env(),
-                                start_new_session=True, pass_fds=(n_read, fds[3]), close_fds=True)
-    finally:
-        os.close(n_read)
+    judge_stdout: bool = True  # script mode; in assert mode stdout is only kept for the details
+    t_user: float | None = None  # when the harness said "U" (the wall-clock backstop counts from here)
+    tokens: list[str] = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    why: str | None = None  # "cpu" | "wall" | "output"
+    cpu_s: float = 0.0
+    oom: int = 0
+    peak: int | None = None
+    rc: int | None = None
+    exited: bool = False
 
 
 def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str = "", setup: str = "",
-               entry_point: str | None = None, limits: SandboxLimits | None = None) -> RunResult:
-    """Run `program` (mode "script": as __main__ with `stdin`; mode "assert": then `test`, then
-    `check(<entry_point>)` when given) in the sandbox; never raises for anything the program does."""
-    global _mode_logged
+               entry_point: str | None = None, limits: SandboxLimits | None = None,
+               pytest_module: str | None = None) -> RunResult:
+    """Run `program` in the sandbox. mode "script": as __main__ with `stdin`; mode "assert": `setup`, then the
+    program, then `test` (and `check(<entry_point>)` when given) in a separate test process; with
+    `pytest_module`, `test` is a pytest file run by pytest in the test process against the program as that
+    module (`jailed/pytestrun.py`; per-test statuses in `extra["results"]`). Never raises for anything the
+    program does; raises SandboxUnavailable when the sandbox cannot be built here."""
+    if mode not in ("script", "assert"):
+        raise ValueError(f"run_python: mode must be 'script' or 'assert', got {mode!r}")
+    if pytest_module is not None and (mode != "assert" or not pytest_module.isidentifier()):
+        raise ValueError(f"run_python: pytest_module must be a module name in assert mode, got {pytest_module!r}")
     limits = limits or SandboxLimits()
-    uid = _next_uid() if _is_root() else None
-    if not _mode_logged:
-        log.info("sandbox isolation: %s", "namespaces + per-run uid" if uid else "rlimits + socket block")
-        _mode_logged = True
+    test_packages = limits.packages + tuple(p for p in jail.with_requirements(("pytest",))
+                                            if p not in limits.packages) if pytest_module else limits.packages
     t0 = time.monotonic()
-    deadline = t0 + limits.wall_s
-    stage = tempfile.mkdtemp(prefix="cotforge-sbx-")
-    own: list[int] = []
-    server = None
+    pipes: dict[str, tuple[int, int]] = {k: os.pipe2(os.O_CLOEXEC) for k in ("out", "err", "status")}
+    chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
+    report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
+    stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
+    spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
+            "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
+            "rlimits": limits.rlimits(), "chan": [chan[0][0], chan[1][1]] if chan else None}
+    keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
+    host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
+    child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1]] if chan else [])
+    jailed = None
+    token = None
     try:
-        work = os.path.join(stage, "work")
-        os.mkdir(work, 0o700)
-        spec_path = os.path.join(stage, "spec.json")
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(_spec(program, mode, test, setup, entry_point, limits, uid, work), f)
-        in_path = os.path.join(stage, "stdin.txt")
-        with open(in_path, "w", encoding="utf-8") as f:
-            f.write(stdin)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        in_fd = os.open(in_path, os.O_RDONLY)
-        own = [out_r, err_r, rep_r]
-        child_fds = [in_fd, out_w, err_w, rep_w]
-        nonce = secrets.token_hex(16)
-        proc = None
         try:
-            server = _acquire_server()
-            if server is not None:
-                try:
-                    pid = server.start(spec_path, nonce, child_fds)
-                except (OSError, ValueError, IndexError) as e:
-                    log.warning("sandbox fork server failed (%s); replacing it", e)
-                    _ALL_SERVERS.remove(server)
-                    server.close()
-                    server = None
-            if server is None:
-                proc = _launch_exec(spec_path, nonce, child_fds, stage)
-                pid = proc.pid
+            jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
+                                 memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + 1, stdin=stdin_fd,
+                                 stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep))
+        except SandboxUnavailable:
+            raise
         except OSError as e:
-            return RunResult("sandbox_error", detail=f"spawn failed: {e}", wall_s=time.monotonic() - t0)
-        finally:
-            for fd in child_fds:
-                os.close(fd)
-        (out, err), why = _read_capped([out_r, err_r], deadline, limits.output_bytes)
-        if why:
-            _killpg(pid)
-        rc = _wait(server, proc, pid, deadline)
-        if rc is None:  # pipes closed but the process lingers past the deadline
-            why = why or "timeout"
-            _killpg(pid)
-            rc = _wait(server, proc, pid, time.monotonic() + 10)
-        _killpg(pid)  # anything left in the session (non-root mode)
-        os.set_blocking(rep_r, False)
-        try:
-            rep = os.read(rep_r, 4096).decode("utf-8", "replace")
-        except BlockingIOError:
-            rep = ""
-        reported = None
-        for line in rep.splitlines():
-            parts = line.split(" ", 2)
-            if len(parts) >= 2 and parts[0] == nonce and parts[1] in STATUSES:
-                reported = (parts[1], parts[2] if len(parts) > 2 else "")
-        stderr = err.decode("utf-8", "replace")
-        status, detail = _classify(rc, reported, why, stderr)
-        return RunResult(status, out.decode("utf-8", "replace"), stderr, rc, detail, time.monotonic() - t0)
-    finally:
-        for fd in own:
+            return RunResult("sandbox_error", detail=f"sandbox start failed: {e}", wall_s=time.monotonic() - t0)
+        if chan:
+            token = _token()
+            tspec = {"test": test, "setup": setup, "entry_point": entry_point, "pytest_module": pytest_module,
+                     "channel_bytes": limits.channel_mb << 20,
+                     "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "as": max(limits.memory_mb, 1024) << 20,
+                                "wall": int(10 * limits.wall_s + 10)}}
+            try:
+                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1]])
+            except SandboxUnavailable:
+                raise
+            except OSError as e:
+                log.warning("sandbox: test server unavailable: %s", e)
+                token = None
+                return RunResult("sandbox_error", detail=f"test server unavailable: {e}",
+                                 wall_s=time.monotonic() - t0)
+        for fd in child_ends + [stdin_fd]:
             os.close(fd)
-        if server is not None:
-            _SERVERS.put(server)
-        shutil.rmtree(stage, ignore_errors=True)
+        child_ends, stdin_fd = [], -1
+        if chan:  # the host keeps only the report pipe of the test side
+            for fd in (chan[0][1], chan[1][0]):
+                os.close(fd)
+                host_ends.remove(fd)
+        obs = _Observed(judge_stdout=mode == "script")
+        _watch(jailed, obs, limits, t0, pipes["out"][0], pipes["err"][0], pipes["status"][0],
+               report[0] if report else None)
+        status, detail = _classify(obs, limits, mode)
+        return RunResult(status, obs.out.decode("utf-8", "replace"), obs.err.decode("utf-8", "replace"), obs.rc,
+                         detail, time.monotonic() - t0,
+                         {"cpu_s": round(obs.cpu_s, 4), "peak_bytes": obs.peak, "reports": obs.reports,
+                          "results": _results(obs, status)})
+    finally:
+        if token is not None:
+            launch.test_server(test_packages).cancel(token)
+        if jailed is not None:
+            jailed.kill()
+            jailed.close()
+        for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
-def _wait(server: _ForkServer | None, proc: subprocess.Popen | None, pid: int, deadline: float) -> int | None:
-    """Exit code of the run's top process, or None if it is still running at `deadline`."""
-    left = max(0.05, deadline - time.monotonic())
-    if proc is not None:
-        try:
-            return proc.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            return None
-    assert server is not None
-    return server.wait(left)
+def _token() -> str:
+    with _TOKEN_LOCK:
+        return f"{os.getpid()}-{next(_TOKENS)}"
+
+
+def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, out_fd: int, err_fd: int,
+           status_fd: int, report_fd: int | None) -> None:
+    """Collect output, status tokens and test reports until the run is over or breaks a limit; then kill the
+    run and drain what is left."""
+    sel = selectors.DefaultSelector()
+    kinds = {out_fd: "out", err_fd: "err", status_fd: "status", jailed.pidfd: "exit"}
+    if report_fd is not None:
+        kinds[report_fd] = "report"
+    for fd in kinds:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    partial = {"status": b"", "report": b""}
+    busy = 0.0
+    polls = 0
+    try:
+        while not _done(obs, report_fd, kinds):
+            now = time.monotonic()
+            if obs.t_user is None:  # still the harness's set-up: its own, generous deadline
+                if now - t0 > SETUP_TIMEOUT_S:
+                    obs.why = "setup"
+                    break
+            elif now - obs.t_user > lim.wall_s + busy:
+                # time running or waiting for a CPU is not "sleeping or blocked": the CPU limit covers it
+                busy = _starved_s(jailed) + (jailed.cg.cpu_seconds() if jailed.cg is not None else 0.0)
+                elapsed = time.monotonic() - obs.t_user
+                if elapsed > lim.wall_s + busy or elapsed > 10 * lim.wall_s + 10:
+                    obs.why = "wall"
+                    break
+            _pump(sel, kinds, obs, partial, lim, POLL_S)
+            polls += 1
+            if obs.why is None and jailed.cg is not None:
+                obs.cpu_s = jailed.cg.cpu_seconds()
+                if obs.cpu_s > lim.cpu_s:
+                    obs.why = "cpu"
+                elif polls % 5 == 0 and jailed.cg.oom_kills():  # the kernel killed a process of the run
+                    obs.why = "memory"
+            if obs.why:
+                break
+    finally:
+        if jailed.cg is not None:
+            obs.cpu_s = jailed.cg.cpu_seconds()
+            obs.oom = jailed.cg.oom_kills()
+            obs.peak = jailed.cg.peak_bytes()
+        jailed.kill()
+        obs.rc = jailed.proc.returncode
+        # Everything of the run is dead now: read its pipes to EOF. The test process (assert mode) sees EOF
+        # on its channel and reports on its own: give it a moment.
+        deadline = time.monotonic() + 2.0
+        while any(k != "exit" for k in kinds.values()) and time.monotonic() < deadline:
+            if report_fd is not None and any("status" in r for r in obs.reports) and \
+                    set(kinds.values()) <= {"exit", "report"}:
+                break
+            _pump(sel, kinds, obs, partial, lim, 0.05)
+        sel.close()
+        if jailed.cg is not None and obs.cpu_s > lim.cpu_s and obs.why is None:
+            obs.why = "cpu"
+
+
+def _pump(sel: selectors.BaseSelector, kinds: dict, obs: _Observed, partial: dict, lim: SandboxLimits,
+          timeout: float) -> None:
+    """One select round: read every ready pipe, note the top process's exit, drop closed pipes."""
+    for key, _ in sel.select(timeout=timeout):
+        kind = kinds.get(key.fd)
+        if kind == "exit":
+            obs.exited = True
+        if kind is None or kind == "exit" or not _read(key.fd, kind, obs, partial, lim):
+            sel.unregister(key.fd)
+            kinds.pop(key.fd, None)
+
+
+def _done(obs: _Observed, report_fd: int | None, kinds: dict) -> bool:
+    if report_fd is None:
+        return obs.exited
+    return any("status" in r for r in obs.reports) or "report" not in kinds.values()
+
+
+def _read(fd: int, kind: str, obs: _Observed, partial: dict, lim: SandboxLimits) -> bool:
+    """Read what is there; False at EOF."""
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    if not chunk:
+        return False
+    if kind == "out":
+        room = lim.output_bytes - len(obs.out)
+        obs.out += chunk[: max(room, 0)]
+        if len(chunk) > room and obs.judge_stdout:  # stdio tests judge stdout: more than the cap ends the run
+            obs.why = obs.why or "output"
+    elif kind == "err":
+        obs.err += chunk
+        if len(obs.err) > lim.stderr_bytes:
+            del obs.err[: len(obs.err) - lim.stderr_bytes]
+    else:
+        buf = partial[kind] + chunk
+        *lines, partial[kind] = buf.split(b"\n")
+        for line in lines:
+            if kind == "status":
+                obs.tokens.append(line.decode("utf-8", "replace"))
+                if obs.tokens[-1] == "U" and obs.t_user is None:
+                    obs.t_user = time.monotonic()
+            else:
+                try:
+                    obs.reports.append(json.loads(line))
+                except ValueError:
+                    obs.reports.append({"status": "runtime_error", "detail": "unreadable test report"})
+    return True
+
+
+def _starved_s(jailed: launch.Jail) -> float:
+    """Seconds the run's live tasks spent runnable but waiting for a CPU (schedstat run_delay)."""
+    total = 0
+    for pid in jailed.cg.pids() if jailed.cg is not None else []:
+        for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                total += int(task.read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total / 1e9
+
+
+def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
+    """One status + detail from what the host observed (see the module docstring for who decides what)."""
+    tokens = [t for t in obs.tokens if t]
+    started = "U" in tokens
+    err_tail = obs.err.decode("utf-8", "replace").strip()[-300:]
+    setup_err = next((r for r in obs.reports if r.get("phase") == "setup"), None)
+    if setup_err is not None:  # the test's own setup or source failed in the test process
+        return "sandbox_error", f"test setup failed: {setup_err.get('error', '')}"
+    if not started:
+        why = next((t[2:] for t in tokens if t.startswith("E ")), "") or err_tail or (
+            f"the harness did not start within {SETUP_TIMEOUT_S:.0f} s" if obs.why == "setup" else
+            "the harness did not start")
+        return "sandbox_error", f"before user code: {why}"
+    for t in tokens:
+        if t.startswith("S "):
+            return "syntax_error", t[2:]
+        if t.startswith("M "):
+            return "memory", t[2:]
+    limit = _limit_status(obs, lim)
+    t_started = any(r.get("phase") == "started" for r in obs.reports)
+    if mode == "assert" and not t_started and (limit is None or obs.why == "wall"):
+        return "sandbox_error", "the test process did not start"
+    if limit is not None:
+        return limit
+    if mode == "script":
+        return _exit_status(obs, err_tail)
+    final = next((r for r in obs.reports if "status" in r), None)
+    if final is None:
+        return "runtime_error", "the test process ended without a verdict"
+    status, detail = str(final.get("status")), str(final.get("detail", ""))
+    if status == "program_exited":
+        st, det = _exit_status(obs, err_tail)
+        return ("runtime_error", f"the program's process ended during the test ({det})") if st == "pass" else (st, det)
+    return (status, detail) if status in ("pass", "fail", "runtime_error") else ("runtime_error", detail)
+
+
+def _results(obs: _Observed, status: str) -> list[str]:
+    """Per-test statuses of a pytest file, as the test process reported them, when the run's status is the
+    test process's own verdict (a limit or a program that ended makes every test that status instead)."""
+    final = next((r for r in obs.reports if "status" in r), None)
+    if final is None or final.get("status") != status or status not in ("pass", "fail", "runtime_error"):
+        return []
+    results = final.get("results")
+    if not isinstance(results, list) or not all(r in STATUSES or r == "skipped" for r in results):
+        return []
+    return [r for r in results if r != "skipped"]
+
+
+def _limit_status(obs: _Observed, lim: SandboxLimits) -> tuple[str, str] | None:
+    if obs.why == "cpu":
+        return "timeout", f"CPU limit ({obs.cpu_s:.2f} s > {lim.cpu_s} s)"
+    if obs.oom:
+        return "memory", "memory limit of the run"
+    if obs.why == "wall":
+        return "timeout", "wall-clock limit"
+    if obs.why == "output":
+        return "runtime_error", "output limit exceeded"
+    return None
+
+
+def _exit_status(obs: _Observed, err_tail: str) -> tuple[str, str]:
+    rc = obs.rc
+    if rc == 0:
+        return "pass", ""
+    if rc in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+        return "timeout", "CPU limit"
+    if rc in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
+        return "runtime_error", "file size limit"
+    last = err_tail.splitlines()[-1] if err_tail else ""
+    if last.startswith("MemoryError"):
+        return "memory", "MemoryError"
+    return "runtime_error", last or f"exit status {rc}"

@@ -6,7 +6,7 @@ Rules, from the field's annotation and metadata:
 - `--field-name` (underscores become dashes); `metadata["flag"]` gives other names (a string or a list,
   e.g. "--rows" or ["-n", "--n-samples"]; "--x/--no-x" makes an on/off pair);
 - bool fields: `--x` when the default is False, `--no-x` when it is True, `--x/--no-x` when it is None;
-- list fields are repeatable (`metadata["sep"]` also splits each value, e.g. "a,b");
+- list fields (and `tuple[X, ...]`) are repeatable (`metadata["sep"]` also splits each value, e.g. "a,b");
 - dict fields are repeatable KEY=VALUE (`metadata["metavar"]` names them, e.g. SOURCE=WEIGHT);
 - nested dataclass fields are flattened into their own fields' flags (`select.policy.hard` -> `--hard`); an
   optional one whose default is set gets `--no-<field>` (e.g. `--no-policy`);
@@ -66,7 +66,7 @@ def _kind(tp: Any) -> tuple[str, Any]:
     members = _args(tp)
     origins = [typing.get_origin(a) or a for a in members]
     for a, o in zip(members, origins, strict=True):
-        if o is list:
+        if o is list or (o is tuple and typing.get_args(a)[1:] == (Ellipsis,)):  # list[X] / tuple[X, ...]
             args = typing.get_args(a)
             return "list", args[0] if args else str
         if o is dict:

@@ -56,16 +56,17 @@ def sft_command() -> click.Command:
 
 def rl_command() -> click.Command:
     """`cotforge train rl`: GPPO / PPO-clip / CISPO / GSPO on verl-style prompt shards."""
-    from cotforge.train.rl.trainer import RLConfig, run_rl
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import run_rl
 
-    flags = FlagSet(RLConfig, "cfg", include=cotforge_fields(RLConfig),
+    flags = FlagSet(GPPOConfig, "cfg", include=[*cotforge_fields(GPPOConfig), "max_steps", "resume_from_checkpoint"],
                     names={"train_files": ["--data"], "output_dir": ["-o", "--out"],
                            "resume_from_checkpoint": ["--resume"]})
 
     def callback(config_path: str | None, overrides: tuple[str, ...], **_: Any) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
-            cfg = load(RLConfig, config_path, overrides, flags.values(click.get_current_context()),
+            cfg = load(GPPOConfig, config_path, overrides, flags.values(click.get_current_context()),
                        what="RL config key")
         except ConfigError as e:
             raise click.UsageError(str(e)) from e

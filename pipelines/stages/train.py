@@ -21,6 +21,7 @@ from cotforge.train.callbacks import train_stats
 from cotforge.train.eval import run as evaluation
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.rl import trainer as rl
+from cotforge.train.rl.config import GPPOConfig
 
 MODEL_STAGES = ("model", "sft", "rl")  # stages that leave a model behind, oldest first
 NEEDS_MODEL = Requirement(MODEL_STAGES, "model", "needs a model")
@@ -71,7 +72,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("sft", "train", sft.CotSFTConfig, sft.run, reads="folders", needs=("mix", "model"), fill=_trainer_fill("data", "sft"),
           requires=(NEEDS_MODEL, Requirement(("mix",), "data", "its input is missing")), launched=train_stats,
           outputs="model + tokenizer (in place), log.jsonl/.csv, loss.png"),
-    Stage("rl", "train", rl.RLConfig, rl.run, reads="folders", needs=("mix", "model", "sft"), fill=_trainer_fill("train_files", "rl"),
+    Stage("rl", "train", GPPOConfig, rl.run, reads="folders", needs=("mix", "model", "sft"), fill=_trainer_fill("train_files", "rl"),
           requires=(NEEDS_MODEL, Requirement(("mix",), "train_files", "its input is missing")),
           launched=train_stats, outputs="final/, log.jsonl/.csv, curves.png"),
     Stage("evaluate", "eval", EvalConfig, evaluation.run, reads="folders", needs=("model", "sft", "rl"), requires=(NEEDS_MODEL,),

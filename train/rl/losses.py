@@ -135,17 +135,20 @@ def gppo_token_loss(logp, old_logp, adv, mask, *, eps_low, eps_high, beta1=1.0, 
         l = -A * beta2 (1+eps_high) r / sg(r)   on high
         l = -A * r                              elsewhere (exactly where PPO's min picks the unclipped term)
     r/sg(r) == 1 in value, so with beta1 = beta2 = 1 the forward value equals PPO-clip's; its gradient is 1, so
-    W = beta1 (1-eps_low) on low, beta2 (1+eps_high) on high, r elsewhere: no token's gradient is zeroed.
-    dual_clip=c then caps A<0 tokens at -c A (zero gradient for r>c), as in the official scripts (c=10).
+    W = beta1 (1-eps_low) on low, beta2 (1+eps_high) on high, r elsewhere: no token's gradient is zeroed by the
+    clip, whatever |log r| (the clipped branches do not go through the +-20 log-ratio clamp that keeps exp() finite
+    in the unclipped branch). dual_clip=c then caps A<0 tokens at -c A (zero gradient for r>c), as in the official
+    scripts (c=10): that cap, not the clip, is the only place GPPO zeroes a gradient.
     """
+    log_r = logp - old_logp
     r = _ratio(logp, old_logp)
     regions = _clip_regions(r, adv, eps_low, eps_high, dual_clip)
-    # coef = r * sg(w / r): value w on the clipped regions and r elsewhere; d coef / d logp = w (one multiply on the
-    # autograd path, so the backward is no dearer than PPO's max/clamp).
-    rd = r.detach()
-    scale = torch.where(regions["low"], beta1 * (1.0 - eps_low) / rd,
-                        torch.where(regions["high"], beta2 * (1.0 + eps_high) / rd, torch.ones_like(rd)))
-    coef = r * scale
+    # The clipped branches are w * r / sg(r) = w * exp(log r - sg(log r)): value w, d/dlogp = w, computed from the
+    # *unclamped* log-ratio. Writing them as w * clamp(r) / sg(clamp(r)) (the earlier form) would inherit the
+    # zero gradient of the +-20 log-ratio clamp, so a token with |log r| > 20 would get weight 0, not w.
+    w = torch.where(regions["low"], beta1 * (1.0 - eps_low), beta2 * (1.0 + eps_high))
+    clipped = regions["low"] | regions["high"]
+    coef = torch.where(clipped, w * torch.exp(log_r - log_r.detach()), r)
     regions["zero_grad"] = regions["dual"]
     return _apply_dual_clip(-adv * coef, adv, dual_clip), regions
 
@@ -193,12 +196,14 @@ _LOSSES: dict[str, Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]] 
 
 
 def _metrics(regions: dict[str, torch.Tensor], mask: torch.Tensor) -> dict[str, float]:
-    """Masked token fractions of each clip region, ratio stats, and this loss's / PPO's zero-gradient shares."""
+    """Masked token fractions of each clip region, ratio stats, this loss's / PPO's zero-gradient shares, and the
+    number of real tokens they are fractions of (so a trainer can pool them over micro-batches)."""
     m = mask.detach() > 0
     n = int(m.sum())
     if n == 0:
         return {"clip_frac_high": 0.0, "clip_frac_low": 0.0, "dual_clip_frac": 0.0, "ppo_zero_grad_frac": 0.0,
-                "zero_grad_frac": 0.0, "ratio_mean": math.nan, "ratio_min": math.nan, "ratio_max": math.nan}
+                "zero_grad_frac": 0.0, "ratio_mean": math.nan, "ratio_min": math.nan, "ratio_max": math.nan,
+                "n_tokens": 0}
 
     def frac(x: torch.Tensor) -> float:
         """Share of real tokens in region x."""
@@ -214,6 +219,7 @@ def _metrics(regions: dict[str, torch.Tensor], mask: torch.Tensor) -> dict[str, 
         "ratio_mean": float(ratio.mean()),
         "ratio_min": float(ratio.min()),
         "ratio_max": float(ratio.max()),
+        "n_tokens": n,
     }
 
 

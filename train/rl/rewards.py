@@ -1,10 +1,22 @@
 """RL rewards: thin adapters over the verifiers in `curate.verify` (the only code that judges correctness).
 
 Klear-Reasoner's shaping (paper §3.2.4, official reward code):
-  format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification)
-  math:   +1 if the text after the last `</think>` verifies against the answer, else -1
+  format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification); a
+          `<think>` the prompt opened (chat templates whose generation prompt ends in `<think>`, e.g. R1-distill,
+          Qwen3-Thinking-2507) counts as present, since the completion then never repeats it
+  math:   +1 if the answer after the last `</think>` verifies against the gold, else -1; strict extraction
+          (`math_mode`, curate/verify/math_extract.py): the last box after `</think>`, nothing else counts (the
+          official reward runs math_verify.parse on the whole post-`</think>` text, which also reads unboxed
+          answers; `math_mode: lenient` is the closer match)
   code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
-          no program extracted -> `incorrect`
+          no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
+          `code_r1_compute.py`: the last ```python block after `</think>`, else ScoringConfig.format_error_score)
+          Per code status of a program that ran (`code_reward`):
+            pass -> counts as passed; fail, timeout, memory, runtime_error, syntax_error -> counts as failed
+            no_answer (a fence with no program in it) -> `code_no_program`: below every program's score
+                (soft: `incorrect` = -1 < 0; signed: `incorrect` - 0.5 = -1.5 < -1)
+            sandbox_error (malformed tests, or the sandbox failed before the program started), or a row
+                without tests -> None (TRL: unscorable, advantage 0); the program cannot cause it
 A rollout counts as *correct* (for the SFT term and accuracy) when its reward equals `correct` (1.0).
 
 `make_reward_func` returns a TRL reward function f(completions, completion_ids, ability, ground_truth, tests, ...)
@@ -14,6 +26,7 @@ that routes each row by its `ability` column: "code" -> tests, answer abilities 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,72 +42,166 @@ class RewardConfig:
     incorrect: float = -1.0
     no_think_end: float = -0.5
     no_think_start: float = -2.0
+    format_error: float = -1.0           # code: no ```python block after the reasoning block
     think_start: str = "<think>"
     think_end: str = "</think>"
     require_think: bool = True          # apply the format penalties at all
-    think_start_in_prompt: bool = False  # the chat template already opened <think> (e.g. Qwen3 thinking mode)
+    think_start_in_prompt: bool | None = None  # the prompt already opened <think>; None: detect it per row
     code_signed: bool = False            # 2p-1 instead of p
+    code_no_program: float | None = None  # reward without a program; None: below every program's (see above)
     answer_abilities: tuple[str, ...] = ("math", "science", "other")  # rewarded by answer checking
+    math_mode: str = "strict"            # curate.verify.math extraction: strict = boxed after </think>
     math_timeout_s: float = 5.0
     workers: int | None = None
 
+    def __post_init__(self) -> None:
+        from cotforge.curate.verify.math import MODES
 
-def format_penalty(text: str, cfg: RewardConfig) -> float | None:
-    """The think-tag penalty for `text`, or None when the format is fine."""
+        if self.math_mode not in MODES:
+            raise ValueError(f"reward field 'math_mode': expected one of {MODES}, got {self.math_mode!r}")
+
+
+def format_penalty(text: str, cfg: RewardConfig, opened: bool = False) -> float | None:
+    """The think-tag penalty for `text`, or None when the format is fine. `opened`: the prompt already opened
+    the reasoning block (so `<think>` is not expected in the completion)."""
     if not cfg.require_think:
         return None
     if cfg.think_end not in text:
         return cfg.no_think_end
-    if not cfg.think_start_in_prompt and cfg.think_start not in text:
+    if not (opened or cfg.think_start_in_prompt) and cfg.think_start not in text:
         return cfg.no_think_start
     return None
 
 
-def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None) -> list[float]:
-    """+-1 from `verify_math_batch` on the text after `</think>`; format-penalised rows are not verified."""
+def opens_reasoning(prompt_text: str, cfg: RewardConfig) -> bool:
+    """True when the rendered prompt ends inside a reasoning block: its last `think_start` is not followed by a
+    `think_end` (R1-distill's generation prompt `<｜Assistant｜><think>\n`; Qwen3's `enable_thinking=False` prompt
+    `<think>\n\n</think>` is closed, so False)."""
+    start = prompt_text.rfind(cfg.think_start) if cfg.think_start else -1
+    return start >= 0 and prompt_text.find(cfg.think_end, start) < 0
+
+
+def _render_prompt(prompt: Any, tokenizer: Any, template_kwargs: dict[str, Any]) -> str:
+    """The text the model continues from: a string prompt as is, a conversation through the chat template with
+    the generation prompt (continuing a final assistant message, as TRL does)."""
+    if isinstance(prompt, str):
+        return prompt
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return ""
+    cont = bool(prompt) and prompt[-1].get("role") == "assistant"
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=not cont,
+                                         continue_final_message=cont, **template_kwargs)
+
+
+def prompt_opened(prompts: Sequence[Any] | None, n: int, cfg: RewardConfig, tokenizer: Any = None,
+                  template_kwargs: dict[str, Any] | None = None) -> list[bool]:
+    """Per completion: did its prompt open the reasoning block? `cfg.think_start_in_prompt` True/False forces the
+    answer; None detects it from the rendered prompt (TRL passes `prompts`), or, without prompts, from the
+    tokenizer's generation prompt on a one-message probe conversation."""
+    if cfg.think_start_in_prompt is not None or not cfg.require_think:
+        return [bool(cfg.think_start_in_prompt)] * n
+    kwargs = dict(template_kwargs or {})
+    if prompts is None:
+        probe = _render_prompt([{"role": "user", "content": "1 + 1?"}], tokenizer, kwargs)
+        return [opens_reasoning(probe, cfg)] * n
+    seen: dict[str, bool] = {}
+    out = []
+    for p in prompts:
+        key = p if isinstance(p, str) else repr(p)
+        if key not in seen:
+            seen[key] = opens_reasoning(_render_prompt(p, tokenizer, kwargs), cfg)
+        out.append(seen[key])
+    return out
+
+
+_PY_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
+
+
+def has_code_block(text: str, think_end: str = "</think>") -> bool:
+    """True when a ```python (or ```py / ```python3) fence opens after the last `think_end` (the official code's
+    format: `</think>.*```python\n(.*?)\n````). A prose answer has none and scores `format_error`."""
+    tail = text.rsplit(think_end, 1)[-1] if think_end else text
+    return bool(_PY_FENCE.search(tail))
+
+
+def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None,
+                 opened: Sequence[bool] | None = None, problems: Sequence[str | None] | None = None) -> list[float]:
+    """+-1 from `verify_math_batch` in `cfg.math_mode` (default strict: the last box after `</think>`, so an
+    unboxed or pre-`</think>` answer is not rewarded); format-penalised rows are not verified. `opened[i]`: row
+    i's prompt opened the reasoning block (`prompt_opened`); `problems[i]`: its problem text (the verifier's
+    list-order rule reads it)."""
     from cotforge.curate.verify.math import verify_math_batch
 
     cfg = cfg or RewardConfig()
-    out: list[float | None] = [format_penalty(r, cfg) for r in responses]
+    opened = opened if opened is not None else [False] * len(responses)
+    out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     todo = [i for i, v in enumerate(out) if v is None]
     if todo:
         verdicts = verify_math_batch([(responses[i], answers[i]) for i in todo], think_end=cfg.think_end,
-                                     workers=cfg.workers, timeout_s=cfg.math_timeout_s)
+                                     workers=cfg.workers, timeout_s=cfg.math_timeout_s, mode=cfg.math_mode,
+                                     problems=[problems[i] for i in todo] if problems is not None else None)
         for i, v in zip(todo, verdicts, strict=True):
             out[i] = cfg.correct if v.correct else cfg.incorrect
     return [float(v) for v in out]  # type: ignore[arg-type]
 
 
-def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
-                 limits: Any = None) -> list[float | None]:
-    """Soft pass fraction of the program after `</think>` under the sandbox; signed 2p-1 when cfg.code_signed.
+def code_reward(verdict: Any, cfg: RewardConfig) -> float | None:
+    """The reward of one CodeVerdict (the status -> value mapping in the module docstring)."""
+    if verdict.status == "sandbox_error":
+        return None
+    if verdict.status == "no_answer":
+        if cfg.code_no_program is not None:
+            return float(cfg.code_no_program)
+        return cfg.incorrect - (0.5 if cfg.code_signed else 0.0)
+    p = float(verdict.pass_fraction)
+    return (2 * p - 1) if cfg.code_signed else p
 
-    None (TRL: unscorable, advantage 0) when the sandbox itself fails on a row (status "sandbox_error")."""
+
+def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
+                 limits: Any = None, opened: Sequence[bool] | None = None) -> list[float | None]:
+    """`code_reward` of the program after `</think>` run against each row's tests in the sandbox;
+    format-penalised rows are not run, a response without a ```python block gets `cfg.format_error` (never
+    run), a row without tests is unscorable (None: TRL gives it advantage 0), as is a sandbox failure.
+    `opened` as in `math_rewards`."""
     from cotforge.curate.verify.code import extract_program, run_tests_batch
     from cotforge.curate.verify.sandbox import SandboxLimits
 
     cfg = cfg or RewardConfig()
-    out: list[float | None] = [format_penalty(r, cfg) for r in responses]
+    opened = opened if opened is not None else [False] * len(responses)
+    out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     items, idx = [], []
     for i, (resp, t) in enumerate(zip(responses, tests, strict=True)):
         if out[i] is not None:
             continue
-        program = extract_program(resp, think_end=cfg.think_end)
-        if not program or not t:
-            out[i] = cfg.incorrect
+        if not has_code_block(resp, cfg.think_end):
+            out[i] = cfg.format_error
             continue
-        items.append((program, t))
+        if not t:
+            log.warning("code reward: row %d has no tests; unscorable", i)
+            continue
+        items.append((extract_program(resp, think_end=cfg.think_end, require_fence=True), t))
         idx.append(i)
     if items:
         verdicts = run_tests_batch(items, limits if limits is not None else SandboxLimits(), cfg.workers)
         for i, v in zip(idx, verdicts, strict=True):
-            if v.status == "sandbox_error":  # malformed tests / runner failure: not the policy's fault
+            if v.status == "sandbox_error":  # malformed tests / the sandbox failed before the program started
                 log.warning("code reward: sandbox error on row %d: %s", i, "; ".join(v.details)[:200])
-                out[i] = None
-                continue
-            p = float(v.pass_fraction)
-            out[i] = (2 * p - 1) if cfg.code_signed else p
+            out[i] = code_reward(v, cfg)
     return [None if v is None else float(v) for v in out]
+
+
+def problem_texts(prompts: Sequence[Any] | None, n: int) -> list[str | None]:
+    """The problem of each row: a string prompt itself, else the last user message of the conversation."""
+    if prompts is None:
+        return [None] * n
+    out: list[str | None] = []
+    for p in prompts:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        users = [m.get("content") for m in p if isinstance(m, dict) and m.get("role") == "user"]
+        out.append(users[-1] if users and isinstance(users[-1], str) else None)
+    return out
 
 
 def completion_texts(completions: Sequence[Any], completion_ids: Sequence[Sequence[int]] | None,
@@ -109,21 +216,25 @@ def completion_texts(completions: Sequence[Any], completion_ids: Sequence[Sequen
 
 
 def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
-                     custom: dict[str, Callable[[list[str], list[Any]], list[float]]] | None = None
-                     ) -> Callable[..., list[float | None]]:
+                     custom: dict[str, Callable[[list[str], list[Any]], list[float]]] | None = None,
+                     chat_template_kwargs: dict[str, Any] | None = None) -> Callable[..., list[float | None]]:
     """A TRL reward function routing each row by `ability` to math/code (or a `custom[ability]` scorer).
 
     Dataset columns used: `ability`, `ground_truth` (math answer), `tests` (code tests JSON). `custom` maps an
-    ability to f(texts, ground_truths) -> rewards, e.g. for synthetic tasks.
+    ability to f(texts, ground_truths) -> rewards, e.g. for synthetic tasks. `prompts` (TRL passes them), rendered
+    with the tokenizer's chat template and `chat_template_kwargs`, tell whether the prompt opened `<think>`.
     """
     cfg = cfg or RewardConfig()
     custom = dict(custom or {})
 
     def verifiable_reward(completions: list[Any], completion_ids: list[list[int]] | None = None,
                           ability: list[str] | None = None, ground_truth: list[Any] | None = None,
-                          tests: list[Any] | None = None, **_: Any) -> list[float | None]:
+                          tests: list[Any] | None = None, prompts: list[Any] | None = None,
+                          **_: Any) -> list[float | None]:
         texts = completion_texts(completions, completion_ids, tokenizer)
         n = len(texts)
+        opened = prompt_opened(prompts, n, cfg, tokenizer, chat_template_kwargs)
+        problems = problem_texts(prompts, n)
         ability = ability or ["math"] * n
         ground_truth = ground_truth or [None] * n
         tests = tests or [None] * n
@@ -133,9 +244,11 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
             if kind in custom:
                 vals = custom[kind]([texts[i] for i in idx], [ground_truth[i] for i in idx])
             elif kind in cfg.answer_abilities:
-                vals = math_rewards([texts[i] for i in idx], [str(ground_truth[i]) for i in idx], cfg)
+                vals = math_rewards([texts[i] for i in idx], [str(ground_truth[i]) for i in idx], cfg,
+                                    opened=[opened[i] for i in idx], problems=[problems[i] for i in idx])
             elif kind == "code":
-                vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg)
+                vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg,
+                                    opened=[opened[i] for i in idx])
             else:
                 raise ValueError(f"no reward for ability {kind!r} (rows {idx[:5]}...); expected code, one of "
                                  f"{list(cfg.answer_abilities)} or a custom scorer {sorted(custom)}")

@@ -1,0 +1,86 @@
+"""What decontamination adds to the shared normaliser (index and rows alike): two code-request forms.
+
+- **Defined function names**: every name a text defines (`def NAME(`), and every name a benchmark item
+  defines (the index's `defined_names`, so a copy of an item's docstring examples without the signature is
+  covered too), is written `fn` wherever it occurs: a HumanEval prompt whose function was renamed (in the
+  signature and in every docstring example) is the same text. Applied before normalisation, per text, to
+  texts holding "def " or one of those names.
+- **Request templates**: "write a (python) function to", "implement a python function which", "create a
+  function that", "i need a function to", "can you write python code to" ... followed by a verb all read as
+  `zzreq <verb stem>` (the verb's trailing s/es/e dropped: "finds"/"find", "merges"/"merge"), so a short
+  code statement behind another request template ("Implement a Python function which finds the shared
+  elements ..." for MBPP's "Write a function to find the shared elements ...") is the same text. Applied
+  after normalisation to texts holding one of REQUEST_NOUNS.
+Both only rename or drop words that carry no meaning of the problem; a statement without a request phrase
+("Your task: merge two dictionaries") still matches by its words when they are enough for the n-gram tier.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from cotforge.curate.text.normalize import NormConfig, normalize_arrow
+
+_DEF = re.compile(r"\bdef\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+REQUEST_NOUNS = ["function", "code", "program", "script", "method", "lambda"]
+REQUEST = (r"(?:^| )(?:(?:write|create|implement|define|develop|give|make|build|need|provide)[a-z]* )?(?:me )?"
+           r"(?:a |an |the )?(?:python3? |python function |small |simple )?(?:function|code|program|script|method|"
+           r"lambda function|lambda)(?: in python)? (?:to|that|which|for|of)(?: will| can| should)? "
+           r"([a-z]+?)(?:es|e|s)?(?: |$)")
+MARK = "zzreq"
+LONG = 20_000  # texts longer than this (long responses) rename only the benchmark items' own names
+
+
+def defined_names(text: str) -> set[str]:
+    """Names `text` defines with `def NAME(`."""
+    return set(_DEF.findall(text))
+
+
+def identifier_like(name: str) -> bool:
+    """Names worth renaming in texts that do not define them: snake_case, camelCase or with a digit, >= 4
+    characters (plain words such as `median` or `add` are left alone there)."""
+    return len(name) >= 4 and ("_" in name.strip("_") or any(c.isdigit() for c in name)
+                               or any(c.isupper() for c in name[1:]))
+
+
+def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
+    """Every name `text` defines with `def NAME(` (texts up to LONG characters), and every name of `known`
+    it holds -> `fn`."""
+    names = (defined_names(text) if len(text) <= LONG else set()) | set(known)
+    if not names:
+        return text
+    return _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
+
+
+@lru_cache(maxsize=4096)
+def _names_re(names: tuple[str, ...]) -> re.Pattern:
+    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+
+
+def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
+    """The normalised texts decontamination hashes: `normalize_arrow`, with defined function names and
+    request templates canonicalised (module docstring). Returns a pyarrow LargeStringArray."""
+    import polars as pl
+    import pyarrow as pa
+
+    s = texts if isinstance(texts, pl.Series) else pl.Series("t", texts, dtype=pl.String)
+    s = s.cast(pl.String).fill_null("")
+    has_def = s.str.contains("def ", literal=True)
+    if known:  # which known names each text holds (Aho-Corasick over the batch)
+        found = s.str.extract_many(sorted(known), overlapping=True)
+        has_def |= found.list.len() > 0
+    if has_def.any():
+        idx = has_def.arg_true()
+        names = found.gather(idx).to_list() if known else [[]] * len(idx)
+        texts = s.gather(idx).to_list()
+        s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
+                                      for t, k in zip(texts, names, strict=True)], dtype=pl.String))
+    out = pl.Series("t", normalize_arrow(s, norm))
+    req = out.str.contains_any(REQUEST_NOUNS)
+    if req.any():
+        idx = req.arg_true()
+        fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all(" +", " ").str.strip_chars(" ")
+        out = out.scatter(idx, fixed)
+    arr = out.to_arrow()
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

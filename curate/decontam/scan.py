@@ -1,0 +1,135 @@
+"""The vectorised part of matching: a batch of texts normalised, tokenised, hashed and looked up at once.
+
+`HashedBatch` runs the shared normaliser on polars kernels (`normalize_arrow`, plus decontam/canon.py), reads word hashes straight
+from the Arrow buffers (`hash_words_arrow`), combines them into rolling word n-gram hashes (numpy), and
+`ngram_candidates` / `short_candidates` / `shingle_candidates` look them up in the index: a bit-array
+prefilter on the hashes' high bits, then an exact binary search of the few that pass, then per (text, entry)
+counts. Python per-row work starts only for the candidate pairs these return (`cotforge.curate.decontam.match`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cotforge.curate.decontam.canon import matcher_norm
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.index import DecontamIndex
+from cotforge.curate.text.hashing import hash_words_arrow, ngram_hashes, ngram_hashes_at, sorted_lookup
+
+
+def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a[i] in b, via a sorted copy of b (cheaper than np.isin for the small arrays used here)."""
+    return sorted_lookup(np.sort(b), a)[1]
+
+
+class HashedBatch:
+    """A normalised batch and its word / n-gram hashes (computed once, used by every tier)."""
+
+    def __init__(self, texts, cfg: DecontamConfig, known: frozenset[str] = frozenset()):
+        self.norm = matcher_norm(texts, cfg.norm, known)
+        self.n = len(self.norm)
+        self.wh, self.rows, _ = hash_words_arrow(self.norm)
+        self.row_start = np.searchsorted(self.rows, np.arange(self.n + 1))  # first word of each row
+        self.h, self.hr, self.hs = ngram_hashes(self.wh, self.rows, cfg.ngram)
+        self.ng_start = np.searchsorted(self.hr, np.arange(self.n + 1))  # first n-gram of each row
+        self._words: dict[int, list[str]] = {}
+        self._texts: dict[int, str] = {}
+        self._in_index: np.ndarray | None = None
+
+    def text(self, r: int) -> str:
+        """Normalised text of row r (made only for candidate rows)."""
+        if r not in self._texts:
+            self._texts[r] = self.norm[r].as_py()
+        return self._texts[r]
+
+    def words(self, r: int) -> list[str]:
+        """Normalised words of row r (made only for candidate rows)."""
+        if r not in self._words:
+            t = self.text(r)
+            self._words[r] = t.split(" ") if t else []
+        return self._words[r]
+
+    def n_words(self, r: int) -> int:
+        return int(self.row_start[r + 1] - self.row_start[r])
+
+    def row_ngrams(self, r: int, index: DecontamIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(n-gram hashes, start word within the row) of row r; with `index`, only the n-grams some entry has
+        (the others cannot be part of a copy; found for the whole batch at once)."""
+        lo, hi = self.ng_start[r], self.ng_start[r + 1]
+        h, pos = self.h[lo:hi], self.hs[lo:hi] - self.row_start[r]
+        if index is None:
+            return h, pos
+        if self._in_index is None:
+            m = index.all_prefilter.maybe(self.h)
+            m[m] = sorted_lookup(index.all_ngrams, self.h[m])[1]
+            self._in_index = m
+        keep = self._in_index[lo:hi]
+        return h[keep], pos[keep]
+
+
+def ngram_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(text, entry) pairs worth the copy check: the text holds >= `prefilter` of the entry's n-grams (and
+    >= min_ngrams), or enough of them to be mostly a long copy of part of a long entry (row_fraction)."""
+    empty = np.zeros(0, dtype=np.int64)
+    if len(hb.h) == 0 or len(index.keys) == 0:
+        return empty, empty
+    cand = index.prefilter.maybe(hb.h)
+    r2, e2, cnt = index.pair_counts(hb.h[cand], hb.hr[cand], index.keys, index.offsets, index.entry_of,
+                                    len(index.entries))
+    tot = index.n_ngrams[e2]
+    ok = (cnt >= cfg.prefilter * tot) & (cnt >= np.minimum(cfg.min_ngrams, tot))
+    row_tot = np.bincount(hb.hr, minlength=hb.n)[r2]
+    ok |= (cnt >= cfg.diverge_chunk_words - cfg.ngram + 1) & (cnt >= 0.5 * cfg.row_fraction * row_tot)
+    return r2[ok], e2[ok]
+
+
+def short_candidates(index: DecontamIndex, hb: HashedBatch, min_words: int) -> list[tuple[int, int, int, int]]:
+    """(text, entry, start word in the text, k) where a short key of >= `min_words` words (a whole short item
+    or a short item's content) occurs as a whole, not glued to another number. Only positions whose first two
+    words are those of some short key are hashed further (bigram hashes of the whole batch, bit prefilter)."""
+    out: list[tuple[int, int, int, int]] = []
+    if len(index.short) == 0 or len(hb.wh) < 2:
+        return out
+    b2, _, s2 = ngram_hashes(hb.wh, hb.rows, 2)
+    maybe = index.short_prefilter.maybe(b2)
+    cand = s2[maybe][sorted_lookup(index.short_first2, b2[maybe])[1]]
+    if not len(cand):
+        return out
+    ks = index.short[:, 0]
+    for k in np.unique(ks[ks >= min_words]).tolist():
+        sel = ks == k
+        kh, ke = index.short_h[sel], index.short[sel, 1]
+        h, inside = ngram_hashes_at(hb.wh, hb.rows, cand, k)
+        hit = inside & _member(h, kh) if len(h) else inside
+        for j in np.flatnonzero(hit).tolist():
+            start = int(cand[j])
+            r = int(hb.rows[start])
+            rw = hb.words(r)
+            a = start - int(hb.row_start[r])
+            b = a + k
+            if (a > 0 and rw[a - 1].isdigit()) or (b < len(rw) and rw[b].isdigit()):
+                continue
+            out.extend((r, int(e), a, k) for e in ke[kh == h[j]].tolist())
+    return out
+
+
+def shingle_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfig, todo: list[int]
+                       ) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Texts among `todo` holding enough of some entry's rare shingles (half the fuzzy threshold) to be worth
+    an LSH query: (those texts, and the batch's shingle hashes / text of each, restricted to them)."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not todo:
+        return [], empty, empty
+    sh, sr, _ = ngram_hashes(hb.wh, hb.rows, cfg.fuzzy_ngram)
+    want = np.zeros(hb.n, dtype=bool)
+    want[todo] = True
+    m = want[sr]
+    sh, sr = sh[m], sr[m]
+    if len(sh) == 0:
+        return [], empty, empty
+    cand = index.sh_prefilter.maybe(sh)
+    r2, e2, cnt = index.pair_counts(sh[cand], sr[cand], index.sh_keys, index.sh_koff, index.sh_ent, len(index.entries))
+    ok = (cnt >= cfg.fuzzy_min_shingles) & (cnt >= 0.5 * cfg.fuzzy_threshold * index.n_rare[e2])
+    rows = sorted(set(r2[ok].tolist()))
+    keep = np.isin(sr, rows)
+    return rows, sh[keep], sr[keep]

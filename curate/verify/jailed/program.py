@@ -1,0 +1,310 @@
+"""The program's harness: the first (and only trusted) code of a run's process inside the sandbox.
+
+Started by the host as `python -S -s -B -P -c "...; main()" SPEC_FD` with the spec (a `marshal`led dict
+from the trusted host) on SPEC_FD and a status pipe. Steps:
+
+1. drop to the run's uid (root hosts), set the resource limits, run the test's `setup` (trusted),
+2. write "U" on the status pipe: from here on everything that happens is the program's doing,
+3. compile the program (`from __future__ import annotations` semantics, so HumanEval-style hints such as
+   `List[int]` need no import); a syntax error is reported as "S <detail>", then the status pipe is closed,
+4. script mode: run it as `__main__` like `python solution.py` (normal interpreter exit: non-daemon threads
+   are joined, atexit handlers run, output is flushed; `exit()`/`quit()` exist even without `site`);
+   assert mode: run it as module `solution`, send the test process the names it defines, then serve calls
+   (arguments in, return value / exception / mutated arguments out) in the typed encoding of `codec`.
+
+The test code and its expected values never enter this process: it only ever computes values.
+"""
+
+from __future__ import annotations
+
+import builtins
+import marshal
+import os
+import sys
+
+FUTURE_ANNOTATIONS = 0x1000000  # __future__.annotations.compiler_flag (CO_FUTURE_ANNOTATIONS)
+ONLY_AST = 0x400  # ast.PyCF_ONLY_AST, without importing `ast`
+DYNAMIC = frozenset({"eval", "exec", "globals", "locals", "vars", "__import__", "__builtins__"})
+MAX_NAMES = 5000
+
+
+class _Quitter:
+    """`exit`/`quit` as `site` defines them (the sandbox runs without `site`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Use {self.name}() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _fail_setup(status_fd: int, why: str) -> None:
+    """Harness failure before user code: the host classifies it as sandbox_error."""
+    try:
+        _write_all(status_fd, b"E " + why.replace("\n", " ")[:500].encode("utf-8", "replace") + b"\n")
+    finally:
+        os._exit(70)
+
+
+def _drop_privileges(uid: int) -> None:
+    """Leave the namespace's root for the run's uid; no capability may remain."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid):
+        raise OSError("uid did not change")
+    with open("/proc/self/status", "rb") as f:
+        caps = [ln for ln in f.read().splitlines() if ln.startswith((b"CapEff:", b"CapPrm:"))]
+    if any(int(ln.split()[1], 16) for ln in caps):
+        raise OSError("capabilities remain after dropping privileges")
+
+
+def _close_other_fds(keep: set[int]) -> None:
+    """Close what bwrap's set-up left open (e.g. its block pipe): the program gets stdio and its channel only."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _set_limits(lim: dict) -> None:
+    import resource
+
+    for name, value in lim.items():
+        res = getattr(resource, name)
+        resource.setrlimit(res, (value, value))
+
+
+def main() -> None:
+    """Entry point inside the sandbox (see the module docstring)."""
+    with os.fdopen(int(sys.argv[1]), "rb") as f:
+        spec = marshal.loads(f.read())
+    status_fd = spec["status_fd"]
+    try:
+        sys.path[:] = spec["sys_path"]
+        if spec.get("drop_uid") is not None:
+            _drop_privileges(spec["drop_uid"])
+        _set_limits(spec["rlimits"])
+        builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
+        mode = spec["mode"]
+        mod = type(sys)("__main__" if mode == "script" else "solution")
+        mod.__file__ = "/tmp/solution.py"
+        mod.__builtins__ = builtins
+        sys.modules[mod.__name__] = mod
+        sys.argv = ["solution.py"]
+        plan = spec.get("setup_plan") if spec.get("setup") else None
+        if spec.get("setup") and plan is None:
+            _run_setup(spec["setup"], mod.__dict__)
+    except BaseException as e:  # noqa: BLE001 - any failure here is the harness's, not the program's
+        _fail_setup(status_fd, f"setup: {e!r}")
+    _close_other_fds({0, 1, 2, status_fd, *(spec["chan"] or [])})
+    _write_all(status_fd, b"U\n")
+    try:
+        tree = compile(spec["program"], "solution.py", "exec", flags=FUTURE_ANNOTATIONS | ONLY_AST,
+                       dont_inherit=True)
+        code = compile(tree, "solution.py", "exec", flags=FUTURE_ANNOTATIONS, dont_inherit=True)
+    except MemoryError:
+        _write_all(status_fd, b"M MemoryError while compiling\n")
+        os._exit(1)
+    except (SyntaxError, ValueError, OverflowError, RecursionError) as e:
+        _write_all(status_fd, b"S " + repr(e)[:500].encode("utf-8", "replace") + b"\n")
+        os._exit(1)
+    os.close(status_fd)
+    if plan is not None:
+        _apply_plan(plan, spec["setup"], tree, mod.__dict__)
+    if mode == "script":
+        _run_script(code, mod, spec["program"])
+    else:
+        _serve(code, mod, spec["chan"], spec.get("forward_output", 0))
+
+
+def _used_names(tree) -> set[str] | None:
+    """Names the program refers to outside annotations (never evaluated here); None when it may reach names
+    dynamically. Walks the `_ast` nodes `compile` returned, so `ast` is not imported."""
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if type(node).__name__ == "Name":
+            names.add(node.id)
+        for f in node._fields:
+            if f in ("annotation", "returns"):
+                continue
+            v = getattr(node, f, None)
+            if isinstance(v, list):
+                stack.extend(x for x in v if hasattr(x, "_fields"))
+            elif hasattr(v, "_fields"):
+                stack.append(v)
+    return None if names & DYNAMIC else names
+
+
+def _apply_plan(plan: dict, setup: str, tree, g: dict) -> None:
+    """Run the setup as `setups.plan` describes: bind the imported names the program (or the setup's own
+    definitions) use, then run the definitions; the whole setup when the program is dynamic."""
+    names = _used_names(tree)
+    if names is None:
+        _run_setup(setup, g)
+        return
+    import importlib
+
+    for name in sorted((names | set(plan["eager_names"])) & set(plan["bind"])):
+        module, attr = plan["bind"][name]
+        m = importlib.import_module(module)
+        g[name] = m if attr is None else getattr(m, attr)
+    _run_setup(plan["eager"], g)
+
+
+def _run_setup(source: str, g: dict) -> None:
+    """Run a setup in the program's namespace. One that needs the program's own names (MBPP's
+    test_setup_code building trees of the program's `Node` class) is test data only the test process
+    needs: skipped here."""
+    try:
+        exec(compile(source, "setup.py", "exec", dont_inherit=True), g)
+    except NameError:
+        pass
+
+
+def _run_script(code, mod, source: str) -> None:
+    """Run like `python solution.py`: exceptions print a traceback and exit 1 after normal shutdown."""
+    try:
+        exec(code, mod.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001
+        import linecache
+
+        linecache.cache["solution.py"] = (len(source), None, source.splitlines(True), "solution.py")
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != "solution.py":
+            tb = tb.tb_next
+        sys.excepthook(type(e), e, tb)
+        sys.exit(1)
+
+
+def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
+    """Assert mode: run the module, announce its names, then answer calls until the test process hangs up.
+    `forward` > 0 (pytest files, whose `capsys` reads what a call printed): what each call writes to
+    sys.stdout / sys.stderr goes back with its answer, up to `forward` characters each, as plain text."""
+    from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+
+    chan_in, chan_out = chan
+    g = mod.__dict__
+    error = None
+    try:
+        exec(code, g)
+    except SystemExit:
+        pass  # `exit()` after the definitions: what was defined stays callable
+    except BaseException as e:  # noqa: BLE001
+        error = codec.exception_value(e)
+    _write_all(chan_out, wire.dumps({"op": "hello", "names": _names(g), "error": error}))
+    table: dict[int, object] = {}
+
+    def store(obj) -> int:
+        table[len(table) + 1] = obj
+        return len(table)
+
+    def lookup(i: int, _name: str):
+        if i not in table:
+            raise codec.CodecError(f"unknown handle {i}")
+        return table[i]
+
+    def build(cls_name: str, attrs: dict):
+        cls = g.get(cls_name)
+        obj = cls.__new__(cls) if isinstance(cls, type) else type(sys)(cls_name)
+        vars(obj).update(attrs)
+        return obj
+
+    reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
+    while True:
+        req = wire.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
+        if req is None:
+            sys.stdout.flush()
+            os._exit(0)
+        ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
+        dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
+                            tn if isinstance(tn, type) else codec.TreeNode, lookup, build)
+        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, dec, store, codec)))
+
+
+def _captured(limit: int, answer, *args) -> dict:
+    """`answer(*args)`, with what it printed to sys.stdout / sys.stderr attached (limit > 0) instead of
+    written."""
+    if limit <= 0:
+        return answer(*args)
+    import io
+
+    saved = sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    try:
+        resp = answer(*args)
+    finally:
+        sys.stdout, sys.stderr = saved
+    resp["out"], resp["err"] = out.getvalue()[:limit], err.getvalue()[:limit]
+    return resp
+
+
+def _answer(req: dict, g: dict, dec, store, codec) -> dict:
+    """One request -> one response (exceptions of the program become values)."""
+    args, kwargs = [], {}
+    try:
+        target = dec.dec(["H", req["target"], ""]) if req.get("target") else None
+        name = req["name"]
+        if target is None:
+            if name not in g:
+                raise NameError(f"name {name!r} is not defined")
+            fn = g[name]
+        elif req["op"] != "setattr":
+            fn = getattr(target, name)
+        if req["op"] == "setattr":
+            if target is None:
+                raise TypeError("setattr needs an object")
+            setattr(target, name, dec.dec(req["value"]))
+            return {"op": "ret", "value": None}
+        if req["op"] == "getattr":
+            if callable(fn):
+                return {"op": "ret", "callable": True}
+            return {"op": "ret", "value": codec.Encoder(store).enc(fn)}
+        args = [dec.dec(a) for a in req["args"]]
+        kwargs = {str(k): dec.dec(v) for k, v in req["kwargs"].items()}
+        value = fn(*args, **kwargs)
+        resp = {"op": "ret", "value": codec.Encoder(store).enc(value)}
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: a call cannot end the test
+        resp = {"op": "raise", "exc": codec.exception_value(e)}
+    try:
+        back = codec.Encoder(store, objects=True)
+        resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a)]
+        resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v)]
+    except BaseException as e:  # noqa: BLE001
+        resp = {"op": "raise", "exc": codec.exception_value(e)}
+    return resp
+
+
+def _names(g: dict) -> dict[str, str]:
+    """What the module defines, for the test process's name lookups: functions, classes, modules."""
+    out: dict[str, str] = {}
+    for k, v in list(g.items()):
+        if k.startswith("__") or len(out) >= MAX_NAMES:
+            continue
+        try:
+            if isinstance(v, type(sys)):
+                out[k] = "module:" + str(getattr(v, "__name__", ""))
+            elif isinstance(v, type):
+                out[k] = "class"
+            elif callable(v):
+                out[k] = "function"
+        except Exception:  # noqa: BLE001 - a hostile __class__ / __call__ lookup
+            continue
+    return out
