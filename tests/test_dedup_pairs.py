@@ -91,6 +91,14 @@ def test_typos_merge_but_near_spellings_of_other_words_do_not():
     assert judge.verdict(poly.format("polynomials"), poly.format("binomials")) == "content_changed"  # both words
 
 
+def test_latex_operators_dropped_by_normalisation_still_count():
+    judge = PairJudge()
+    a, b = "Find $1+2\\cdot3-4+5.$", "Express the value of the following expression as a fraction. $$1+\\cfrac{2}{3+\\cfrac{4}{5}}$$"
+    assert judge.verdict(a, b) == "math_changed"  # both normalise to "... 1 2 3 4 5"
+    c = "Find the least positive integer such that deleting its leftmost digit leaves {} of the original integer."
+    assert judge.verdict(c.format("1/29"), c.format("$\\frac{1}{29}$")) is None  # \\frac is layout
+
+
 def test_reword_content_must_be_a_bool():
     with pytest.raises(ValueError, match="reword_content"):
         DedupConfig(reword_content="yes")

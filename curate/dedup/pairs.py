@@ -49,6 +49,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\e
 _ASY = re.compile(r"\[asy\].*?\[/asy\]", re.DOTALL)
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mbox)\s*\{([^{}]*)\}")
 _CMD = re.compile(r"\\([A-Za-z]+)")
+_TEXT_CMDS = frozenset("text textbf textit textrm mbox emph it bf rm tt sf em hbox qquad quad".split())
 _PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
 _RAW_TOK = re.compile(r"[A-Za-z]+|\n|[^\sA-Za-z]")
 _QUOTES = frozenset('"“”')
@@ -92,6 +93,14 @@ class PromptView:
     def prose(self) -> frozenset[str]:
         """Words of the prose outside math (a layout command name used as a word there is a word: "left")."""
         return self._raw_info[3]
+
+    @cached_property
+    def commands(self) -> frozenset[str]:
+        """LaTeX commands of the raw prompt that are not layout (\\cdot, \\sqrt, \\sin; not \\frac, \\left):
+        the normalised tokens drop them with the operators, so "1+2\\cdot3" and "1+\\cfrac{2}{3}" look alike."""
+        if not self._raw:
+            return frozenset()
+        return frozenset(c.lower() for c in _CMD.findall(self._raw)) - FORMAT_WORDS - _TEXT_CMDS
 
 
 def dedup_tokens(norm: str) -> list[str]:
@@ -272,6 +281,8 @@ def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
 
 def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | None:
     """None when the two prompts are the same problem, else the reason they are not (module docstring)."""
+    if va.commands != vb.commands:
+        return "math_changed"
     ta, tb = list(va.tokens), list(vb.tokens)
     contained = _containment(ta, tb)
     if contained is not None:  # fast path: one prompt is the other with text added before / after it
