@@ -4,7 +4,8 @@
     python bench/dedup.py --sizes 20000 --quick  # quick check (smaller labelled set)
 
 Quality: precision/recall of "same problem" per kind on both parts of bench/labelled_sets.py (tuning and
-held-out; the held-out hash is checked against bench/dedup_heldout.sha256), pairwise and end to end through
+held-out; the held-out hash is checked against bench/dedup_heldout.sha256) and on the fresh held-out set of
+bench/dedup_fresh.py (hash in bench/dedup_fresh.sha256), pairwise and end to end through
 run_dedup (clusters add transitivity), and the multi-response groups (every distinct response kept). Speed: rows/s (wall time of the whole call in a fresh
 subprocess, ingest and output included) of `run_dedup` vs a plain datasketch MinHashLSH loop doing the same
 work (normalise, exact pair keys, MinHash + LSH on new problems; no guards, no clustering) on the same file.
@@ -253,24 +254,31 @@ def _groups_kept(groups: list, cfg, d: str) -> tuple[int, int, int]:
 def quality(n_per_kind: int) -> None:
     """Precision/recall per kind on both parts of the labelled set (tuning, held-out), pairwise (PairJudge)
     and end to end (run_dedup: clusters add transitivity), and whether response groups keep every response."""
+    from dedup_fresh import build_fresh_set
+    from dedup_fresh import recorded_hash as fresh_hash
     from labelled_sets import SHARED as LAB_SHARED
-    from labelled_sets import build_labelled_set, recorded_hash
+    from labelled_sets import LabelledSet, build_labelled_set, recorded_hash
 
     from cotforge.curate.dedup.config import DedupConfig
     from cotforge.curate.dedup.stage import PairJudge
 
     t = time.time()
     ls = build_labelled_set(LAB_SHARED, n_per_kind=n_per_kind)
+    fresh = build_fresh_set(LAB_SHARED, n_per_kind=round(0.8 * n_per_kind))
+    fdigest = fresh.digest()
+    ls = LabelledSet(ls.pairs + fresh.pairs, ls.groups)
     digest = ls.part("held").digest()
     cfg = DedupConfig()
     print(f"labelled set: {len(ls.pairs)} pairs + {len(ls.groups)} response groups built in {time.time() - t:.1f}s; "
           f"held-out sha256 {digest[:16]}... {'matches' if digest == recorded_hash() else 'DOES NOT MATCH'} "
-          f"bench/dedup_heldout.sha256")
+          f"bench/dedup_heldout.sha256; fresh set sha256 {fdigest[:16]}... "
+          f"{'matches' if fdigest == fresh_hash() else 'DOES NOT MATCH'} bench/dedup_fresh.sha256")
     print(f"config: {cfg.describe()['minhash']}, threshold {cfg.threshold}, max_reworded {cfg.max_reworded}, "
           f"guards number={cfg.number_guard} graded={cfg.edit_guard}")
     judge = PairJudge(cfg)
     for part, title in (("tune", "tuning part (rules and thresholds chosen here)"),
-                        ("held", "held-out part (not tuned on)")):
+                        ("held", "held-out part (not tuned on in round 1; its misses were read after)"),
+                        ("fresh", "fresh held-out set (bench/dedup_fresh.py; not tuned on)")):
         sub = ls.part(part)
         texts = sorted({x for p in sub.pairs for x in (p.a, p.b)})
         sk = dict(zip(texts, judge.sketches(texts), strict=True))
@@ -279,12 +287,13 @@ def quality(n_per_kind: int) -> None:
         t_pair = time.time() - t
         with tempfile.TemporaryDirectory() as d:
             e2e = _end_to_end(sub.pairs, cfg, d)
-            n_rows, expect, kept = _groups_kept(sub.groups, cfg, d)
+            n_rows, expect, kept = _groups_kept(sub.groups, cfg, d) if sub.groups else (0, 0, 0)
         print(f"\n  {title}: {len(sub.pairs)} pairs ({t_pair:.1f}s pairwise)")
         print(f"    pairwise   {_prf(sub.pairs, [v is None for v in pairwise])}")
         print(f"    end-to-end {_prf(sub.pairs, e2e)}")
-        print(f"    multi-response groups: {len(sub.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
-              f"response) must be kept, kept {kept}")
+        if sub.groups:
+            print(f"    multi-response groups: {len(sub.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
+                  f"response) must be kept, kept {kept}")
         _pair_table(sub.pairs, pairwise, e2e)
 
 

@@ -59,6 +59,35 @@ SYNONYMS: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
                       ("favourite", "best-loved"), ("simple", "easy"), ("nice", "pleasant"), ("distinct", "different"),
                       ("entire", "complete"), ("possible", "feasible"), ("ordered", "arranged"), ("correct", "right")),
     },
+    # The fresh part (bench/dedup_fresh.py): written at 14:45 UTC on 2026-12-01, before the second round of
+    # tuning; no source word is a source word of the tune or held pools.
+    "fresh": {
+        "verb": (("owns", "possesses"), ("owned", "possessed"), ("watches", "views"), ("sees", "notices"),
+                 ("saw", "noticed"), ("helps", "assists"), ("helped", "assisted"), ("tries", "attempts"),
+                 ("finishes", "completes"), ("finished", "completed"), ("saves", "puts aside"),
+                 ("saved", "set aside"), ("lives", "resides"), ("carries", "brings"), ("begins", "commences"),
+                 ("chooses", "picks"), ("chose", "picked"), ("earned", "made"), ("takes", "needs"),
+                 ("wishes", "wants"), ("hires", "employs"), ("hired", "employed"), ("fixes", "repairs"),
+                 ("throws", "tosses"), ("rolled", "tossed"), ("joins", "links"), ("contains", "holds"),
+                 ("Show", "Prove"), ("Express", "Write"), ("Given", "Suppose")),
+        "noun": (("market", "bazaar"), ("farm", "ranch"), ("tickets", "passes"), ("class", "course"),
+                 ("salary", "wage"), ("restaurant", "diner"), ("jar", "container"), ("bottle", "flask"),
+                 ("student", "pupil"), ("building", "structure"), ("room", "chamber"), ("child", "kid"),
+                 ("baby", "infant"), ("woman", "lady"), ("boat", "vessel"), ("bike", "bicycle"),
+                 ("fee", "charge"), ("profit", "earnings"), ("shoes", "footwear"), ("clothes", "garments"),
+                 ("puzzle", "riddle"), ("contest", "competition"), ("friend", "buddy"), ("number", "value"),
+                 ("sequence", "progression"), ("people", "persons"), ("team", "squad"), ("backyard", "yard")),
+        "quantifier": (("plenty of", "lots of"), ("a few", "several"), ("most of the", "the majority of the"),
+                       ("overall", "altogether"), ("each of the", "every one of the"), ("In total", "Altogether"),
+                       ("in total", "altogether"), ("a number of", "several"), ("any", "any given"),
+                       ("all", "all of the")),
+        "adjective": (("huge", "enormous"), ("tiny", "very small"), ("fast", "speedy"), ("beautiful", "lovely"),
+                      ("cheap", "inexpensive"), ("expensive", "costly"), ("empty", "vacant"), ("rich", "wealthy"),
+                      ("constant", "steady"), ("fair", "unbiased"), ("randomly", "at random"),
+                      ("initially", "at first"), ("originally", "at first"), ("daily", "each day"),
+                      ("usually", "normally"), ("currently", "now"), ("respectively", "in that order"),
+                      ("unique", "one and only"), ("true", "correct"), ("same", "identical")),
+    },
 }
 
 # Instructions put before / after a problem (none of them is in the built-in list).
@@ -85,6 +114,17 @@ WRAPPERS: dict[str, dict[str, tuple[str, ...]]] = {
                   "Give your answer in simplest form.", "Think it through and then respond.",
                   "No need to show intermediate steps.", "Your final line should contain only the answer."),
     },
+    "fresh": {
+        "before": ("Math question:", "Help me figure this out, please.", "Here's a puzzle from my textbook.",
+                   "Give a careful solution to the following.", "The problem reads as follows.",
+                   "My teacher assigned this question:", "Treat this as a competition problem.",
+                   "Please answer the following:", "Take your time with this one.", "New exercise.",
+                   "Solve it and explain how you got there."),
+        "after": ("Put the result on the last line.", "Keep the explanation brief.",
+                  "I will check your answer against the key.", "Use exact values, not decimals.",
+                  "Thanks in advance!", "Show the key steps only.", "Label your final answer.",
+                  "Answer in one sentence if you can.", "Do not skip any steps."),
+    },
 }
 
 # Word swaps that change the question asked (antonyms / different operations); each is tried both ways.
@@ -98,6 +138,14 @@ QUESTION_SWAPS: dict[str, tuple[tuple[str, str], ...]] = {
              ("inside", "outside"), ("gains", "loses"), ("perimeter", "area"), ("remainder", "quotient"),
              ("minimum", "maximum"), ("are not", "are"), ("prime", "composite"), ("mean", "median"),
              ("exactly", "at least"), ("bought", "sold"), ("add", "subtract")),
+    "fresh": (("numerator", "denominator"), ("horizontal", "vertical"), ("rows", "columns"), ("vertices", "edges"),
+              ("height", "width"), ("inscribed", "circumscribed"), ("tens digit", "units digit"),
+              ("earliest", "latest"), ("left", "right"), ("north", "south"), ("upstream", "downstream"),
+              ("always", "never"), ("with replacement", "without replacement"), ("profit", "loss"),
+              ("earned", "spent"), ("arrives", "leaves"), ("wins", "loses"), ("men", "women"),
+              ("adults", "children"), ("real part", "imaginary part"), ("surface area", "volume"),
+              ("diagonal", "side"), ("interior", "exterior"), ("heavier", "lighter"), ("cheapest", "most expensive"),
+              ("integers", "real numbers"), ("digits", "letters")),
 }
 
 # Objects whose swap changes the problem (shapes, units, coins, measured quantities).
@@ -108,16 +156,22 @@ OBJECT_SWAPS: dict[str, tuple[tuple[str, str], ...]] = {
     "held": (("triangle", "hexagon"), ("days", "weeks"), ("quarters", "pennies"), ("cylinder", "cone"),
              ("inches", "feet"), ("radius", "diameter"), ("seconds", "minutes"), ("rectangle", "rhombus"),
              ("octagon", "decagon"), ("meters", "yards"), ("cards", "dice")),
+    "fresh": (("ounces", "pounds"), ("liters", "milliliters"), ("grams", "kilograms"), ("sphere", "hemisphere"),
+              ("prism", "pyramid"), ("feet", "yards"), ("centimeters", "meters"), ("tetrahedron", "cube"),
+              ("parallelogram", "trapezoid"), ("ellipse", "parabola"), ("chord", "diameter"), ("dollars", "cents"),
+              ("percent", "fraction"), ("hours", "days"), ("years", "decades")),
 }
 
 # Words to put in "arrange the letters of the word X" look-alikes, and first names for name swaps.
 LETTER_WORDS: dict[str, tuple[str, ...]] = {
     "tune": ("LEVEL", "COOKIE", "BALLOON", "PEPPER", "STATISTICS", "COFFEE", "LETTER", "GAMMA", "ERROR"),
     "held": ("PUPPY", "REFERENCE", "BOOKKEEPER", "ADDRESS", "TOMORROW", "CALCULUS", "SEESAW", "COMMITTEE"),
+    "fresh": ("CANNON", "ASSESS", "HAPPINESS", "PARALLEL", "GIGGLE", "BOOKSHELF", "TENNESSEE"),
 }
 NAMES: dict[str, tuple[str, ...]] = {
     "tune": ("Olivia", "Marcus", "Priya", "Diego", "Hannah", "Kenji", "Fatima", "Lucas", "Zoe", "Tariq"),
     "held": ("Beatrice", "Rafael", "Ingrid", "Kwame", "Sofia", "Dmitri", "Aisha", "Connor", "Mei", "Santiago"),
+    "fresh": ("Yusuf", "Leilani", "Bjorn", "Chidi", "Anouk", "Mateo", "Svetlana", "Haruto", "Nkechi", "Ezra"),
 }
 
 # The built-in wrapper list as it was when the set was built (a copy, so that a change to the shared list in

@@ -16,7 +16,8 @@ TEPEE = "Determine the number of ways to arrange the letters of the word TEPEE i
 
 
 @pytest.mark.parametrize("b", [
-    GSM.replace("friends", "pals"),  # noun synonym
+    GSM.replace("friends", "pals"),  # noun synonym (WordNet: pal < friend)
+    GSM.replace("friends", "acquaintances"),  # noun synonym (one WordNet synset)
     GSM.replace("altogether", "in all"),  # quantifier, one word -> two
     GSM.replace("sold clips", "vended clips"),  # verb synonym
     "Can you work out the following?\n" + GSM,  # unseen wrapper before
@@ -40,6 +41,75 @@ def test_graded_check_merges_rewordings(b):
 def test_graded_check_keeps_changed_problems_apart(b, why):
     a = GSM if b != TEPEE else TEPEE.replace("TEPEE", "PROOF")
     assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == why
+
+
+SHAPES = "In the figure, the {} of the triangle $ABC$ with $AB = 13$, $BC = 14$ and $CA = 15$ is drawn. Find its length."
+
+
+@pytest.mark.parametrize(("x", "y", "want"), [
+    ("median", "altitude", "content_changed"),  # a content noun for an unrelated one: a different problem
+    ("numerator", "denominator", "content_changed"),
+    ("perpendicular bisector", "angle bisector", "content_changed"),
+    ("median", "medians", None),  # inflection
+    ("picture", "diagram", None),  # REWORD_SYNONYMS
+])
+def test_content_words_change_the_problem_unless_synonyms(x, y, want):
+    a, b = SHAPES.format(x), SHAPES.format(y)
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == want
+    # the first round's rule (content words reword freely) is still available, and merges the look-alike
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(reword_content=True), a, b) is None
+
+
+def test_real_look_alikes_and_wordnet_synonyms():
+    judge = PairJudge()
+    z = "Let $z = 3 + 4i$ be a complex number. Compute the {} of $z$ and give the answer as a decimal number."
+    assert judge.verdict(z.format("real part"), z.format("magnitude")) == "content_changed"
+    tree = "Given the root of a binary tree, return the {} traversal of its nodes' values as a list of integers."
+    assert judge.verdict(tree.format("preorder"), tree.format("inorder")) == "content_changed"
+    walk = "A robot starts at the origin and moves 3 steps to the {} and then 4 steps up. How far is it from the start?"
+    assert judge.verdict(walk.format("left"), walk.format("right")) == "content_changed"  # "left" here is no \left
+    shop = "Maria {} 12 pencils at the {} near her school and gives 5 of them away. How many pencils does she keep?"
+    assert judge.verdict(shop.format("buys", "store"), shop.format("purchases", "shop")) is None
+
+
+def test_dropped_clauses_and_qualifiers_change_the_problem():
+    judge = PairJudge()
+    cone = ("Robin bought a four-scoop ice cream cone having a scoop each of vanilla, chocolate, strawberry and "
+            "cherry. In how many orders can the four scoops be stacked on the cone if they are stacked one on top "
+            "of the other")
+    assert judge.verdict(cone + "?", cone + " and chocolate cannot be on the bottom?") == "content_changed"
+    assert judge.verdict(cone + "?", cone + "? Show all of your steps.") is None  # a wrapper after it
+    coin = "A fair coin is flipped $7$ times. What is the probability that at least $5$ {} flips come up heads?"
+    assert judge.verdict(coin.format("consecutive"), coin.format("of the")) == "content_changed"
+
+
+def test_typos_merge_but_near_spellings_of_other_words_do_not():
+    judge = PairJudge()
+    seq = "The last term of the sequence is the first negative term {}. What positive integer $x$ gives the most terms?"
+    assert judge.verdict(seq.format("encountered"), seq.format("encounted")) is None  # a typo
+    poly = "Find the least positive integer $b$ for which $x^2+bx+2008$ factors into a product of two {} here."
+    assert judge.verdict(poly.format("polynomials"), poly.format("binomials")) == "content_changed"  # both words
+
+
+def test_latex_operators_dropped_by_normalisation_still_count():
+    judge = PairJudge()
+    a, b = "Find $1+2\\cdot3-4+5.$", "Express the value of the following expression as a fraction. $$1+\\cfrac{2}{3+\\cfrac{4}{5}}$$"
+    assert judge.verdict(a, b) == "math_changed"  # both normalise to "... 1 2 3 4 5"
+    c = "Find the least positive integer such that deleting its leftmost digit leaves {} of the original integer."
+    assert judge.verdict(c.format("1/29"), c.format("$\\frac{1}{29}$")) is None  # \\frac is layout
+
+
+def test_reword_content_must_be_a_bool():
+    with pytest.raises(ValueError, match="reword_content"):
+        DedupConfig(reword_content="yes")
+
+
+def test_synonym_table_lookups():
+    from cotforge.curate.dedup.synonyms import lemmas, synonyms
+
+    assert synonyms("bought", "purchased") and synonyms("tiny", "small") and synonyms("store", "shop")
+    assert not synonyms("numerator", "denominator") and not synonyms("height", "width")
+    assert "mouse" in lemmas("mice") and "buy" in lemmas("bought")
 
 
 def test_moved_words_and_numbers():

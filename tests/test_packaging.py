@@ -129,7 +129,7 @@ def test_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"cotforge", wheel.name.split("-py")[0] + ".dist-info"}
     assert {"cotforge/pipelines/demo.yaml", "cotforge/pipelines/accelerate/fsdp2.yaml",
-            "cotforge/pipelines/accelerate/deepspeed_zero3.yaml"} <= set(names)
+            "cotforge/pipelines/accelerate/deepspeed_zero3.yaml", "cotforge/curate/dedup/wordnet_synonyms.txt.gz"} <= set(names)
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=600)

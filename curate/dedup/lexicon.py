@@ -91,6 +91,38 @@ CARRIERS: dict[str, tuple[str, str]] = {
     w: (cat, group.split()[0]) for cat, groups in _CARRIERS.items() for group in groups for w in group.split()
 }
 
+# Closed-class words that may be reworded freely (articles, determiners, pronouns, prepositions, conjunctions,
+# auxiliaries, quantity phrases and the instruction verbs that open a question). Every other ordinary word is a
+# *content* word: replacing one by a different content word changes the problem ("numerator" -> "denominator",
+# "real part" -> "magnitude", "preorder" -> "inorder") unless the two are spelling or inflection variants or
+# share a group of REWORD_SYNONYMS. Dropping or adding a content word still counts as rewording.
+FUNCTION_WORDS: frozenset[str] = frozenset(
+    "a an the this that these those such some any each every all both either neither another other others own "
+    "several few many much more most lots lot plenty bunch couple number numerous various whole entire complete "
+    "overall altogether combined majority total totally "
+    "i me my mine we us our ours you your yours he him his she her hers it its they them their theirs one ones "
+    "who whom whose which what whatever whichever where when why how there here "
+    "of in on at by for from to into onto with within without about above below over under between among through "
+    "across along around up down out off upon per via than as like "
+    "and or but so yet nor also too then thus hence therefore still just only even ever very quite rather really "
+    "is are was were be been being am do does did done have has had having will would shall should can could may "
+    "might must need needs let lets please kindly "
+    "find determine compute calculate evaluate work figure obtain state give write express tell say show "
+    "what whats if whether given suppose assume consider".split())
+
+# Nouns of instructions ("Show all of your steps", "Express your answer in lowest terms"): an added edge text
+# that shares any other content word with the problem is part of the problem, not a wrapper.
+INSTRUCTION_WORDS: frozenset[str] = frozenset(
+    "answer answers result results solution solutions step steps work working reasoning reason form terms "
+    "problem problems question questions exercise task final line box boxed end carefully".split())
+
+# Groups of content words that mean the same in a problem statement (kept small and general on purpose: the
+# graded check errs towards keeping two problems apart).
+REWORD_SYNONYMS: tuple[str, ...] = (
+    "answer result", "value number", "problem question exercise", "equation equality", "shown pictured depicted",
+    "figure diagram picture", "entirely completely",
+)
+
 # Words that often start a sentence capitalised without being names (for the "capitalised twice" name rule).
 STARTERS: frozenset[str] = frozenset(
     "the a an if in on at for of to by from with what how which who whose where when why find let given suppose "
@@ -100,4 +132,6 @@ STARTERS: frozenset[str] = frozenset(
     "here consider now again first second next finally thus hence therefore".split())
 
 
-__all__ = ["NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "STRICT_CATEGORIES", "STARTERS"]
+REWORD_GROUP: dict[str, int] = {w: i for i, g in enumerate(REWORD_SYNONYMS) for w in g.split()}
+
+__all__ = ["FUNCTION_WORDS", "INSTRUCTION_WORDS", "REWORD_GROUP", "NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "STRICT_CATEGORIES", "STARTERS"]

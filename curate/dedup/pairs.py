@@ -37,16 +37,19 @@ from cotforge.curate.dedup.lexicon import (
     CARRIERS,
     CONTRACTION_NOT,
     FORMAT_WORDS,
+    INSTRUCTION_WORDS,
     NUMBER_WORDS,
     STARTERS,
     STRICT_CATEGORIES,
 )
+from cotforge.curate.dedup.words import content_replaced, content_words
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
 _ASY = re.compile(r"\[asy\].*?\[/asy\]", re.DOTALL)
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mbox)\s*\{([^{}]*)\}")
 _CMD = re.compile(r"\\([A-Za-z]+)")
+_TEXT_CMDS = frozenset("text textbf textit textrm mbox emph it bf rm tt sf em hbox qquad quad".split())
 _PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
 _RAW_TOK = re.compile(r"[A-Za-z]+|\n|[^\sA-Za-z]")
 _QUOTES = frozenset('"“”')
@@ -65,12 +68,13 @@ class PromptView:
         self.tokens, self._raw, self._norm = tokens, raw, norm or NormConfig()
 
     @cached_property
-    def _raw_info(self) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    def _raw_info(self) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
         if not self._raw:
-            return frozenset(), frozenset(), frozenset()
+            return frozenset(), frozenset(), frozenset(), frozenset()
         math, prose = _math_and_prose(self._raw, self._norm)
         names, openers = _names(prose)
-        return frozenset(math), frozenset(names), frozenset(openers)
+        words = frozenset(w.lower() for w in re.findall(r"(?<!\\)\b[A-Za-z]{2,}\b", prose))
+        return frozenset(math), frozenset(names), frozenset(openers), words
 
     @property
     def math(self) -> frozenset[str]:
@@ -84,6 +88,19 @@ class PromptView:
     def openers(self) -> frozenset[str]:
         """Capitalised sentence-initial words that are not common starters (maybe names)."""
         return self._raw_info[2]
+
+    @property
+    def prose(self) -> frozenset[str]:
+        """Words of the prose outside math (a layout command name used as a word there is a word: "left")."""
+        return self._raw_info[3]
+
+    @cached_property
+    def commands(self) -> frozenset[str]:
+        """LaTeX commands of the raw prompt that are not layout (\\cdot, \\sqrt, \\sin; not \\frac, \\left):
+        the normalised tokens drop them with the operators, so "1+2\\cdot3" and "1+\\cfrac{2}{3}" look alike."""
+        if not self._raw:
+            return frozenset()
+        return frozenset(c.lower() for c in _CMD.findall(self._raw)) - FORMAT_WORDS - _TEXT_CMDS
 
 
 def dedup_tokens(norm: str) -> list[str]:
@@ -170,7 +187,7 @@ def prompt_view(norm_prompt: str, raw: str | None = None, norm: NormConfig | Non
 
 
 def _kind(t: str, v: PromptView) -> str:
-    if t in FORMAT_WORDS:
+    if t in FORMAT_WORDS and t not in v.prose:
         return "format"
     if t in NUMBER_WORDS or any(c.isdigit() for c in t):
         return "num"
@@ -182,10 +199,11 @@ def _kind(t: str, v: PromptView) -> str:
 
 
 def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bool = False,
-            core: frozenset[str] = frozenset()) -> tuple[str | None, int]:
+            core: frozenset[str] = frozenset(), strict_content: bool = True) -> tuple[str | None, int]:
     """(verdict, ordinary words changed) of one change: tokens `a` of prompt A became tokens `b` of prompt B.
     `edge`: text before / after the common problem (wrapper-like); there names and number words may change,
-    math tokens only if the common problem has them, and an added text may not add an operation to ask."""
+    math tokens only if the common problem has them, and an added text may not add an operation to ask.
+    `strict_content`: a content word replaced by an unrelated content word is `content_changed`."""
     ka = [(t, _kind(t, va)) for t in a]
     kb = [(t, _kind(t, vb)) for t in b]
     ka, kb = [x for x in ka if x[1] != "format"], [x for x in kb if x[1] != "format"]
@@ -197,8 +215,10 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     kb = [(t, "word" if k == "math" and t in _AMBIGUOUS and not mathy else k) for t, k in kb]
     one_sided = not ka or not kb
     if not (edge and one_sided):
-        na = [NUMBER_WORDS.get(t, t) for t, k in ka if k == "num"]
-        nb = [NUMBER_WORDS.get(t, t) for t, k in kb if k == "num"]
+        # in a long edge span (a wrapper swapped for another) only digits count: "help me with this one: ..."
+        wrapper = edge and max(len(ka), len(kb)) >= 4
+        na = [NUMBER_WORDS.get(t, t) for t, k in ka if k == "num" and not (wrapper and t in NUMBER_WORDS)]
+        nb = [NUMBER_WORDS.get(t, t) for t, k in kb if k == "num" and not (wrapper and t in NUMBER_WORDS)]
         if na != nb:  # in order: "4 * 7" -> "7 * 4" is a change
             return "number_changed", 0
     if any(k == "math" and not (edge and one_sided and t in core) for t, k in ka + kb):
@@ -211,6 +231,9 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     if edge and any(cat == "operation" and grp not in core for cat, grp in (gb if ga == [] else ga if gb == [] else [])):
         return "question_changed", 0  # "Find all x ..." -> "What is the sum of all x ...", "... Then find the sum."
     if edge and one_sided:
+        added = {t for t in content_words(ka or kb) if len(t) >= 4 and t not in INSTRUCTION_WORDS}
+        if added & core:  # "... each other and chocolate cannot be on the bottom?": a clause about the problem
+            return "content_changed", 0
         return None, 0
     if len(ka) == 1 and len(kb) == 1 and _negated(ka[0][0], kb[0][0]):
         return "question_changed", 0
@@ -223,6 +246,8 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
     if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
         return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
+    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(ka, kb):
+        return "content_changed", 0  # "numerator" -> "denominator", "real part" -> "magnitude"
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
 
@@ -256,6 +281,8 @@ def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
 
 def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | None:
     """None when the two prompts are the same problem, else the reason they are not (module docstring)."""
+    if va.commands != vb.commands:
+        return "math_changed"
     ta, tb = list(va.tokens), list(vb.tokens)
     contained = _containment(ta, tb)
     if contained is not None:  # fast path: one prompt is the other with text added before / after it
@@ -283,7 +310,8 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
         # before the first / after the last anchor; added or dropped text is lenient (a wrapper) only as the
         # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
         edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
-        why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core)
+        why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core,
+                         strict_content=not cfg.reword_content)
         if why:
             return why
         # a short replaced span at an edge is a reworded opening / closing ("Find" -> "Compute"): it counts
@@ -322,7 +350,8 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     return graded_verdict(*views, cfg)
 
 
-REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "reworded_too_much",
+REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
+                  "reworded_too_much",
                   "below_threshold")
 
 __all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "REJECT_REASONS"]
