@@ -291,3 +291,13 @@ def test_a_forked_verifier_process_gets_its_own_sandbox_state():
     ''')
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert out.split("\n")[:3] == ["parent pass pass", "child pass pass", "parent pass pass"], out
+
+
+def test_a_plain_leetcode_run_loads_no_unneeded_modules():
+    """Start-up cost guard: the program's harness encodes the Solution() handle without importing fractions,
+    decimal or re (they cost a fresh interpreter ~20 ms CPU, more than the rest of a typical run)."""
+    program = ("import sys\nclass Solution:\n    def loaded(self):\n"
+               "        return sorted(m for m in ('fractions', 'decimal', 're', 'importlib', 'binascii') if m in sys.modules)\n")
+    spec = {"kind": "assert", "test": "def check(c):\n    assert c() == [], c()\n\n\ncheck(Solution().loaded)\n"}
+    v = run_tests(program, spec, LIM)
+    assert v.status == "pass", v.details

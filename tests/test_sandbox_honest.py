@@ -116,6 +116,16 @@ ASSERT_FORMS = {
         "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n",
         _assert("assert height(root) == 3\nassert root.left.data == 2\n",
                 setup="root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(4)\n")),
+    "deque_counter_fraction_decimal_values": (  # the encoder imports these modules only once a run loaded them
+        "from _collections import deque\nimport fractions, decimal\ndef dq():\n    return deque([1, 2], maxlen=3)\n"
+        "def push(d):\n    d.append(9)\ndef q():\n    return fractions.Fraction(3, 6)\n"
+        "def dec():\n    return decimal.Decimal('1.10')\nclass Solution:\n    def tally(self, s):\n"
+        "        import collections\n        return collections.Counter(s)\n",
+        _assert("import collections, fractions, decimal\nassert dq() == collections.deque([1, 2]) and dq().maxlen == 3\n"
+                "d = collections.deque([1])\npush(d)\nassert d == collections.deque([1, 9])\n"
+                "assert q() == fractions.Fraction(1, 2) and isinstance(q(), fractions.Fraction)\n"
+                "assert dec() == decimal.Decimal('1.10') and str(dec()) == '1.10'\n"
+                "assert Solution().tally('aab') == collections.Counter({'a': 2, 'b': 1})\n")),
     "builtin_named_function_under_test": (
         "def sum(a, b):\n    return a + b - 4\n",
         _assert("assert sum(10, 15) == 21\nassert sum(3, 4) == 3\n")),

@@ -381,10 +381,12 @@ def _results(obs: _Observed, status: str) -> list[str]:
 
 
 def _limit_status(obs: _Observed, lim: SandboxLimits) -> tuple[str, str] | None:
-    if obs.why == "cpu":
-        return "timeout", f"CPU limit ({obs.cpu_s:.2f} s > {lim.cpu_s} s)"
+    """The limit a run hit. An OOM kill the cgroup recorded wins over the CPU limit: a program filling memory
+    can spend its CPU time in reclaim before the kill lands (load-dependent), and it did run out of memory."""
     if obs.oom:
         return "memory", "memory limit of the run"
+    if obs.why == "cpu":
+        return "timeout", f"CPU limit ({obs.cpu_s:.2f} s > {lim.cpu_s} s)"
     if obs.why == "wall":
         return "timeout", "wall-clock limit"
     if obs.why == "output":

@@ -26,7 +26,6 @@ trusted test -> program direction (`wire.py`).
 
 from __future__ import annotations
 
-import binascii
 import builtins
 import sys
 
@@ -59,6 +58,15 @@ class TreeNode:
         self.val = val
         self.left = left
         self.right = right
+
+
+def _loaded(module: str, *providers: str):
+    """`module` (imported now) when it or a module its classes come from is already loaded, else None: a
+    value cannot be an instance of a class nobody has loaded, so the encoder need not import fractions /
+    decimal (~5 ms of a fresh interpreter's CPU: they pull in re, enum, numbers) for every object it meets."""
+    if module in sys.modules or any(p in sys.modules for p in providers):
+        return __import__(module)
+    return None
 
 
 def _node_kind(x: object) -> str | None:
@@ -101,14 +109,14 @@ class Encoder:
         if t is set or t is frozenset:
             return ["S" if t is set else "FS", *[self.enc(v, d) for v in x]]
         if t is bytes or t is bytearray:
+            import binascii  # a lib-dynload extension: loaded only by runs that pass bytes
+
             return ["B" if t is bytes else "BA", binascii.b2a_base64(x, newline=False).decode("ascii")]
         return self._other(x, t, d)
 
     def _other(self, x, t, d):  # noqa: C901
-        import collections
-        import decimal
-        import fractions
-
+        collections, decimal, fractions = _loaded("collections", "_collections"), \
+            _loaded("decimal", "_decimal", "_pydecimal"), _loaded("fractions")
         if isinstance(x, bool):
             return bool(x)
         if isinstance(x, int):
@@ -121,16 +129,16 @@ class Encoder:
             return ["c", x.real, x.imag]
         if t is range:
             return ["R", self.enc(x.start, d), self.enc(x.stop, d), self.enc(x.step, d)]
-        if isinstance(x, collections.deque):
+        if collections is not None and isinstance(x, collections.deque):
             return ["DQ", x.maxlen, *[self.enc(v, d) for v in x]]
-        if isinstance(x, collections.Counter | collections.OrderedDict):
+        if collections is not None and isinstance(x, collections.Counter | collections.OrderedDict):
             tag = "CT" if isinstance(x, collections.Counter) else "OD"
             return [tag, *[[self.enc(k, d), self.enc(v, d)] for k, v in x.items()]]
         if isinstance(x, dict):
             return ["D", *[[self.enc(k, d), self.enc(v, d)] for k, v in x.items()]]
-        if isinstance(x, fractions.Fraction):
+        if fractions is not None and isinstance(x, fractions.Fraction):
             return ["Q", self.enc(x.numerator, d), self.enc(x.denominator, d)]
-        if isinstance(x, decimal.Decimal):
+        if decimal is not None and isinstance(x, decimal.Decimal):
             return ["DEC", str(x)]
         if isinstance(x, list | tuple | set | frozenset | bytes | bytearray):
             base = next(b for b in (list, tuple, set, frozenset, bytes, bytearray) if isinstance(x, b))
@@ -269,6 +277,8 @@ class Decoder:
             return collections.OrderedDict(pairs) if tag == "OD" else collections.Counter(dict(pairs))
         if tag in ("B", "BA"):
             try:
+                import binascii
+
                 raw = binascii.a2b_base64(self._text(rest), strict_mode=True)
             except binascii.Error as e:
                 raise CodecError(f"malformed bytes ({e})") from None
@@ -383,9 +393,9 @@ MUTABLE = (list, dict, set, bytearray)
 
 def is_mutable(x) -> bool:
     """Values whose in-place changes by the program the test may observe (sent back after each call)."""
-    import collections
-
-    return isinstance(x, MUTABLE + (collections.deque,)) or _node_kind(x) is not None or (
+    collections = _loaded("collections", "_collections")  # no deque exists before one of them is loaded
+    return isinstance(x, MUTABLE if collections is None else MUTABLE + (collections.deque,)) or \
+        _node_kind(x) is not None or (
         hasattr(x, "__dict__") and not isinstance(x, type) and not callable(x))
 
 

@@ -157,11 +157,10 @@ def _apply_plan(plan: dict, setup: str, tree, g: dict) -> None:
     if names is None:
         _run_setup(setup, g)
         return
-    import importlib
-
     for name in sorted((names | set(plan["eager_names"])) & set(plan["bind"])):
         module, attr = plan["bind"][name]
-        m = importlib.import_module(module)
+        __import__(module)  # not importlib (~1.5 ms more per run); the program has not run yet
+        m = sys.modules[module]
         g[name] = m if attr is None else getattr(m, attr)
     _run_setup(plan["eager"], g)
 

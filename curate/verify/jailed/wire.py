@@ -6,7 +6,6 @@ interpreter several milliseconds to import)."""
 from __future__ import annotations
 
 import marshal
-import struct
 
 from .codec import MAX_DEPTH, CodecError  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
@@ -82,7 +81,7 @@ def loads(line: bytes) -> dict:
 def frame(message: dict) -> bytes:
     """One test -> program message (trusted direction): length-prefixed `marshal` of the structure."""
     data = marshal.dumps(message)
-    return struct.pack(">I", len(data)) + data
+    return len(data).to_bytes(4, "big") + data
 
 
 def unframe(read_exact) -> dict | None:
@@ -90,6 +89,6 @@ def unframe(read_exact) -> dict | None:
     head = read_exact(4)
     if len(head) < 4:
         return None
-    return marshal.loads(read_exact(struct.unpack(">I", head)[0]))
+    return marshal.loads(read_exact(int.from_bytes(head, "big")))
 
 
