@@ -124,6 +124,14 @@ def has_code_block(text: str, think_end: str = "</think>") -> bool:
     return bool(_PY_FENCE.search(tail))
 
 
+def _answer_text(response: str, cfg: RewardConfig) -> str:
+    """The response as the verifier should read it: with `require_think` off, a response without `think_end`
+    has no reasoning block, so all of it is the answer part (strict mode would otherwise find no answer)."""
+    if cfg.require_think or not cfg.think_end or cfg.think_end in response:
+        return response
+    return cfg.think_end + response
+
+
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None,
                  opened: Sequence[bool] | None = None, problems: Sequence[str | None] | None = None) -> list[float]:
     """+-1 from `verify_math_batch` in `cfg.math_mode` (default strict: the last box after `</think>`, so an
@@ -137,7 +145,8 @@ def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardCo
     out: list[float | None] = [format_penalty(r, cfg, o) for r, o in zip(responses, opened, strict=True)]
     todo = [i for i, v in enumerate(out) if v is None]
     if todo:
-        verdicts = verify_math_batch([(responses[i], answers[i]) for i in todo], think_end=cfg.think_end,
+        verdicts = verify_math_batch([(_answer_text(responses[i], cfg), answers[i]) for i in todo],
+                                     think_end=cfg.think_end,
                                      workers=cfg.workers, timeout_s=cfg.math_timeout_s, mode=cfg.math_mode,
                                      problems=[problems[i] for i in todo] if problems is not None else None)
         for i, v in zip(todo, verdicts, strict=True):
