@@ -20,8 +20,9 @@ dedup rules were tuned, so they cannot measure the tuned rules. This set is buil
   Codeforces and MBPP statements (the built-in wrapper and the code stub cut off);
 - real pairs: LeetCode problems in two sources (DeepCoder test / train vs the DeepSeek-Coder contest export:
   different scrapes, wrappers and formatting), mined by 13-gram containment and labelled the same problem when
-  their numbers agree too (a sample checked by hand: `--show-real`); same-template look-alikes mined among the
-  math bases (different answers); "letters of the word X" problems with new words;
+  their numbers agree too (a sample checked by hand: `--show-real`); same-template look-alikes mined among all
+  math candidates, kept when one side is a fresh2 base (different answers); "letters of the word X" problems
+  (any pool) with new words;
 - multi-response groups: prompts of the baseline short-CoT eval outputs (several models answer one prompt).
 Every number-editing kind uses math bases only. All rows are in part "fresh2". The hash is recorded in
 bench/dedup_fresh2.sha256 and checked on every run.
@@ -60,12 +61,25 @@ PART = "fresh2"
 HERE = Path(__file__).resolve().parent
 HASH_FILE = HERE / "dedup_fresh2.sha256"
 EXCLUDE_FILE = HERE / "dedup_fresh2_exclude.txt"
-MATH_BENCH = ("math_test5000.jsonl.gz", "gsm8k_test.jsonl", "olympiadbench.jsonl", "minerva_math.jsonl",
-              "amc2022_2023.jsonl", "amc2023.jsonl", "aime2024.jsonl", "aime2025.jsonl", "aime2026.jsonl",
-              "hmmt_feb.jsonl")
+MATH_BENCH = (
+    "math_test5000.jsonl.gz",
+    "gsm8k_test.jsonl",
+    "olympiadbench.jsonl",
+    "minerva_math.jsonl",
+    "amc2022_2023.jsonl",
+    "amc2023.jsonl",
+    "aime2024.jsonl",
+    "aime2025.jsonl",
+    "aime2026.jsonl",
+    "hmmt_feb.jsonl",
+)
 MATH_SFT = ("deepscaler_math_train", "deepscaler_aime_1983_2023", "gsm8k_train_human")
-CODE_WRAPPER = "Please solve the programming task below using a self-contained code snippet in a markdown code block."
-_CODE_TAIL = re.compile(r"\n\s*(Please complete the following python code precisely:|Input Format:|Example 1:)")
+CODE_WRAPPER = (
+    "Please solve the programming task below using a self-contained code snippet in a markdown code block."
+)
+_CODE_TAIL = re.compile(
+    r"\n\s*(Please complete the following python code precisely:|Input Format:|Example 1:)"
+)
 
 
 def digest16(text: str) -> str:
@@ -80,11 +94,15 @@ def math_candidates(shared: Path) -> list[dict]:
     """Every real math problem with an answer in the pools (deduplicated by tokens, file order)."""
     rows = []
     for name in MATH_BENCH:
-        rows += [{"problem": r["problem"], "answer": r.get("answer"), "origin": name}
-                 for r in _jsonl(shared / "benchmarks" / name)]
+        rows += [
+            {"problem": r["problem"], "answer": r.get("answer"), "origin": name}
+            for r in _jsonl(shared / "benchmarks" / name)
+        ]
     for name in MATH_SFT:
-        rows += [{"problem": r["problem"], "answer": r.get("ground_truth"), "origin": name}
-                 for r in _jsonl(shared / "sft_sources" / f"{name}.jsonl.gz")]
+        rows += [
+            {"problem": r["problem"], "answer": r.get("ground_truth"), "origin": name}
+            for r in _jsonl(shared / "sft_sources" / f"{name}.jsonl.gz")
+        ]
     seen: set[str] = set()
     out = []
     for r in rows:
@@ -99,16 +117,24 @@ def statement(problem: str) -> str:
     """A code problem's statement: the built-in wrapper, the code stub, examples and I/O format cut off."""
     text = problem.replace(CODE_WRAPPER, "").replace("\xa0", " ").strip()
     m = _CODE_TAIL.search(text)
-    return (text[:m.start()] if m else text).strip()
+    return (text[: m.start()] if m else text).strip()
 
 
 def code_bases(shared: Path) -> list[dict]:
     """Statements of the LeetCode (train, contest, test), Codeforces and MBPP problems, deduplicated."""
-    rows = [{"problem": r["problem"], "origin": "deepcoder_leetcode_train"}
-            for r in _jsonl(shared / "sft_sources" / "deepcoder_leetcode_train.jsonl.gz")]
+    rows = [
+        {"problem": r["problem"], "origin": "deepcoder_leetcode_train"}
+        for r in _jsonl(shared / "sft_sources" / "deepcoder_leetcode_train.jsonl.gz")
+    ]
     for name in ("leetcode_contest_2023h2", "leetcode_deepcoder_test", "codeforces_deepcoder_test", "mbpp"):
-        rows += [{"problem": r["problem"], "origin": name} for r in _jsonl(shared / "benchmarks" / f"{name}.jsonl")]
-    out = [{"problem": statement(r["problem"]), "answer": None, "origin": r["origin"]} for r in rows if r["problem"]]
+        rows += [
+            {"problem": r["problem"], "origin": name} for r in _jsonl(shared / "benchmarks" / f"{name}.jsonl")
+        ]
+    out = [
+        {"problem": statement(r["problem"]), "answer": None, "origin": r["origin"]}
+        for r in rows
+        if r["problem"]
+    ]
     seen: set[str] = set()
     keep = []
     for r in out:
@@ -133,9 +159,13 @@ def write_exclusions(shared: Path) -> int:
     cands = math_candidates(shared)
     used_keys = {digest16(t) for t in used}
     out = {digest16(c["problem"]) for c in cands if digest16(c["problem"]) in used_keys}
-    out |= {digest16(a["problem"]) for a, _ in mine_cross_source(cands, [{"problem": t} for t in sorted(used)])}
-    EXCLUDE_FILE.write_text("# math problems used (or near-copied) by bench/labelled_sets.py and bench/dedup_fresh.py"
-                            " at 2026-12-01; sha256[:16] of bench tokens\n" + "\n".join(sorted(out)) + "\n")
+    out |= {
+        digest16(a["problem"]) for a, _ in mine_cross_source(cands, [{"problem": t} for t in sorted(used)])
+    }
+    EXCLUDE_FILE.write_text(
+        "# math problems used (or near-copied) by bench/labelled_sets.py and bench/dedup_fresh.py"
+        " at 2026-12-01; sha256[:16] of bench tokens\n" + "\n".join(sorted(out)) + "\n"
+    )
     return len(out)
 
 
@@ -154,12 +184,21 @@ def real_code_pairs(shared: Path) -> list[LabelledPair]:
     """LeetCode problems in two scrapes (full prompts as stored): DeepCoder test / train vs the contest export.
     Mined by 13-gram containment; the same problem when the sorted numbers agree; otherwise left out (a
     different constraint = the "II" version of a problem, or superscripts lost by one scrape: not labelled)."""
-    contest = [{"problem": r["problem"]} for r in _jsonl(shared / "benchmarks" / "leetcode_contest_2023h2.jsonl")]
-    left = [{"problem": r["problem"]} for r in _jsonl(shared / "benchmarks" / "leetcode_deepcoder_test.jsonl")]
-    left += [{"problem": r["problem"]} for r in _jsonl(shared / "sft_sources" / "deepcoder_leetcode_train.jsonl.gz")]
+    contest = [
+        {"problem": r["problem"]} for r in _jsonl(shared / "benchmarks" / "leetcode_contest_2023h2.jsonl")
+    ]
+    left = [
+        {"problem": r["problem"]} for r in _jsonl(shared / "benchmarks" / "leetcode_deepcoder_test.jsonl")
+    ]
+    left += [
+        {"problem": r["problem"]}
+        for r in _jsonl(shared / "sft_sources" / "deepcoder_leetcode_train.jsonl.gz")
+    ]
     out = []
     for a, b in mine_cross_source(left, contest):
-        same_nums = sorted(_NUMS.findall(statement(a["problem"]))) == sorted(_NUMS.findall(statement(b["problem"])))
+        same_nums = sorted(_NUMS.findall(statement(a["problem"]))) == sorted(
+            _NUMS.findall(statement(b["problem"]))
+        )
         if same_nums and a["problem"] != b["problem"]:
             out.append(LabelledPair(a["problem"], b["problem"], True, "real_leetcode_two_scrapes", PART))
     return out
@@ -168,8 +207,12 @@ def real_code_pairs(shared: Path) -> list[LabelledPair]:
 def letters_pairs(shared: Path) -> list[LabelledPair]:
     """Real "arrange the letters of the word X" problems (any pool) with X replaced by a new word."""
     texts = sorted({c["problem"] for c in math_candidates(shared) if _LETTERS.search(c["problem"])})
-    return [LabelledPair(t, v, False, "letters_changed", PART) for t in texts for w in LETTER_WORDS2
-            if (v := _LETTERS.sub(lambda m, w=w: m.group(1) + w, t, count=1)) != t]
+    return [
+        LabelledPair(t, v, False, "letters_changed", PART)
+        for t in texts
+        for w in LETTER_WORDS2
+        if (v := _LETTERS.sub(lambda m, w=w: m.group(1) + w, t, count=1)) != t
+    ]
 
 
 def response_groups(shared: Path, n: int, rng: random.Random) -> list[ResponseGroup]:
@@ -178,7 +221,11 @@ def response_groups(shared: Path, n: int, rng: random.Random) -> list[ResponseGr
     for r in _jsonl(shared / "sft_sources" / "baseline_shortcot_eval_outputs.jsonl.gz"):
         if r.get("problem") and r.get("response") and r["response"] not in by_prompt[r["problem"]]:
             by_prompt[r["problem"]].append(r["response"])
-    groups = [ResponseGroup(p, tuple(rs), "multi_response", PART) for p, rs in sorted(by_prompt.items()) if len(rs) >= 2]
+    groups = [
+        ResponseGroup(p, tuple(rs), "multi_response", PART)
+        for p, rs in sorted(by_prompt.items())
+        if len(rs) >= 2
+    ]
     return rng.sample(groups, min(n, len(groups)))
 
 
@@ -194,18 +241,28 @@ def build_fresh2_set(shared: str | Path, n_per_kind: int = 120, seed: int = 2) -
     rng = random.Random(seed)
     maths = math_bases(shared)
     real = real_code_pairs(shared) + letters_pairs(shared)
-    real += [LabelledPair(p.a, p.b, False, "same_template_mined", PART) for p in mine_same_template(maths)]
+    mine = {m["problem"] for m in maths}  # look-alikes with at least one side no other set uses
+    real += [
+        LabelledPair(p.a, p.b, False, "same_template_mined", PART)
+        for p in mine_same_template(math_candidates(shared))
+        if p.a in mine or p.b in mine
+    ]
     pairs: list[LabelledPair] = []
     for kind in sorted({p.kind for p in real}):
         mine = sorted({(p.a, p.b): p for p in real if p.kind == kind}.values(), key=lambda p: (p.a, p.b))
         pairs += rng.sample(mine, min(len(mine), 2 * n_per_kind))
     used = {x for p in pairs for x in (p.a, p.b)}
     math_texts = sorted({m["problem"] for m in maths if 8 <= len(m["problem"].split()) <= 300} - used)
-    code_texts = sorted({c["problem"] for c in code_bases(shared) if 8 <= len(c["problem"].split()) <= 400} - used)
+    code_texts = sorted(
+        {c["problem"] for c in code_bases(shared) if 8 <= len(c["problem"].split()) <= 400} - used
+    )
     rng.shuffle(math_texts)
     rng.shuffle(code_texts)
-    mixed = [t for i in range(max(len(math_texts), len(code_texts)))
-             for t in (math_texts[2 * i:2 * i + 2] + code_texts[i:i + 1])]
+    mixed = [
+        t
+        for i in range(max(len(math_texts), len(code_texts)))
+        for t in (math_texts[2 * i : 2 * i + 2] + code_texts[i : i + 1])
+    ]
     taken: set[str] = set()
     for kind in POSITIVE_KINDS2 + NEGATIVE_KINDS2:
         make, made = VARIANTS2[kind], 0
@@ -235,7 +292,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default=str(SHARED))
     ap.add_argument("--write-exclusions", action="store_true", help="freeze the problems the other sets use")
-    ap.add_argument("--write-hash", action="store_true", help="record this set's hash (before evaluating rules!)")
+    ap.add_argument(
+        "--write-hash", action="store_true", help="record this set's hash (before evaluating rules!)"
+    )
     ap.add_argument("--eval", action="store_true", help="measure cotforge's dedup decision on the set")
     ap.add_argument("--show-misses", action="store_true", help="with --eval: print the wrongly decided pairs")
     ap.add_argument("--show-real", type=int, default=0, help="print N sampled real pairs (hand check)")
@@ -251,13 +310,23 @@ def main() -> None:
         log.info("%s %s", part, dict(sorted(kinds.items())))
     digest = ls.digest()
     rec = recorded_hash()
-    log.info("fresh2 sha256 %s (%d pairs, %d groups); recorded %s: %s", digest, len(ls.pairs), len(ls.groups), rec,
-             "MATCHES" if digest == rec else "DOES NOT MATCH")
+    log.info(
+        "fresh2 sha256 %s (%d pairs, %d groups); recorded %s: %s",
+        digest,
+        len(ls.pairs),
+        len(ls.groups),
+        rec,
+        "MATCHES" if digest == rec else "DOES NOT MATCH",
+    )
     if args.write_hash:
-        HASH_FILE.write_text(f"{digest}  fresh2 held-out set of bench/dedup_fresh2.py (build_fresh2_set defaults): "
-                             f"{len(ls.pairs)} pairs, {len(ls.groups)} response groups\n")
-    for p in random.Random(0).sample([p for p in ls.pairs if p.kind.startswith("real_")],
-                                     min(args.show_real, sum(p.kind.startswith("real_") for p in ls.pairs))):
+        HASH_FILE.write_text(
+            f"{digest}  fresh2 held-out set of bench/dedup_fresh2.py (build_fresh2_set defaults): "
+            f"{len(ls.pairs)} pairs, {len(ls.groups)} response groups\n"
+        )
+    for p in random.Random(0).sample(
+        [p for p in ls.pairs if p.kind.startswith("real_")],
+        min(args.show_real, sum(p.kind.startswith("real_") for p in ls.pairs)),
+    ):
         print(f"--- {p.kind} {p.duplicate}\nA: {p.a[:600]!r}\nB: {p.b[:600]!r}")
     if args.eval:
         from dedup_fresh2_eval import evaluate

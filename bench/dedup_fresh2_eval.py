@@ -28,10 +28,14 @@ def _table(pairs: list, pairwise: list[bool], e2e: list[bool]) -> None:
     print(f"    {'kind':28s} {'label':7s} {'pairs':>5s}  {'pairwise':>22s}  {'end-to-end':>22s}")
     for (neg, kind), (n, pw, ee) in sorted(rows.items()):
         if neg:
-            print(f"    {kind:28s} not-dup {n:5d}  merged {pw:4d} (apart {1 - pw / n:.3f})  "
-                  f"merged {ee:4d} (apart {1 - ee / n:.3f})")
+            print(
+                f"    {kind:28s} not-dup {n:5d}  merged {pw:4d} (apart {1 - pw / n:.3f})  "
+                f"merged {ee:4d} (apart {1 - ee / n:.3f})"
+            )
         else:
-            print(f"    {kind:28s} dup     {n:5d}  recall {pw / n:.3f} ({pw:4d})     recall {ee / n:.3f} ({ee:4d})")
+            print(
+                f"    {kind:28s} dup     {n:5d}  recall {pw / n:.3f} ({pw:4d})     recall {ee / n:.3f} ({ee:4d})"
+            )
 
 
 def evaluate(ls: LabelledSet, show_misses: bool = False) -> None:
@@ -54,11 +58,15 @@ def evaluate(ls: LabelledSet, show_misses: bool = False) -> None:
     print(f"    pairwise   {_prf(ls.pairs, pairwise)}")
     print(f"    end-to-end {_prf(ls.pairs, e2e)}")
     if ls.groups:
-        print(f"    multi-response groups: {len(ls.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
-              f"response) must be kept, kept {kept}")
+        print(
+            f"    multi-response groups: {len(ls.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
+            f"response) must be kept, kept {kept}"
+        )
     _table(ls.pairs, pairwise, e2e)
     if show_misses:
         for p, v, ee in zip(ls.pairs, verdicts, e2e, strict=True):
             if (v is None) != p.duplicate or ee != p.duplicate:
-                print(f"--- {p.kind} dup={p.duplicate} pairwise={v or 'merged'} e2e_merged={ee}\n"
-                      f"A: {p.a[:400]!r}\nB: {p.b[:400]!r}")
+                print(
+                    f"--- {p.kind} dup={p.duplicate} pairwise={v or 'merged'} e2e_merged={ee}\n"
+                    f"A: {p.a[:400]!r}\nB: {p.b[:400]!r}"
+                )

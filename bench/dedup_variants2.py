@@ -19,7 +19,9 @@ _BARE_NUM = re.compile(r"(?<![\w$.,\\{^_])(\d+)(?![\w$.,%}])")
 _MATH_BODY = re.compile(r"\$([^$]+)\$")
 
 
-def synonym(text: str, rng: random.Random, category: str | None = None, avoid: str | None = None) -> str | None:
+def synonym(
+    text: str, rng: random.Random, category: str | None = None, avoid: str | None = None
+) -> str | None:
     """One pool synonym substituted (a random category when none is given; not the `avoid` source)."""
     cats = [category] if category else sorted(SYNONYMS2)
     rng.shuffle(cats)
@@ -53,8 +55,11 @@ def _latex_spacing(body: str, rng: random.Random) -> str:
     """Inside one math body: thin / medium spaces around = and +, or \\left( \\right)."""
     if "(" in body and ")" in body and "\\left" not in body and rng.random() < 0.5:
         return body.replace("(", "\\left(").replace(")", "\\right)")
-    return re.sub(r"\s*([=+])\s*", lambda m: rng.choice([r"\,", r"\;", r"\ "]) + m.group(1) + rng.choice([r"\,", r"\;", " "]),
-                  body)
+    return re.sub(
+        r"\s*([=+])\s*",
+        lambda m: rng.choice([r"\,", r"\;", r"\ "]) + m.group(1) + rng.choice([r"\,", r"\;", " "]),
+        body,
+    )
 
 
 def reformat(text: str, rng: random.Random) -> str | None:
@@ -64,9 +69,11 @@ def reformat(text: str, rng: random.Random) -> str | None:
     ops = ["latex", "drop_dollars", "add_dollars", "whitespace", "punct", "period"]
     rng.shuffle(ops)
     t = text
-    for op in ops[:rng.choice([2, 3, 3])]:
+    for op in ops[: rng.choice([2, 3, 3])]:
         if op == "latex":
-            t = _MATH_BODY.sub(lambda m: "$" + _latex_spacing(m.group(1), rng) + "$", t, count=rng.choice([1, 2, 9]))
+            t = _MATH_BODY.sub(
+                lambda m: "$" + _latex_spacing(m.group(1), rng) + "$", t, count=rng.choice([1, 2, 9])
+            )
         elif op == "drop_dollars" and "$" in t:
             t = _INLINE.sub(lambda m: m.group(1), t)
         elif op == "add_dollars" and "$" not in t:
@@ -91,11 +98,13 @@ def name_changed(text: str, rng: random.Random) -> str | None:
     return re.sub(rf"\b{old}\b", rng.choice([n for n in NAMES2 if n not in text]), text)
 
 
-def _then(first: Callable[[str, random.Random], str | None],
-          second: Callable[[str, random.Random], str | None]) -> Callable[[str, random.Random], str | None]:
+def _then(
+    first: Callable[[str, random.Random], str | None], second: Callable[[str, random.Random], str | None]
+) -> Callable[[str, random.Random], str | None]:
     def both(t: str, r: random.Random) -> str | None:
         v = first(t, r)
         return second(v, r) if v is not None else None
+
     return both
 
 
@@ -111,11 +120,28 @@ def _wrapper_any(t: str, r: random.Random) -> str:
     return wrap(t, r, r.choice(["before", "after"]))
 
 
-POSITIVE_KINDS2 = ("synonym_verb", "synonym_noun", "synonym_quantifier", "synonym_adjective", "wrapper_before",
-                   "wrapper_after", "reformat", "combo_reformat_synonym", "combo_wrapper_synonym",
-                   "combo_two_synonyms")
-NEGATIVE_KINDS2 = ("number_changed", "numbers_swapped", "object_changed", "question_changed", "name_changed",
-                   "combo_question_synonym", "combo_object_wrapper", "combo_number_reformat")
+POSITIVE_KINDS2 = (
+    "synonym_verb",
+    "synonym_noun",
+    "synonym_quantifier",
+    "synonym_adjective",
+    "wrapper_before",
+    "wrapper_after",
+    "reformat",
+    "combo_reformat_synonym",
+    "combo_wrapper_synonym",
+    "combo_two_synonyms",
+)
+NEGATIVE_KINDS2 = (
+    "number_changed",
+    "numbers_swapped",
+    "object_changed",
+    "question_changed",
+    "name_changed",
+    "combo_question_synonym",
+    "combo_object_wrapper",
+    "combo_number_reformat",
+)
 # Kinds whose edit is a number: only math bases (a changed constraint or example in a code statement is not
 # clearly another problem).
 MATH_ONLY = ("number_changed", "numbers_swapped", "combo_number_reformat", "name_changed")
