@@ -1,0 +1,72 @@
+"""`python bench/dedup_fresh2.py --eval`: cotforge's current problem-dedup decision on the fresh2 set, the
+way bench/dedup.py measures its sets (same code path: PairJudge pairwise on MinHash sketches, and every
+prompt through run_dedup end to end; response groups through run_dedup), with the default DedupConfig.
+Prints precision / recall overall and per kind and the negatives merged per kind; individual pairs only
+with --show-misses."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dedup import _end_to_end, _groups_kept, _prf  # noqa: E402
+from labelled_sets import LabelledSet  # noqa: E402
+
+
+def _table(pairs: list, pairwise: list[bool], e2e: list[bool]) -> None:
+    """Per kind: pairs, then for duplicates the recall, for negatives how many were merged (pairwise, e2e)."""
+    rows: dict[tuple[bool, str], list[int]] = collections.defaultdict(lambda: [0, 0, 0])
+    for p, pw, ee in zip(pairs, pairwise, e2e, strict=True):
+        r = rows[(not p.duplicate, p.kind)]
+        r[0] += 1
+        r[1] += pw
+        r[2] += ee
+    print(f"    {'kind':28s} {'label':7s} {'pairs':>5s}  {'pairwise':>22s}  {'end-to-end':>22s}")
+    for (neg, kind), (n, pw, ee) in sorted(rows.items()):
+        if neg:
+            print(
+                f"    {kind:28s} not-dup {n:5d}  merged {pw:4d} (apart {1 - pw / n:.3f})  "
+                f"merged {ee:4d} (apart {1 - ee / n:.3f})"
+            )
+        else:
+            print(
+                f"    {kind:28s} dup     {n:5d}  recall {pw / n:.3f} ({pw:4d})     recall {ee / n:.3f} ({ee:4d})"
+            )
+
+
+def evaluate(ls: LabelledSet, show_misses: bool = False) -> None:
+    """Measure the default DedupConfig on the set (pairwise and end to end) and print the figures."""
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.stage import PairJudge
+
+    cfg = DedupConfig()
+    judge = PairJudge(cfg)
+    texts = sorted({x for p in ls.pairs for x in (p.a, p.b)})
+    t = time.time()
+    sk = dict(zip(texts, judge.sketches(texts), strict=True))
+    verdicts = [judge.verdict_sketches(sk[p.a], sk[p.b], p.a, p.b) for p in ls.pairs]
+    pairwise = [v is None for v in verdicts]
+    t_pair = time.time() - t
+    with tempfile.TemporaryDirectory() as d:
+        e2e = _end_to_end(ls.pairs, cfg, d)
+        n_rows, expect, kept = _groups_kept(ls.groups, cfg, d) if ls.groups else (0, 0, 0)
+    print(f"\nfresh2 set: {len(ls.pairs)} pairs ({t_pair:.1f}s pairwise), default DedupConfig")
+    print(f"    pairwise   {_prf(ls.pairs, pairwise)}")
+    print(f"    end-to-end {_prf(ls.pairs, e2e)}")
+    if ls.groups:
+        print(
+            f"    multi-response groups: {len(ls.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
+            f"response) must be kept, kept {kept}"
+        )
+    _table(ls.pairs, pairwise, e2e)
+    if show_misses:
+        for p, v, ee in zip(ls.pairs, verdicts, e2e, strict=True):
+            if (v is None) != p.duplicate or ee != p.duplicate:
+                print(
+                    f"--- {p.kind} dup={p.duplicate} pairwise={v or 'merged'} e2e_merged={ee}\n"
+                    f"A: {p.a[:400]!r}\nB: {p.b[:400]!r}"
+                )
