@@ -38,6 +38,8 @@ _LEMMA = re.compile(r"^[a-z]+(?:_[a-z]+){0,2}$")
 # between words of close meaning (& similar to, ^ also see, $ verb group, + derivationally related form,
 # = attribute / value) and antonyms (!).
 _HYPER, _NEAR, _ANT = {"@", "@i"}, {"&", "^", "$", "+", "="}, {"!"}
+# gloss words that are never the genus of a definition ("a", "one", "any" are WordNet nouns too)
+_GLOSS_SKIP = frozenset("a an the one any some each every all either other another its their his her".split())
 POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}
 # Lexicographer files of everyday nouns whose hypernym may stand in for them (money ~ cash, house ~ home):
 # act, animal, artifact, body, event, food, group, location, object, person, plant, possession, substance.
@@ -125,26 +127,27 @@ def build(wn: Path, k: int, hypernyms: int) -> tuple[list[list[str]], list[list[
 
 
 def relations(wn: Path) -> tuple[list[str], list[str]]:
-    """The relation table of curate/dedup/relations.py: one `Y lexnum hypernyms near antonyms` line per synset
-    (ids = order of the Y lines, lists comma-joined, '-' when empty) and one `L lemma n;v;a;r` line per lemma
-    (its synset ids per part of speech in WordNet's sense order: most frequent first, then its SemCor tag
-    counts per part of speech from cntlist.rev: which part of speech the word mostly is in running text). Lemmas: lower-case, one
-    to three words joined by '_' ("use_up", "at_random"; hyphens become '_'); all senses are kept."""
+    """The relation table of curate/dedup/relations.py.
+
+    One `Y lexnum hypernyms near antonyms genus` line per synset (ids = order of the Y lines, lists
+    comma-joined, '-' when empty). `genus`: for a noun synset, the first two noun senses of the first word of
+    its gloss that is mainly a noun ("cash: money in the form of bills or coins" -> money; "pizza: Italian
+    open pie ..." -> pie): the word a definition defines by, a relation WordNet's pointers often lack.
+    One `L lemma n;v;a;r counts` line per lemma: its synset ids per part of speech in WordNet's sense order
+    (most frequent first), then its SemCor tag counts per part of speech (cntlist.rev: which part of speech
+    the word mostly is in running text). Lemmas: lower-case, one to three words joined by '_' ("use_up",
+    "at_random"; hyphens become '_'); all senses are kept."""
     ids: dict[tuple[str, str], int] = {}
-    rows: list[tuple[int, list[tuple[str, str, str]]]] = []
+    rows: list[tuple[int, list[tuple[str, str, str]], str, list[str]]] = []
     for name, pos in POS.items():
         for f in _lines(wn / f"data.{name}"):
             n = int(f[3], 16)
             rest = f[4 + 2 * n:]
             ptrs = [(q[0], "a" if q[2] == "s" else q[2], q[1]) for q in
                     (rest[1 + 4 * i: 5 + 4 * i] for i in range(int(rest[0])))]
+            gloss = " ".join(f[f.index("|") + 1:]) if "|" in f else ""
             ids[(pos, f[0])] = len(rows)
-            rows.append((int(f[1]), ptrs))
-    ys = []
-    for lex, ptrs in rows:
-        cols = [sorted({ids[(p, o)] for sym, p, o in ptrs if sym in kind and (p, o) in ids})
-                for kind in (_HYPER, _NEAR, _ANT)]
-        ys.append(f"Y {lex} " + " ".join(",".join(map(str, c)) or "-" for c in cols))
+            rows.append((int(f[1]), ptrs, pos, re.findall(r"[a-z]+", gloss.split(";")[0].lower())))
     senses: dict[str, dict[str, list[int]]] = defaultdict(dict)
     for name, pos in POS.items():
         for f in _lines(wn / f"index.{name}"):
@@ -157,6 +160,19 @@ def relations(wn: Path) -> tuple[list[str], list[str]]:
         lemma, _, rest = f[0].partition("%")
         counts[lemma.lower().replace("-", "_")]["0123".index(str(min(int(rest[0]), 3) - 1)) if rest[0] != "5" else 2] \
             += int(f[2])
+
+    def mainly_noun(w: str) -> bool:
+        c, s = counts.get(w, [0, 0, 0, 0]), senses.get(w, {})
+        return "n" in s and w not in _GLOSS_SKIP and all((c[0], len(s["n"])) >= (c[i], len(s.get(p, [])))
+                                                         for i, p in enumerate("var", 1))
+
+    ys = []
+    for lex, ptrs, pos, gloss in rows:
+        cols = [sorted({ids[(p, o)] for sym, p, o in ptrs if sym in kind and (p, o) in ids})
+                for kind in (_HYPER, _NEAR, _ANT)]
+        genus = next((w for w in gloss[:8] if mainly_noun(w)), None) if pos == "n" else None
+        cols.append(sorted(senses[genus]["n"][:2]) if genus else [])
+        ys.append(f"Y {lex} " + " ".join(",".join(map(str, c)) or "-" for c in cols))
     ls = [f"L {w} " + ";".join(",".join(map(str, s.get(p, []))) or "-" for p in "nvar")
           + " " + ",".join(map(str, counts.get(w, [0, 0, 0, 0]))) for w, s in sorted(senses.items())]
     return ys, ls

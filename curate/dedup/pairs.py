@@ -44,7 +44,7 @@ from cotforge.curate.dedup.lexicon import (
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.words import content_replaced, content_words, negated, said_by
+from cotforge.curate.dedup.words import content_replaced, content_words, idioms, negated, said_by
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -210,8 +210,8 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
     `edge`: text before / after the common problem (wrapper-like); there names and number words may change,
     math tokens only if the common problem has them, and an added text may not add an operation to ask.
     `strict_content`: a content word replaced by an unrelated content word is `content_changed`."""
-    ka = [(t, _kind(t, va)) for t in a]
-    kb = [(t, _kind(t, vb)) for t in b]
+    ka = idioms([(t, _kind(t, va)) for t in a])
+    kb = idioms([(t, _kind(t, vb)) for t in b])
     ka, kb = [x for x in ka if x[1] != "format"], [x for x in kb if x[1] != "format"]
     if not ka and not kb:
         return None, 0

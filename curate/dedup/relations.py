@@ -13,7 +13,8 @@ table (synonyms.py: each word's 5 most frequent senses) it keeps all senses, so 
 - evidence that a replacement changes the problem: `opposed` (antonyms, also through a similar-to head or a
   direct hypernym: "adults" vs "children" via adult / juvenile), `technical` (a measurement, number, shape,
   time, relation or attribute word: units, figures, numerator, height), `siblings` (two different members of
-  one category among the words' most frequent senses: square / circle, minutes / hours, men / women).
+  one category among the words' most frequent senses: square / circle, minutes / hours, men / women);
+  for two words WordNet does not relate also `cousins` (apples / oranges, cats / dogs).
 Loaded once per process, on the first lookup.
 """
 
@@ -35,9 +36,10 @@ POS = "nvar"
 # (percent, ratio, north), attribute (height, width, area, speed, colour).
 TECHNICAL_DOMAINS = frozenset({"noun.quantity", "noun.shape", "noun.time", "noun.relation", "noun.attribute"})
 SYNONYM_SENSES = 5  # as bench/dedup_wordnet.py --senses for the synonym table
+COUSIN_DEPTH = 2
 TOP_SENSES = 2  # noun senses that say what a word is, for `siblings`
 
-_Synset = tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # lexnum, hypernyms, near, antonyms
+_Synset = tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # lex, hyper, near, ant, genus
 
 
 def _ints(col: str) -> tuple[int, ...]:
@@ -58,8 +60,8 @@ def _table() -> tuple[list[str], list[_Synset], dict[str, tuple[tuple[int, ...],
     with gzip.open(TABLE, "rt", encoding="utf-8") as fh:
         for line in fh:
             if line.startswith("Y "):
-                _, lex, hyp, near, ant = line.split()
-                synsets.append((int(lex), _ints(hyp), _ints(near), _ints(ant)))
+                _, lex, hyp, near, ant, genus = line.split()
+                synsets.append((int(lex), _ints(hyp), _ints(near), _ints(ant), _ints(genus)))
             elif line.startswith("L "):
                 _, word, cols, counts = line.split()
                 index[word] = ids = tuple(_ints(c) for c in cols.split(";"))
@@ -117,6 +119,12 @@ def math_word(word: str) -> bool:
     return word in words or base_form(word) in words
 
 
+def idiom(phrase: str) -> bool:
+    """A WordNet phrase of 2-3 words with no noun sense ("one_and_only", "first_of_all", "at_once")."""
+    index = _table()[2]
+    return "_" in phrase and phrase in index and not index[phrase][0]
+
+
 def known(word: str) -> bool:
     """Whether WordNet has the word (or one of its base forms) at all."""
     return bool(_forms(word))
@@ -125,6 +133,11 @@ def known(word: str) -> bool:
 def _hyper(ids: frozenset[int]) -> set[int]:
     syn = _table()[1]
     return {h for s in ids for h in syn[s][1]}
+
+
+def _genus(ids: frozenset[int]) -> set[int]:
+    syn = _table()[1]
+    return {h for s in ids for h in syn[s][4]}
 
 
 def _near(ids: frozenset[int] | set[int]) -> set[int]:
@@ -141,12 +154,13 @@ def synonym(x: str, y: str) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def related(x: str, y: str) -> bool:
-    """Some senses of the two words share a synset, one is a direct hypernym of the other, or a near link
-    joins them (directly or through one adjective head). All senses count: see the module docstring."""
+    """Some senses of the two words share a synset, one is a direct hypernym or the gloss genus of the other
+    ("cash: money in the form of ..."), or a near link joins them (directly or through one adjective head).
+    All senses count: see the module docstring."""
     sx, sy = senses(x), senses(y)
     if not sx or not sy:
         return False
-    if sx & sy or _hyper(sx) & sy or _hyper(sy) & sx:
+    if sx & sy or _hyper(sx) & sy or _hyper(sy) & sx or _genus(sx) & sy or _genus(sy) & sx:
         return True
     nx, ny = _near(sx), _near(sy)
     return bool(nx & sy or ny & sx or nx & ny)
@@ -183,6 +197,23 @@ def technical(word: str) -> bool:
     return any(syn[s][0] in tech for s in _nouns(word, 1))
 
 
+def _ancestors(ids: frozenset[int], depth: int) -> set[int]:
+    out, frontier = set(), set(ids)
+    for _ in range(depth):
+        frontier = _hyper(frozenset(frontier))
+        out |= frontier
+    return out
+
+
+@lru_cache(maxsize=1 << 16)
+def cousins(x: str, y: str) -> bool:
+    """Two words that are mainly nouns and not related (`related`) share an ancestor within COUSIN_DEPTH
+    hypernym steps among their TOP_SENSES noun senses: apples / oranges (edible fruit), cats / dogs
+    (carnivore), tables / chairs (furniture). Evidence for unrelated words only (`word_relations="flip"`)."""
+    sx, sy = _nouns(x, TOP_SENSES), _nouns(y, TOP_SENSES)
+    return bool(sx and sy and not related(x, y) and _ancestors(sx, COUSIN_DEPTH) & _ancestors(sy, COUSIN_DEPTH))
+
+
 @lru_cache(maxsize=1 << 16)
 def siblings(x: str, y: str) -> bool:
     """Different members of one category: two words that are mainly nouns share a direct hypernym among
@@ -192,5 +223,5 @@ def siblings(x: str, y: str) -> bool:
     return bool(sx and sy and not senses(x) & senses(y) and _hyper(sx) & _hyper(sy))
 
 
-__all__ = ["synonym", "related", "opposed", "technical", "siblings", "math_word", "base_form", "senses", "known", "TABLE",
+__all__ = ["idiom", "synonym", "related", "opposed", "technical", "siblings", "cousins", "math_word", "base_form", "senses", "known", "TABLE",
            "MATH_WORDS", "TECHNICAL_DOMAINS"]

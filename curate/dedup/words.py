@@ -36,7 +36,8 @@ def content_replaced(ka: list[tuple[str, str]], kb: list[tuple[str, str]], mode:
         ua, ub = units(ka), units(kb)
         lone_a = [x for x in ua if not any(_counterpart(x, y) for y in ub)]
         lone_b = [y for y in ub if not any(_counterpart(x, y) for x in ua)]
-        if mode == "flip" and lone_a and lone_b and not any(_changes(x, y) for x in lone_a for y in lone_b):
+        if mode == "flip" and lone_a and lone_b and not any(_changes(x, y) or relations.cousins(x, y)
+                                                            for x in lone_a for y in lone_b):
             return False
     return bool((lone_a and lone_b) or (lone_a and _particles(kb)) or (lone_b and _particles(ka)))
 
@@ -70,6 +71,19 @@ def said_by(word: str, side: list[tuple[str, str]]) -> bool:
     toks = [t for t, _ in side]
     return any(_same_word(word, r) or relations.synonym(word, r) for n in (1, 2, 3)
                for r in ("_".join(toks[i:i + n]) for i in range(len(toks) - n + 1)))
+
+
+def idioms(side: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Number words inside a WordNet phrase that is no noun ("one and only" = unique, "first of all") are
+    ordinary words, not counts: (token, kind) pairs with their kind set to "word"."""
+    out = list(side)
+    for n in (3, 2):
+        for i in range(len(out) - n + 1):
+            run = out[i:i + n]
+            if any(k == "num" and t.isalpha() for t, k in run) and all(t.isalpha() for t, _ in run) \
+                    and relations.idiom("_".join(t for t, _ in run)):
+                out[i:i + n] = [(t, "word" if k == "num" else k) for t, k in run]
+    return out
 
 
 def _counterpart(x: str, y: str) -> bool:
@@ -146,4 +160,4 @@ def _typo(x: str, y: str) -> bool:
     return prev[-1] <= limit
 
 
-__all__ = ["content_words", "content_replaced", "units", "negated", "said_by"]
+__all__ = ["content_words", "content_replaced", "units", "idioms", "negated", "said_by"]
