@@ -115,3 +115,11 @@ def test_edge_operation_said_by_the_replacement_merges():
 def test_word_relations_is_validated():
     with pytest.raises(ValueError, match="word_relations"):
         DedupConfig(word_relations="all")
+
+
+def test_math_word_evidence_does_not_undo_a_wordnet_relation():
+    a = "A car drives at a constant speed of 40 miles per hour for 3 hours. How far does it go?"
+    assert relations.math_word("constant") and relations.related("constant", "steady")
+    assert verdict(a, a.replace("constant", "steady")) is None
+    b = "Find the length of the diagonal of a rectangle with sides 6 and 8."
+    assert verdict(b, b.replace("diagonal", "side")) == "content_changed"  # unrelated: the math word counts

@@ -36,7 +36,7 @@ def content_replaced(ka: list[tuple[str, str]], kb: list[tuple[str, str]], mode:
         ua, ub = units(ka), units(kb)
         lone_a = [x for x in ua if not any(_counterpart(x, y) for y in ub)]
         lone_b = [y for y in ub if not any(_counterpart(x, y) for x in ua)]
-        if mode == "flip" and lone_a and lone_b and not any(_changes(x, y) or relations.cousins(x, y)
+        if mode == "flip" and lone_a and lone_b and not any(_changes(x, y, unrelated=True)
                                                             for x in lone_a for y in lone_b):
             return False
     return bool((lone_a and lone_b) or (lone_a and _particles(kb)) or (lone_b and _particles(ka)))
@@ -92,14 +92,15 @@ def _counterpart(x: str, y: str) -> bool:
     return _same_word(x, y) or relations.synonym(x, y) or _close(x, y)
 
 
-def _changes(x: str, y: str) -> bool:
+def _changes(x: str, y: str, unrelated: bool = False) -> bool:
     """Evidence that replacing `x` by `y` changes the problem: a word WordNet does not know, antonyms (also a
     negating prefix), a technical word (relations.technical: units, numbers, shapes, time, measured
-    attributes; relations.math_word: the vocabulary of competition math) or two members of one category
-    (relations.siblings)."""
+    attributes) or two members of one category (relations.siblings). For words WordNet does not relate
+    (`unrelated`) also weaker evidence: a competition-math word (relations.math_word: measured, blind to the
+    part of speech, so it does not undo a WordNet relation: "constant" ~ "steady") or cousins."""
     return (not relations.known(x) or not relations.known(y) or relations.opposed(x, y) or negated(x, y)
-            or relations.technical(x) or relations.technical(y) or relations.math_word(x) or relations.math_word(y)
-            or relations.siblings(x, y))
+            or relations.technical(x) or relations.technical(y) or relations.siblings(x, y)
+            or (unrelated and (relations.math_word(x) or relations.math_word(y) or relations.cousins(x, y))))
 
 
 def _close(x: str, y: str) -> bool:
