@@ -123,3 +123,8 @@ def test_math_word_evidence_does_not_undo_a_wordnet_relation():
     assert verdict(a, a.replace("constant", "steady")) is None
     b = "Find the length of the diagonal of a rectangle with sides 6 and 8."
     assert verdict(b, b.replace("diagonal", "side")) == "content_changed"  # unrelated: the math word counts
+
+
+def test_instruction_nouns_at_the_edge_are_wrapper_text():
+    a = "Find the remainder when 2^{100} is divided by 7."
+    assert verdict(a, "Task: Determine the remainder when 2^{100} is divided by 7.") is None

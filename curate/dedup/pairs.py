@@ -258,10 +258,17 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
     if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
         return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
-    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(ka, kb, relations):
+    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(*_drop_instructions(ka, kb, edge), relations):
         return "content_changed", 0  # "numerator" -> "denominator", "real part" -> "magnitude"
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
+
+
+def _drop_instructions(ka: list[tuple[str, str]], kb: list[tuple[str, str]], edge: bool):
+    """At the edges, instruction nouns ("Task: Determine ..." for "Find ...") are wrapper text, not content."""
+    if not edge:
+        return ka, kb
+    return [x for x in ka if x[0] not in INSTRUCTION_WORDS], [x for x in kb if x[0] not in INSTRUCTION_WORDS]
 
 
 def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
