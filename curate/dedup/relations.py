@@ -47,29 +47,41 @@ def _ints(col: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=1)
-def _table() -> tuple[list[str], list[_Synset], dict[str, tuple[tuple[int, ...], ...]], dict[str, str]]:
-    """(lexnames, synsets, lemma -> synset ids per part of speech n, v, a, r, lemma -> its main part of
-    speech). Empty if the file is missing."""
+def _table() -> tuple[list[str], list[str], dict[str, str]]:
+    """(lexnames, synset lines, lemma -> the rest of its line), kept as text and parsed on use (`_synset`,
+    `_entry`): about a third of the memory of parsed tuples, and half the load time. Empty if missing."""
     lexnames: list[str] = []
-    synsets: list[_Synset] = []
-    index: dict[str, tuple[tuple[int, ...], ...]] = {}
-    main: dict[str, str] = {}
+    synsets: list[str] = []
+    index: dict[str, str] = {}
     if not TABLE.exists():
         log.warning("relation table %s missing: no WordNet relations beyond the synonym table", TABLE)
-        return lexnames, synsets, index, main
+        return lexnames, synsets, index
     with gzip.open(TABLE, "rt", encoding="utf-8") as fh:
         for line in fh:
             if line.startswith("Y "):
-                _, lex, hyp, near, ant, genus = line.split()
-                synsets.append((int(lex), _ints(hyp), _ints(near), _ints(ant), _ints(genus)))
+                synsets.append(line[2:].rstrip("\n"))
             elif line.startswith("L "):
-                _, word, cols, counts = line.split()
-                index[word] = ids = tuple(_ints(c) for c in cols.split(";"))
-                n = [int(c) for c in counts.split(",")]
-                main[word] = POS[max(range(4), key=lambda i: (n[i], len(ids[i]), i == 0))]
+                word, _, rest = line[2:].rstrip("\n").partition(" ")
+                index[word] = rest
             elif line.startswith("# lexnames:"):
                 lexnames = line.split()[2:]
-    return lexnames, synsets, index, main
+    return lexnames, synsets, index
+
+
+@lru_cache(maxsize=1 << 17)
+def _synset(i: int) -> _Synset:
+    """(lexicographer file number, hypernyms, near links, antonyms, gloss genus) of synset `i`."""
+    lex, hyp, near, ant, genus = _table()[1][i].split()
+    return int(lex), _ints(hyp), _ints(near), _ints(ant), _ints(genus)
+
+
+@lru_cache(maxsize=1 << 16)
+def _entry(word: str) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """(synset ids per part of speech n, v, a, r; the part of speech the word mostly is in SemCor)."""
+    cols, counts = _table()[2][word].split()
+    ids = tuple(_ints(c) for c in cols.split(";"))
+    n = [int(c) for c in counts.split(",")]
+    return ids, POS[max(range(4), key=lambda i: (n[i], len(ids[i]), i == 0))]
 
 
 def _bases(word: str) -> set[str]:
@@ -94,8 +106,7 @@ def _forms(word: str) -> frozenset[str]:
 @lru_cache(maxsize=1 << 16)
 def senses(word: str, top: int | None = None) -> frozenset[int]:
     """Synset ids of `word` (all its base forms), the first `top` per part of speech when given."""
-    index = _table()[2]
-    return frozenset(s for f in _forms(word) for ids in index[f] for s in ids[:top])
+    return frozenset(s for f in _forms(word) for ids in _entry(f)[0] for s in ids[:top])
 
 
 def base_form(word: str) -> str:
@@ -121,8 +132,7 @@ def math_word(word: str) -> bool:
 
 def idiom(phrase: str) -> bool:
     """A WordNet phrase of 2-3 words with no noun sense ("one_and_only", "first_of_all", "at_once")."""
-    index = _table()[2]
-    return "_" in phrase and phrase in index and not index[phrase][0]
+    return "_" in phrase and phrase in _table()[2] and not _entry(phrase)[0][0]
 
 
 def known(word: str) -> bool:
@@ -131,18 +141,15 @@ def known(word: str) -> bool:
 
 
 def _hyper(ids: frozenset[int]) -> set[int]:
-    syn = _table()[1]
-    return {h for s in ids for h in syn[s][1]}
+    return {h for s in ids for h in _synset(s)[1]}
 
 
 def _genus(ids: frozenset[int]) -> set[int]:
-    syn = _table()[1]
-    return {h for s in ids for h in syn[s][4]}
+    return {h for s in ids for h in _synset(s)[4]}
 
 
 def _near(ids: frozenset[int] | set[int]) -> set[int]:
-    syn = _table()[1]
-    return {h for s in ids for h in syn[s][2]}
+    return {h for s in ids for h in _synset(s)[2]}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -171,20 +178,19 @@ def opposed(x: str, y: str) -> bool:
     """Antonyms in WordNet: a sense of one (or its similar-to head, or its direct hypernym) is the antonym
     of a sense of the other (or of its head or direct hypernym): larger / smaller, arrives / leaves, huge /
     tiny (through large / small), adults / children (adult / juvenile)."""
-    syn = _table()[1]
+    syn = _synset
     sx, sy = senses(x), senses(y)
     if not sx or not sy:
         return False
-    wide_x = sx | _hyper(sx) | {h for s in sx for h in syn[s][2] if syn[h][0] == syn[s][0]}
-    wide_y = sy | _hyper(sy) | {h for s in sy for h in syn[s][2] if syn[h][0] == syn[s][0]}
-    return any(a in wide_y for s in wide_x for a in syn[s][3])
+    wide_x = sx | _hyper(sx) | {h for s in sx for h in syn(s)[2] if syn(h)[0] == syn(s)[0]}
+    wide_y = sy | _hyper(sy) | {h for s in sy for h in syn(s)[2] if syn(h)[0] == syn(s)[0]}
+    return any(a in wide_y for s in wide_x for a in syn(s)[3])
 
 
 def _nouns(word: str, top: int) -> frozenset[int]:
     """The first `top` noun senses of the word's base forms that are mainly nouns in running text (SemCor
     counts: "constant", "gives", "sees" are mainly adjectives / verbs, so their noun senses do not count)."""
-    _, _, index, main = _table()
-    return frozenset(s for f in _forms(word) if main[f] == "n" for s in index[f][0][:top])
+    return frozenset(s for f in _forms(word) if _entry(f)[1] == "n" for s in _entry(f)[0][0][:top])
 
 
 @lru_cache(maxsize=1 << 16)
@@ -192,9 +198,8 @@ def technical(word: str) -> bool:
     """The word is mainly a noun and its most frequent noun sense is in a TECHNICAL_DOMAINS file (a unit,
     number, shape, time unit, relation or measured attribute: "minutes", "digit", "height", "chord"; not
     "box", whose second sense is the quantity a box holds)."""
-    lexnames, syn = _table()[:2]
-    tech = {i for i, n in enumerate(lexnames) if n in TECHNICAL_DOMAINS}
-    return any(syn[s][0] in tech for s in _nouns(word, 1))
+    tech = {i for i, n in enumerate(_table()[0]) if n in TECHNICAL_DOMAINS}
+    return any(_synset(s)[0] in tech for s in _nouns(word, 1))
 
 
 def _ancestors(ids: frozenset[int], depth: int) -> set[int]:
