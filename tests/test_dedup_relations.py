@@ -67,6 +67,7 @@ def test_flip_merges_unrelated_everyday_words_only():
     ("adults", "children"),  # antonyms through a hypernym
     ("cats", "dogs"),  # cousins (carnivore)
     ("cars", "trucks"),  # siblings
+    ("girls", "boys"),  # antonyms, although the synonym table groups them (both under "scout")
 ])
 def test_flip_keeps_category_members_and_antonyms_apart(x, y):
     a = f"A club has 30 {x}. Each of the {x} pays 5 dollars. How much money do the {x} pay in all?"
@@ -83,6 +84,12 @@ def test_flip_keeps_category_members_and_antonyms_apart(x, y):
 ])
 def test_technical_and_unknown_words_keep_problems_apart(a, b):
     assert verdict(a, b, "flip") is not None
+
+
+def test_colours_are_siblings_not_synonyms():
+    a = "A bag holds 7 red marbles and 5 green cubes. How many red marbles must be drawn to be sure of 3?"
+    assert relations.related("red", "blue")  # satellites of one adjective head, like huge / enormous
+    assert verdict(a, a.replace("red", "blue")) == "content_changed"
 
 
 def test_direction_verbs_are_carriers():

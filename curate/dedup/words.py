@@ -88,8 +88,12 @@ def idioms(side: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def _counterpart(x: str, y: str) -> bool:
     """Same word (`_same_word`), WordNet synonyms among their 5 most frequent senses (phrases too:
-    "integer" ~ "whole_number"), or related by WordNet without evidence of a change (`_close`)."""
-    return _same_word(x, y) or relations.synonym(x, y) or _close(x, y)
+    "integer" ~ "whole_number"), or related by WordNet without evidence of a change (`_close`); never two
+    antonyms that share no frequent sense (the synonym table's hypernym groups hold some: "boy" and "girl"
+    under "scout"; "used" and "utilized" share a synset and an antonym sense)."""
+    if relations.synonym(x, y):
+        return True
+    return not relations.opposed(x, y) and (_same_word(x, y) or _close(x, y))
 
 
 def _changes(x: str, y: str, unrelated: bool = False) -> bool:
