@@ -19,10 +19,27 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import re
 from collections import defaultdict
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "curate" / "dedup" / "wordnet_synonyms.txt.gz"
+REL_OUT = OUT.with_name("wordnet_relations.txt.gz")
+# WordNet's lexicographer files in file-number order (lexnames(5WN)): a synset's number says its domain.
+LEXNAMES = ("adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
+            "noun.cognition noun.communication noun.event noun.feeling noun.food noun.group noun.location "
+            "noun.motive noun.object noun.person noun.phenomenon noun.plant noun.possession noun.process "
+            "noun.quantity noun.relation noun.shape noun.state noun.substance noun.time verb.body verb.change "
+            "verb.cognition verb.communication verb.competition verb.consumption verb.contact verb.creation "
+            "verb.emotion verb.motion verb.perception verb.possession verb.social verb.stative verb.weather "
+            "adj.ppl").split()
+_LEMMA = re.compile(r"^[a-z]+(?:_[a-z]+){0,2}$")
+# pointer symbols kept in the relation table: hypernyms (@, @i: instance), "near" links that WordNet uses
+# between words of close meaning (& similar to, ^ also see, $ verb group, + derivationally related form,
+# = attribute / value) and antonyms (!).
+_HYPER, _NEAR, _ANT = {"@", "@i"}, {"&", "^", "$", "+", "="}, {"!"}
+# gloss words that are never the genus of a definition ("a", "one", "any" are WordNet nouns too)
+_GLOSS_SKIP = frozenset("a an the one any some each every all either other another its their his her".split())
 POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}
 # Lexicographer files of everyday nouns whose hypernym may stand in for them (money ~ cash, house ~ home):
 # act, animal, artifact, body, event, food, group, location, object, person, plant, possession, substance.
@@ -109,6 +126,58 @@ def build(wn: Path, k: int, hypernyms: int) -> tuple[list[list[str]], list[list[
     return groups, [[w, *sorted(b)] for w, b in sorted(exc.items()) if b]
 
 
+def relations(wn: Path) -> tuple[list[str], list[str]]:
+    """The relation table of curate/dedup/relations.py.
+
+    One `Y lexnum hypernyms near antonyms genus` line per synset (ids = order of the Y lines, lists
+    comma-joined, '-' when empty). `genus`: for a noun synset, the first two noun senses of the first word of
+    its gloss that is mainly a noun ("cash: money in the form of bills or coins" -> money; "pizza: Italian
+    open pie ..." -> pie): the word a definition defines by, a relation WordNet's pointers often lack.
+    One `L lemma n;v;a;r counts` line per lemma: its synset ids per part of speech in WordNet's sense order
+    (most frequent first), then its SemCor tag counts per part of speech (cntlist.rev: which part of speech
+    the word mostly is in running text). Lemmas: lower-case, one to three words joined by '_' ("use_up",
+    "at_random"; hyphens become '_'); all senses are kept."""
+    ids: dict[tuple[str, str], int] = {}
+    rows: list[tuple[int, list[tuple[str, str, str]], str, list[str]]] = []
+    for name, pos in POS.items():
+        for f in _lines(wn / f"data.{name}"):
+            n = int(f[3], 16)
+            rest = f[4 + 2 * n:]
+            ptrs = [(q[0], "a" if q[2] == "s" else q[2], q[1]) for q in
+                    (rest[1 + 4 * i: 5 + 4 * i] for i in range(int(rest[0])))]
+            gloss = " ".join(f[f.index("|") + 1:]) if "|" in f else ""
+            ids[(pos, f[0])] = len(rows)
+            rows.append((int(f[1]), ptrs, pos, re.findall(r"[a-z]+", gloss.split(";")[0].lower())))
+    senses: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    for name, pos in POS.items():
+        for f in _lines(wn / f"index.{name}"):
+            lemma = f[0].lower().replace("-", "_")
+            if _LEMMA.match(lemma):
+                n = int(f[2])
+                senses[lemma].setdefault(pos, []).extend(ids[(pos, o)] for o in f[-n:])
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for f in _lines(wn / "cntlist.rev"):  # sense_key sense_number tag_count (SemCor frequencies)
+        lemma, _, rest = f[0].partition("%")
+        counts[lemma.lower().replace("-", "_")]["0123".index(str(min(int(rest[0]), 3) - 1)) if rest[0] != "5" else 2] \
+            += int(f[2])
+
+    def mainly_noun(w: str) -> bool:
+        c, s = counts.get(w, [0, 0, 0, 0]), senses.get(w, {})
+        return "n" in s and w not in _GLOSS_SKIP and all((c[0], len(s["n"])) >= (c[i], len(s.get(p, [])))
+                                                         for i, p in enumerate("var", 1))
+
+    ys = []
+    for lex, ptrs, pos, gloss in rows:
+        cols = [sorted({ids[(p, o)] for sym, p, o in ptrs if sym in kind and (p, o) in ids})
+                for kind in (_HYPER, _NEAR, _ANT)]
+        genus = next((w for w in gloss[:8] if mainly_noun(w)), None) if pos == "n" else None
+        cols.append(sorted(senses[genus]["n"][:2]) if genus else [])
+        ys.append(f"Y {lex} " + " ".join(",".join(map(str, c)) or "-" for c in cols))
+    ls = [f"L {w} " + ";".join(",".join(map(str, s.get(p, []))) or "-" for p in "nvar")
+          + " " + ",".join(map(str, counts.get(w, [0, 0, 0, 0]))) for w, s in sorted(senses.items())]
+    return ys, ls
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wordnet", default="/usr/share/wordnet")
@@ -122,6 +191,11 @@ def main() -> None:
     with gzip.GzipFile(args.out, "wb", mtime=0) as fh:  # mtime 0: the same input gives the same bytes
         fh.write(text.encode())
     print(f"{args.out}: {len(groups)} synonym groups, {len(exc)} exceptions, {Path(args.out).stat().st_size} bytes")
+    ys, ls = relations(Path(args.wordnet))
+    rel_out = Path(args.out).with_name(REL_OUT.name)
+    with gzip.GzipFile(rel_out, "wb", mtime=0) as fh:
+        fh.write((LICENCE + "# lexnames: " + " ".join(LEXNAMES) + "\n" + "\n".join(ys + ls) + "\n").encode())
+    print(f"{rel_out}: {len(ys)} synsets, {len(ls)} lemmas, {rel_out.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from datatrove.utils.text import TextNormConfig
 
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
+WORD_RELATIONS = ("synonyms", "wordnet", "flip")
+
 
 @dataclass
 class DedupConfig:
@@ -29,7 +31,14 @@ class DedupConfig:
     merged ("numerator" vs "denominator": 114 of 120 question-changed pairs of the fresh set of
     bench/dedup_fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/synonyms.py);
     the WordNet table (5 senses, one hypernym level for verbs and everyday nouns) was chosen on the tuning part:
-    recall there 0.913 with synonyms only (3 senses) -> 0.960, precision unchanged."""
+    recall there 0.913 with synonyms only (3 senses) -> 0.960, precision unchanged.
+
+    Round 3 (`word_relations`, default "flip"): every earlier part (tune, held, fresh) is now tuning data. A
+    content word replaced by another merges unless there is evidence that the replacement changes the problem
+    (curate/dedup/words.py `_changes`: antonyms, technical or competition-math words, two members of one
+    category, words WordNet does not know); WordNet's relations over all senses (curate/dedup/relations.py)
+    and its phrases ("used up", "in all") find the counterparts. Pairwise on the three parts, round 2 ->
+    round 3: see the README's dedup section."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
     bands: int = field(default=25, metadata={"help": "LSH bands (datatrove num_buckets)."})
@@ -47,6 +56,12 @@ class DedupConfig:
         "Graded pair check: let a content word replaced by an unrelated one count as rewording (the first "
         "round's rule: more synonyms merge, and so do look-alikes such as numerator vs denominator). Off: such a "
         "replacement keeps the prompts apart (content_changed) unless lexicon.REWORD_SYNONYMS groups the words.")})
+    word_relations: str = field(default="flip", metadata={"help": (
+        "Graded pair check: which replaced content words count as the same word. synonyms: inflection, spelling, "
+        "the small synonym list and WordNet's synonym table (round 2); wordnet: also words WordNet relates (any "
+        "sense, direct hypernym, similar-to / also-see / verb-group / derivation links, known phrases such as "
+        "'use up') unless they are antonyms, technical (units, numbers, shapes, time, measured attributes) or "
+        "two members of one category; flip: also any two known words without such evidence.")})
     seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
     streaming_buckets: bool = field(default=False, metadata={
         "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})
@@ -85,6 +100,8 @@ class DedupConfig:
             raise ValueError(f"threshold: must be in [0, 1] (got {self.threshold})")
         if not 0.0 <= self.max_reworded <= 1.0:
             raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
+        if self.word_relations not in WORD_RELATIONS:
+            raise ValueError(f"word_relations: must be one of {', '.join(WORD_RELATIONS)} (got {self.word_relations!r})")
         for name in ("number_guard", "edit_guard", "reword_content", "streaming_buckets"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")

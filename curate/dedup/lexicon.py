@@ -23,6 +23,11 @@ NUMBER_WORDS: dict[str, str] = {
     "seventh": "7th", "eighth": "8th", "ninth": "9th", "tenth": "10th", "hundredth": "100th", "thousandth": "1000th",
 }
 
+# "one" after these determiners is a pronoun ("every one of the boxes", "no one", "any one of them"), not a count:
+# pairs.dedup_tokens turns it into PRONOUN_ONE, a closed-class word.
+PRONOUN_DETERMINERS: frozenset[str] = frozenset("every each any no some which".split())
+PRONOUN_ONE = "one_pronoun"
+
 # LaTeX layout and font commands (their names survive normalisation as words); adding or dropping one only
 # changes presentation (\frac{1}{2} vs 1/2, \text{cm} vs cm).
 FORMAT_WORDS: frozenset[str] = frozenset(
@@ -56,7 +61,7 @@ _CARRIERS: dict[str, tuple[str, ...]] = {
     "exactness": ("exactly precisely",),
     "sameness": ("same identical equal equals", "different distinct unequal"),
     "operation": (
-        "sum total add adds added adding plus", "product multiply multiplied multiplying",
+        "sum total add adds added adding plus combined altogether overall", "product multiply multiplied multiplying",
         "difference subtract subtracted subtracting minus", "quotient divide divided dividing",
         "mean average", "median", "mode", "remainder", "area", "perimeter circumference", "volume",
         "probability chance likelihood", "ratio", "factorial",
@@ -68,6 +73,9 @@ _CARRIERS: dict[str, tuple[str, ...]] = {
         "drops dropped falls fell shrinks",
         "gain gains gained", "lose loses lost losing",
         "give gives gave giving", "receive receives received receiving get gets got",
+        "earn earns earned earning", "spend spends spent spending", "save saves saved saving",
+        "deposit deposits deposited depositing", "withdraw withdraws withdrew withdrawn withdrawing",
+        "lend lends lent lending", "borrow borrows borrowed borrowing", "win wins won winning",
         "before", "after", "inside within", "outside", "clockwise", "counterclockwise",
     ),
     "object": (
@@ -108,7 +116,7 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
     "is are was were be been being am do does did done have has had having will would shall should can could may "
     "might must need needs let lets please kindly "
     "find determine compute calculate evaluate work figure obtain state give write express tell say show "
-    "what whats if whether given suppose assume consider".split())
+    "what whats if whether given suppose assume consider".split()) | {PRONOUN_ONE}
 
 # Nouns of instructions ("Show all of your steps", "Express your answer in lowest terms"): an added edge text
 # that shares any other content word with the problem is part of the problem, not a wrapper.
@@ -134,4 +142,4 @@ STARTERS: frozenset[str] = frozenset(
 
 REWORD_GROUP: dict[str, int] = {w: i for i, g in enumerate(REWORD_SYNONYMS) for w in g.split()}
 
-__all__ = ["FUNCTION_WORDS", "INSTRUCTION_WORDS", "REWORD_GROUP", "NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "STRICT_CATEGORIES", "STARTERS"]
+__all__ = ["FUNCTION_WORDS", "INSTRUCTION_WORDS", "REWORD_GROUP", "NUMBER_WORDS", "FORMAT_WORDS", "CONTRACTION_NOT", "CARRIERS", "PRONOUN_DETERMINERS", "PRONOUN_ONE", "STRICT_CATEGORIES", "STARTERS"]

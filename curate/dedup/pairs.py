@@ -39,10 +39,12 @@ from cotforge.curate.dedup.lexicon import (
     FORMAT_WORDS,
     INSTRUCTION_WORDS,
     NUMBER_WORDS,
+    PRONOUN_DETERMINERS,
+    PRONOUN_ONE,
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.words import content_replaced, content_words
+from cotforge.curate.dedup.words import content_replaced, content_words, idioms, negated, said_by
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -104,10 +106,13 @@ class PromptView:
 
 
 def dedup_tokens(norm: str) -> list[str]:
-    """Tokens of a normalised prompt with contractions restored and "non X" joined."""
+    """Tokens of a normalised prompt with contractions restored, "non X" joined, and the pronoun "one" after a
+    determiner ("every one of", "no one", "each one") made PRONOUN_ONE: it counts nothing, unlike "one box"."""
     out: list[str] = []
     for t in norm.split(" ") if norm else ():
-        if t == "t" and out and out[-1] in CONTRACTION_NOT:
+        if t == "one" and out and out[-1] in PRONOUN_DETERMINERS:
+            out.append(PRONOUN_ONE)
+        elif t == "t" and out and out[-1] in CONTRACTION_NOT:
             out[-1] = CONTRACTION_NOT[out[-1]]
             out.append("not")
         elif out and out[-1] == "non" and t.isalpha():
@@ -199,13 +204,14 @@ def _kind(t: str, v: PromptView) -> str:
 
 
 def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bool = False,
-            core: frozenset[str] = frozenset(), strict_content: bool = True) -> tuple[str | None, int]:
+            core: frozenset[str] = frozenset(), strict_content: bool = True,
+            relations: str = "wordnet") -> tuple[str | None, int]:
     """(verdict, ordinary words changed) of one change: tokens `a` of prompt A became tokens `b` of prompt B.
     `edge`: text before / after the common problem (wrapper-like); there names and number words may change,
     math tokens only if the common problem has them, and an added text may not add an operation to ask.
     `strict_content`: a content word replaced by an unrelated content word is `content_changed`."""
-    ka = [(t, _kind(t, va)) for t in a]
-    kb = [(t, _kind(t, vb)) for t in b]
+    ka = idioms([(t, _kind(t, va)) for t in a])
+    kb = idioms([(t, _kind(t, vb)) for t in b])
     ka, kb = [x for x in ka if x[1] != "format"], [x for x in kb if x[1] != "format"]
     if not ka and not kb:
         return None, 0
@@ -228,14 +234,20 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
         return "name_changed", 0  # a name, or one unknown capitalised opener for another ("Sarah" -> "Marcus")
     ga = [CARRIERS[t] for t, k in ka if k == "word" and t in CARRIERS]
     gb = [CARRIERS[t] for t, k in kb if k == "word" and t in CARRIERS]
-    if edge and any(cat == "operation" and grp not in core for cat, grp in (gb if ga == [] else ga if gb == [] else [])):
+    # an operation word on one side only, the other side without content words ("Find" -> "What is the sum of");
+    # against content words ("in total" -> "altogether") the content check below decides
+    ops = [(t, g, kb) for t, g in zip([t for t, k in ka if k == "word" and t in CARRIERS], ga, strict=True)
+           if not gb and not content_words(kb)]
+    ops += [(t, g, ka) for t, g in zip([t for t, k in kb if k == "word" and t in CARRIERS], gb, strict=True)
+            if not ga and not content_words(ka)]
+    if edge and any(cat == "operation" and grp not in core and not said_by(t, other) for t, (cat, grp), other in ops):
         return "question_changed", 0  # "Find all x ..." -> "What is the sum of all x ...", "... Then find the sum."
     if edge and one_sided:
         added = {t for t in content_words(ka or kb) if len(t) >= 4 and t not in INSTRUCTION_WORDS}
         if added & core:  # "... each other and chocolate cannot be on the bottom?": a clause about the problem
             return "content_changed", 0
         return None, 0
-    if len(ka) == 1 and len(kb) == 1 and _negated(ka[0][0], kb[0][0]):
+    if len(ka) == 1 and len(kb) == 1 and negated(ka[0][0], kb[0][0]):
         return "question_changed", 0
     for cat in {c for c, _ in ga + gb}:
         sa = {g for c, g in ga if c == cat}
@@ -246,10 +258,17 @@ def _change(a: list[str], b: list[str], va: PromptView, vb: PromptView, edge: bo
             return "question_changed", 0
     if ka and kb and _swapped(kb, va) and _swapped(ka, vb):
         return "question_changed", 0  # "how many girls" -> "how many boys" when the problem has both
-    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(ka, kb):
+    if strict_content and ka and kb and (not edge or max(len(ka), len(kb)) <= 2) and content_replaced(*_drop_instructions(ka, kb, edge), relations):
         return "content_changed", 0  # "numerator" -> "denominator", "real part" -> "magnitude"
     words = max(sum(k == "word" for _, k in ka), sum(k == "word" for _, k in kb))
     return None, 0 if edge else words
+
+
+def _drop_instructions(ka: list[tuple[str, str]], kb: list[tuple[str, str]], edge: bool):
+    """At the edges, instruction nouns ("Task: Determine ..." for "Find ...") are wrapper text, not content."""
+    if not edge:
+        return ka, kb
+    return [x for x in ka if x[0] not in INSTRUCTION_WORDS], [x for x in kb if x[0] not in INSTRUCTION_WORDS]
 
 
 def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
@@ -257,15 +276,6 @@ def _swapped(side: list[tuple[str, str]], other: PromptView) -> bool:
     pass, the words were swapped for ones the problem already talks about (how many girls -> how many boys,
     with girls and boys in both prompts), not for synonyms."""
     return any(k == "word" and len(t) >= 4 and t not in STARTERS and t in other.tokens for t, k in side)
-
-
-_NEG_PREFIXES = ("in", "un", "non", "im", "il", "ir", "dis")
-
-
-def _negated(x: str, y: str) -> bool:
-    """One word is the other with a negating prefix (distinguishable / indistinguishable)."""
-    short, long_ = sorted((x, y), key=len)
-    return len(short) >= 3 and any(long_ == p + short for p in _NEG_PREFIXES)
 
 
 def _shingles(toks: list[str] | tuple[str, ...], n: int) -> set[tuple[str, ...]]:
@@ -311,7 +321,7 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
         # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
         edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
         why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core,
-                         strict_content=not cfg.reword_content)
+                         strict_content=not cfg.reword_content, relations=cfg.word_relations)
         if why:
             return why
         # a short replaced span at an edge is a reworded opening / closing ("Find" -> "Compute"): it counts

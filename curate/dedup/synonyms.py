@@ -15,10 +15,10 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 TABLE = Path(__file__).with_name("wordnet_synonyms.txt.gz")
-_MORPHY = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
+MORPHY = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
            ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", ""),
            ("er", ""), ("est", ""), ("er", "e"), ("est", "e"))
-_SPELLING = (("our", "or"), ("ise", "ize"), ("yse", "yze"), ("tre", "ter"))
+SPELLING = (("our", "or"), ("ise", "ize"), ("yse", "yze"), ("tre", "ter"))
 
 
 @lru_cache(maxsize=1)
@@ -47,15 +47,20 @@ def lemmas(word: str) -> frozenset[str]:
     """Forms of `word` the table knows: itself, its exception bases, its morphy bases, American spellings."""
     groups, exc = _table()
     forms = {word}
-    for a, b in _SPELLING:
+    for a, b in SPELLING:
         if a in word:
             forms.add(word.replace(a, b))
     out = set()
     for w in forms:
         out.add(w)
         out.update(exc.get(w, ()))
-        out.update(w[: -len(s)] + r for s, r in _MORPHY if w.endswith(s) and len(w) > len(s) + 1)
+        out.update(w[: -len(s)] + r for s, r in MORPHY if w.endswith(s) and len(w) > len(s) + 1)
     return frozenset({w for w in out if w in groups} | {word})
+
+
+def exceptions() -> dict[str, tuple[str, ...]]:
+    """WordNet's inflection exceptions: inflected form -> base forms (bought -> buy)."""
+    return _table()[1]
 
 
 def known(word: str) -> bool:
@@ -75,4 +80,4 @@ def synonyms(x: str, y: str) -> bool:
     return any(groups.get(w, frozenset()) & gx for w in ly)
 
 
-__all__ = ["synonyms", "lemmas", "known", "TABLE"]
+__all__ = ["synonyms", "lemmas", "known", "exceptions", "TABLE", "MORPHY", "SPELLING"]
