@@ -296,6 +296,8 @@ def main() -> None:
         "--write-hash", action="store_true", help="record this set's hash (before evaluating rules!)"
     )
     ap.add_argument("--eval", action="store_true", help="measure cotforge's dedup decision on the set")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --eval: a DedupConfig field (string-valued), e.g. word_relations=synonyms")
     ap.add_argument("--show-misses", action="store_true", help="with --eval: print the wrongly decided pairs")
     ap.add_argument("--show-real", type=int, default=0, help="print N sampled real pairs (hand check)")
     args = ap.parse_args()
@@ -331,7 +333,7 @@ def main() -> None:
     if args.eval:
         from dedup_fresh2_eval import evaluate
 
-        evaluate(ls, show_misses=args.show_misses)
+        evaluate(ls, show_misses=args.show_misses, overrides=dict(kv.split("=", 1) for kv in args.set))
 
 
 if __name__ == "__main__":

@@ -38,12 +38,13 @@ def _table(pairs: list, pairwise: list[bool], e2e: list[bool]) -> None:
             )
 
 
-def evaluate(ls: LabelledSet, show_misses: bool = False) -> None:
-    """Measure the default DedupConfig on the set (pairwise and end to end) and print the figures."""
+def evaluate(ls: LabelledSet, show_misses: bool = False, overrides: dict[str, str] | None = None) -> None:
+    """Measure DedupConfig (defaults, or with `overrides` such as word_relations=synonyms) on the set (pairwise
+    and end to end) and print the figures."""
     from cotforge.curate.dedup.config import DedupConfig
     from cotforge.curate.dedup.stage import PairJudge
 
-    cfg = DedupConfig()
+    cfg = DedupConfig(**(overrides or {}))
     judge = PairJudge(cfg)
     texts = sorted({x for p in ls.pairs for x in (p.a, p.b)})
     t = time.time()
@@ -54,7 +55,7 @@ def evaluate(ls: LabelledSet, show_misses: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
         e2e = _end_to_end(ls.pairs, cfg, d)
         n_rows, expect, kept = _groups_kept(ls.groups, cfg, d) if ls.groups else (0, 0, 0)
-    print(f"\nfresh2 set: {len(ls.pairs)} pairs ({t_pair:.1f}s pairwise), default DedupConfig")
+    print(f"\nfresh2 set: {len(ls.pairs)} pairs ({t_pair:.1f}s pairwise), DedupConfig({overrides or 'defaults'})")
     print(f"    pairwise   {_prf(ls.pairs, pairwise)}")
     print(f"    end-to-end {_prf(ls.pairs, e2e)}")
     if ls.groups:
