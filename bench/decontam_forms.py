@@ -104,6 +104,11 @@ _ENV = re.compile(r"\\begin\{(\w+\*?)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)  
 _DOLLAR = "\x02"  # an escaped dollar while math segments are found
 
 
+def _op_name(name: str) -> str:
+    """How an operator name is written out (\\bmod is "mod")."""
+    return "mod" if name == "bmod" else name
+
+
 def _currency(body: str) -> bool:
     """A `$...$` "segment" that is two dollar amounts and the words between them (GSM8K: "$3.00 for ... $1.50")."""
     return bool(re.match(r"\d", body)) and not re.search(r"[\\^_{}=<>]", body) and bool(re.search(r"[A-Za-z]{3,}", body))
@@ -168,12 +173,14 @@ def _math_to_unicode(body: str) -> str:
 
     def cmd(k: re.Match) -> str:
         name = k.group(1)
-        if name in FUNCTION_NAMES:
-            return name + " "
-        return table.get("\\" + name, "\\" + name)
+        if name in FUNCTION_NAMES:  # "\\gcd(a, b)" -> "gcd(a, b)", "\\log x" -> "log x", "\\sin\\theta" -> "sin θ"
+            nxt = body[k.end():k.end() + 1] or " "
+            return _op_name(name) + (k.group(2) or ("" if re.match(r"[\s(\[_^{]", nxt) else " "))
+        return table.get("\\" + name, "\\" + name) + k.group(2)
 
-    body = re.sub(r"\\([A-Za-z]+)(\s?)", lambda k: cmd(k) + (k.group(2) if k.group(1) not in FUNCTION_NAMES else ""),
-                  body)
+    body = re.sub(r"\\([A-Za-z]+)(\s?)", cmd, body)
+    for _ in range(3):  # grouping braces that are no command's argument: {n}_{{i}} -> n_{i}, {~m} -> m
+        body = re.sub(r"(?<![\^_A-Za-z\\])\{\s*~?([^{}]*)(?<!\\)\}", r"\1", body)
     for _ in range(3):  # innermost scripts first: 2^{\\log_{4} T}
         body = re.sub(r"([\^_])(?:\{([^{}]*)\}|([A-Za-z0-9]))", _script, body)
     return body.replace("\\{", "{").replace("\\}", "}").replace("\\%", "%")
@@ -199,7 +206,7 @@ def plain_text_math(p: str) -> str:
     C(a, b) (it writes ab), \\pmod{n} -> (mod n) (it drops it), multi-character scripts ^{n+1} -> ^(n+1)."""
     from pylatexenc.latex2text import LatexNodes2Text
 
-    q = p.replace("\\$", _DOLLAR)
+    q = re.sub(r"\\[dt]frac", r"\\frac", p.replace("\\$", _DOLLAR))  # latex2text drops \\dfrac / \\tfrac
     q = re.sub(r"(?<!\\)%", r"\\%", q)
 
     def seg(m: re.Match) -> str:
@@ -209,6 +216,12 @@ def plain_text_math(p: str) -> str:
         body = re.sub(r"\\sqrt\s*\[\s*([34])\s*\]", lambda k: "∛" if k.group(1) == "3" else "∜", body)
         body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{([^{}]*)\}", r"(\2)^(1/\1)", body)
         body = _frac_to_slash(_unwrap(body))
+        # latex2text drops \\gcd, \\lcm, \\det, \\mod, \\bmod, \\triangle, \\neg ... (writes nothing): spell them out
+        body = re.sub(r"\\(" + "|".join(sorted(FUNCTION_NAMES, key=len, reverse=True)) + r")(?![A-Za-z])(\s?)",
+                      lambda k: _op_name(k.group(1)) + (k.group(2) or ("" if k.group(1)[-1:].isalpha() and
+                                                                         re.match(r"[\s(\[_^{]", body[k.end():k.end() + 1] or " ") else " ")), body)
+        body = re.sub(r"\\(?:triangle|neg|choose|over)(?![A-Za-z])",
+                      lambda k: {"\\triangle": "△", "\\neg": "¬", "\\choose": " choose ", "\\over": "/"}[k.group(0)], body)
         for _ in range(3):  # innermost first: 2^{\\log_{4} T} -> 2^(\\log_4 T)
             body = re.sub(r"([\^_])\{([^{}]*)\}", lambda k: k.group(1) + (k.group(2) if len(k.group(2)) < 2
                                                                            else f"({k.group(2)})"), body)
