@@ -100,7 +100,8 @@ UNWRAP = ("text", "textrm", "textbf", "textit", "texttt", "textnormal", "mathrm"
 DROP = ("left", "right", "displaystyle", "textstyle", "limits", "nolimits", "big", "Big", "bigl", "bigr", "Bigl",
         "Bigr", "bigg", "Bigg")
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])")
-_ENV = re.compile(r"\\begin\{(\w+\*?)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)  # align, cases, array ...
+_ENV = re.compile(r"\\begin\{((?:align|aligned|alignat|cases|array|equation|eqnarray|gather|gathered|split|multline|"
+                  r"[pbvV]?matrix)\*?)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)  # math environments (not tikz)
 _DOLLAR = "\x02"  # an escaped dollar while math segments are found
 
 
@@ -190,7 +191,7 @@ def unicode_math(p: str) -> str:
     """Math segments written in Unicode (unicodeit's symbols, whole commands only; x², √, ≤, ×, π, ₁),
     fractions a/b, operator names as words, `$` delimiters dropped; `\\$` and `\\%` outside math as `$`, `%`."""
     q = p.replace("\\$", _DOLLAR)
-    q = _ENV.sub(lambda m: _math_to_unicode(m.group(2).replace("&", "").replace("\\\\", "\n")), q)
+    q = _ENV.sub(lambda m: _math_to_unicode(m.group(2).replace("&", " ").replace("\\\\", "\n")), q)
 
     def seg(m: re.Match) -> str:
         body = next(g for g in m.groups() if g is not None)

@@ -32,6 +32,7 @@ def forms():
     (r"It costs \$5, that is $20\%$ of the price.", "It costs $5, that is 20% of the price."),
     (r"Earn $3.00 for laundry and $1.50 for cleaning.", "Earn $3.00 for laundry and $1.50 for cleaning."),
     (r"State $\left({n}_{{i}}\right)$ of $\{1, 2\}$ in $10^{-8} {~m}$.", "State (nᵢ) of {1, 2} in 10⁻⁸ m."),
+    (r"$f(x)=\begin{cases}x&\text{if }x<1\\2-x&\text{if }x\geq 1\end{cases}$", "f(x)=x if x<1\n2-x if x≥ 1"),
     (r"Find $\sqrt[3]{x+1}$ and $\sqrt{2}$ and $\text{lcm}(4,6)$.", "Find ∛(x+1) and √2 and lcm(4,6)."),
 ])
 def test_unicode_rendering_is_faithful(forms, tex, uni):
