@@ -15,7 +15,9 @@ variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at 
 containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
 (one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
 substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
-its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them."""
+its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them. Round 2
+(excerpts, word-level reorder, one-to-one parts) was tuned on both halves of both sets; the held-out set is
+bench/decontam_forms2.py's (digest recorded before round 2 changed any rule)."""
 
 
 @dataclass
