@@ -85,6 +85,7 @@ def _frac_to_slash(s: str) -> str:
         b = b if re.fullmatch(r"[\w.]+", b) else f"({b})"
         return f"{a}/{b}"
 
+    s = re.sub(r"(?<=[0-9A-Za-z])\s*(\\[dt]?frac)", r" \1", s)  # 2\frac{3}{4} -> 2 3/4; \lfloor\frac -> \lfloor x/2
     for _ in range(4):
         s = pat.sub(rep, s)
     return s
@@ -102,7 +103,8 @@ DROP = ("left", "right", "displaystyle", "textstyle", "limits", "nolimits", "big
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])")
 _ENV = re.compile(r"\\begin\{((?:align|aligned|alignat|cases|array|equation|eqnarray|gather|gathered|split|multline|"
                   r"[pbvV]?matrix)\*?)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)  # math environments (not tikz)
-_DOLLAR = "\x02"  # an escaped dollar while math segments are found
+_DOLLAR = "\x02"
+_ARG = r"(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*"  # a command argument with up to two levels of braces inside  # an escaped dollar while math segments are found
 
 
 def _op_name(name: str) -> str:
@@ -167,8 +169,8 @@ def _math_to_unicode(body: str) -> str:
     table = _unicode_commands()
     body = _unwrap(body)
     body = re.sub(r"\\sqrt\s*\[\s*([34])\s*\]", lambda k: "∛" if k.group(1) == "3" else "∜", body)
-    body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{([^{}]*)\}", r"(\2)^(1/\1)", body)
-    body = re.sub(r"(?:\\sqrt|([∛∜]))\s*\{([^{}]*)\}", lambda k: (k.group(1) or "√") + (
+    body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{(" + _ARG + r")\}", r"(\2)^(1/\1)", body)
+    body = re.sub(r"(?:\\sqrt|([∛∜]))\s*\{(" + _ARG + r")\}", lambda k: (k.group(1) or "√") + (
         "(" + k.group(2) + ")" if len(k.group(2)) > 2 else k.group(2)), body)
     body = _combining(_frac_to_slash(body))
 
@@ -215,7 +217,7 @@ def plain_text_math(p: str) -> str:
         if _currency(body):
             return m.group(0).replace("$", _DOLLAR)
         body = re.sub(r"\\sqrt\s*\[\s*([34])\s*\]", lambda k: "∛" if k.group(1) == "3" else "∜", body)
-        body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{([^{}]*)\}", r"(\2)^(1/\1)", body)
+        body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{(" + _ARG + r")\}", r"(\2)^(1/\1)", body)
         body = _frac_to_slash(_unwrap(body))
         # latex2text drops \\gcd, \\lcm, \\det, \\mod, \\bmod, \\triangle, \\neg ... (writes nothing): spell them out
         body = re.sub(r"\\(" + "|".join(sorted(FUNCTION_NAMES, key=len, reverse=True)) + r")(?![A-Za-z])(\s?)",
@@ -283,11 +285,23 @@ def third_person(v: str) -> str:
     return f"{w3} {rest}".strip()
 
 
+def base_form(v: str) -> str:
+    """"matches a word ..." -> "match a word ..." (a statement already in the third person: "... that matches")."""
+    w, _, rest = v.partition(" ")
+    w0 = (w[:-3] + "y" if w.endswith("ies") else w[:-2] if w.endswith(("ches", "shes", "sses", "xes", "zes"))
+          else w[:-1] if w.endswith("s") and not w.endswith("ss") else w)
+    return f"{w0} {rest}".strip()
+
+
 def code_request(statement: str, rng: random.Random, requests: tuple[str, ...] = CODE_REQUESTS,
                  chats: tuple[str, ...] = CHAT_TEMPLATES) -> str:
-    """An MBPP statement behind another request template, in a chat template half of the time."""
+    """An MBPP statement behind another request template, in a chat template half of the time ("Write a
+    function that matches ..." is in the third person already: "matches", not "matcheses")."""
+    m = _REQUEST.match(statement.strip())
     v = _REQUEST.sub("", statement.strip()).rstrip(". ")
-    text = rng.choice(requests).format(v=v, v3=third_person(v))
+    third = bool(m) and m.group(0).split()[-1].lower() in ("that", "which")
+    v, v3 = (base_form(v), v) if third else (v, third_person(v))
+    text = rng.choice(requests).format(v=v, v3=v3)
     return rng.choice(chats).format(p=text) if rng.random() < 0.5 else text
 
 
@@ -296,7 +310,10 @@ def renamed_humaneval(it: BenchmarkItem, rng: random.Random, names: tuple[str, .
     """HumanEval prompt with the entry point renamed everywhere and the docstring re-indented."""
     name = str(it.meta.get("entry_point") or "")
     new = rng.choice(names)
-    q = re.sub(rf"\b{re.escape(name)}\b", new, it.problem) if name else it.problem
+    # an identifier (has_close_elements) is renamed everywhere; a plain word (digits, median) only where it is the
+    # function (def line and calls): renaming "the odd digits" in the prose would be another text
+    tail = "" if "_" in name or any(c.isdigit() or c.isupper() for c in name[1:]) else r"(?=\s*\()"
+    q = re.sub(rf"\b{re.escape(name)}\b{tail}", new, it.problem) if name else it.problem
     indent = rng.choice(["\t", "  ", "      "])
     q = "\n".join(re.sub(r"^( {4})+", lambda m: indent * (len(m.group(0)) // 4), ln) for ln in q.splitlines())
     text = f"Complete the following function.\n```python\n{q}\n```"

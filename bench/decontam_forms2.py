@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decontam_forms import (  # noqa: E402
+    _REQUEST,
     Filler,
     _mbpp_all_spec,
     _pool_rows,
@@ -43,6 +44,7 @@ from labelled_contamination import LABEL_BENCHMARKS, CopyChecker, LabelledExampl
 from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
 
 BENCHMARKS2 = (*LABEL_BENCHMARKS, "aime2026", "amc2022_2023")
+FORMS3 = {"seed": 3031, "after": (2026,)}  # the third round's held-out set: items and pool rows of no earlier set
 CHAT2 = (
     "<start_of_turn>user\n{p}<end_of_turn>\n<start_of_turn>model\n",
     "[INST] {p} [/INST]",
@@ -68,25 +70,38 @@ STOCK2 = ("Find the area of the triangle.", "What is the probability?", "Prove t
           "Find the greatest common divisor.")
 
 
-def used_before(shared: Path) -> tuple[set[str], set[str], set[str]]:
-    """(item keys "bench/id", normalised item texts, normalised pool prompts) the two earlier sets use."""
+def _content(statement: str) -> str:
+    """An MBPP statement without its request ("Write a (python) function to"), normalised."""
+    return normalize(_REQUEST.sub("", statement.strip()))
+
+
+def used_before(shared: Path, after: tuple[int, ...] = ()) -> tuple[set[str], set[str], set[str]]:
+    """(item keys "bench/id" and pool-row keys, normalised item texts, normalised pool prompts) the two earlier
+    sets use, and the forms2-style sets built with the seeds in `after`."""
     from decontam_forms import assign_splits, build_forms_set
     from labelled_contamination import build_labelled_set
 
     bm1, first = build_labelled_set(shared)
     bm2, forms = build_forms_set(shared)
-    text_of = {f"{n}/{it.id}": normalize(it.problem) for bm in (bm1, bm2) for n, v in bm.items() for it in v}
-    keys = {f"{e.benchmark}/{e.item_id}" for e in assign_splits(first) + forms if e.item_id}
+    earlier = [build_forms2_set(shared, seed=s, after=after[:i]) for i, s in enumerate(after)]
+    text_of = {f"{n}/{it.id}": normalize(it.problem) for bm in (bm1, bm2, *(b for b, _ in earlier))
+               for n, v in bm.items() for it in v}
+    rows = assign_splits(first) + forms + [e for _, ex in earlier for e in ex]
+    keys = {f"{e.benchmark}/{e.item_id}" for e in rows if e.item_id}
     pool_prompts = {normalize(e.text) for e in first if e.kind.startswith("pool:")}
-    pool_keys = {e.key for e in forms if not e.item_id}  # type: ignore[attr-defined]
+    pool_keys = {e.key for e in rows if not e.item_id and hasattr(e, "key")}  # type: ignore[attr-defined]
     return keys | pool_keys, {text_of[k] for k in keys if k in text_of}, pool_prompts
 
 
-def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_pool: int = 150, seed: int = 2026
-                     ) -> tuple[dict[str, list[BenchmarkItem]], list[LabelledExample]]:
-    """(benchmarks to index, labelled examples, all `split == "heldout"`); deterministic for a given seed."""
+def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_pool: int = 150, seed: int = 2026,
+                     after: tuple[int, ...] = ()) -> tuple[dict[str, list[BenchmarkItem]], list[LabelledExample]]:
+    """(benchmarks to index, labelled examples, all `split == "heldout"`); deterministic for a given seed.
+    `after`: seeds of earlier sets built by this function whose items and pool rows are left out too (forms3:
+    `after=(2026,)`). Negatives are checked by the builder's own `CopyChecker` (a "stock" line that is an MBPP
+    item, a number change that leaves another benchmark item whole, an MBPP statement of another split that is
+    a test statement behind another request, are not negatives)."""
     shared = Path(shared_data)
-    used_keys, used_texts, used_prompts = used_before(shared)
+    used_keys, used_texts, used_prompts = used_before(shared, after)
     rng = random.Random(seed)
     benchmarks = load_benchmarks(BENCHMARKS2, shared / "benchmarks")
     is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
@@ -96,10 +111,12 @@ def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_po
     filler = Filler(clean_resp, rng)
     out: list[LabelledExample] = []
 
-    def add(text: str | None, label: int, kind: str, side: str = "prompt", bench: str = "", item: str = "") -> None:
+    def add(text: str | None, label: int, kind: str, side: str = "prompt", bench: str = "", item: str = "",
+            key: str = "") -> None:
         if text:
             ex = LabelledExample(text, label, kind, side, bench, item)
             ex.split = "heldout"  # type: ignore[attr-defined]
+            ex.key = key or f"{bench}/{item}"  # type: ignore[attr-defined]
             out.append(ex)
 
     fresh = {name: [it for it in items if f"{name}/{it.id}" not in used_keys and normalize(it.problem) not in used_texts]
@@ -126,7 +143,7 @@ def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_po
                 pos(latex_variant(p, rng), "latex_variant")
                 pos(reordered(p, rng), "reordered")
                 changed = change_number(p, rng)
-                if changed:
+                if changed and not is_copy(normalize(changed)):
                     render = rng.choice([unicode_math, plain_text_math, lambda t: rng.choice(CHAT2).format(p=t)])
                     add(render(changed), 0, "number_changed")
             pos(rng.choice(CHAT2).format(p=p), "chat_template")
@@ -143,19 +160,22 @@ def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_po
             "prompt", name, it.id)
 
     test_mbpp = {normalize(it.problem) for it in benchmarks["mbpp"]}
+    test_content = {_content(it.problem) for it in benchmarks["mbpp"]}
     other = [r for r in load_benchmarks(["mbpp_all"], shared / "benchmarks", {"mbpp_all": _mbpp_all_spec()})["mbpp_all"]
              if r.meta.get("split") != "test" and normalize(r.problem) not in test_mbpp
-             and f"mbpp_other/{r.id}" not in used_keys and not is_copy(normalize(r.problem))]
+             and f"mbpp_other/{r.id}" not in used_keys and not is_copy(normalize(r.problem))
+             and _content(r.problem) not in test_content]
     for r in rng.sample(other, min(per_pool, len(other))):
-        add(code_request(r.problem, rng, CODE_REQUESTS2, CHAT2), 0, "mbpp_other_split")
+        add(code_request(r.problem, rng, CODE_REQUESTS2, CHAT2), 0, "mbpp_other_split", key=f"mbpp_other/{r.id}")
     for pool, rows in pools.items():
         rows = [r for r in rows if f"{pool}/{r['id']}" not in used_keys and normalize(r["prompt"]) not in used_prompts
                 and not is_copy(normalize(r["prompt"]))]
         for r in rng.sample(rows, min(per_pool, len(rows))):
-            add(unicode_math(r["prompt"]) if rng.random() < 0.5 else plain_text_math(r["prompt"]), 0, "pool_unicode")
-            add(rng.choice(CHAT2).format(p=r["prompt"]), 0, "pool_chat")
-    for s in STOCK2 * 4:
-        add(rng.choice(CHAT2).format(p=s), 0, "stock_one_line")
+            k = f"{pool}/{r['id']}"
+            add(unicode_math(r["prompt"]) if rng.random() < 0.5 else plain_text_math(r["prompt"]), 0, "pool_unicode", key=k)
+            add(rng.choice(CHAT2).format(p=r["prompt"]), 0, "pool_chat", key=k)
+    for line in [x for x in STOCK2 if not is_copy(normalize(x))] * 4:  # "... maximum of two numbers." is MBPP's
+        add(rng.choice(CHAT2).format(p=line), 0, "stock_one_line", key="stock")
     for _ in range(per_pool):
         add(filler.words(1700, 3000), 0, "clean_longcot", side="response")
     for _ in range(per_pool // 3):
@@ -167,13 +187,13 @@ def main() -> None:
     from decontam_corpora import SHARED
     from decontam_forms import heldout_digest
 
-    _, ex = build_forms2_set(SHARED)
-    by: dict[tuple[str, int], int] = {}
-    for e in ex:
-        by[(e.kind, e.label)] = by.get((e.kind, e.label), 0) + 1
-    for k in sorted(by):
-        print(k, by[k])
-    print("forms2 heldout sha256:", heldout_digest(ex), "examples:", len(ex))
+    for name, kw in (("forms2", {}), ("forms3", FORMS3)):
+        _, ex = build_forms2_set(SHARED, **kw)
+        by: dict[tuple[str, int], int] = {}
+        for e in ex:
+            by[(e.kind, e.label)] = by.get((e.kind, e.label), 0) + 1
+        print(name, sorted(by.items()))
+        print(f"{name} heldout sha256:", heldout_digest(ex), "examples:", len(ex))
 
 
 if __name__ == "__main__":
