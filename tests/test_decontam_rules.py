@@ -103,3 +103,6 @@ def test_plain_function_names_are_renamed_where_called():
         "def sum(xs)", "def fn(xs)")
     assert rename_functions("def add(x, y):\n    \"\"\"add x and y\"\"\"") == "def fn(x, y):\n    \"\"\"fn x and y\"\"\""
     assert rename_functions("use has_close_elements here", ("has_close_elements",)) == "use fn here"
+    quoted = "y" * 30_000 + "\ndef unique(l: list):\n    \"\"\"Return sorted unique elements\"\"\"\n"
+    assert rename_functions(quoted, ("unique",)).endswith("def fn(l: list):\n    \"\"\"Return sorted fn elements\"\"\"\n")
+    assert rename_functions("f(x) = bf(2)", ("bf",)) == "f(x) = fn(2)"

@@ -70,7 +70,7 @@ UNICODE_LATEX = [
     ("x ⊆ A ∪ B", "x \\subseteq A \\cup B"), ("Find x", "\\textbf{Find} $x$"), ("𝑥 + 𝑦", "x + y"),
     ("A̅B̅ ∥ C̲D̲", "$\\overline{AB} \\parallel \\underline{CD}$"), ("ẋ + ȳ = v⃗", "$\\dot{x} + \\bar{y} = \\vec{v}$"),
     ("Qᴰ = 4 − P", "$Q^{D}=4-P$"), ("f′(x)", "$f^\\prime(x)$"), ("x = 4", "$\\boxed{x = 4}$"),
-    ("n ≡ 2 (mod 7)", "$n \\equiv 2 \\pmod{7}$"), ("a mod b", "$a \\bmod b$"),
+    ("n ≡ 2 (mod 7)", "$n \\equiv 2 \\pmod{7}$"), ("a mod b", "$a \\bmod b$"), ("x ⋄ y", "$x\\diamond y$"),
 ]
 
 

@@ -53,10 +53,10 @@ def _everywhere(name: str) -> bool:
 
 def identifier_like(name: str) -> bool:
     """Names of benchmark items worth renaming in texts that do not define them (the index's `defined_names`):
-    identifier-like ones (`_everywhere`) wherever they occur, plain words of >= 3 letters (`median`, `add`) only
-    where they are called (`median(`). Shorter names (`f`, `bf`) and dunders (`__init__`) are left alone:
-    `f(x)` is math."""
-    return _everywhere(name) or (len(name) >= 3 and name.isidentifier() and not name.startswith("__"))
+    identifier-like ones (`_everywhere`) wherever they occur, plain words of >= 2 letters (`median`, `bf`) only
+    where they are called (`median(`). One-letter names (`f`) and dunders (`__init__`) are left alone: `f(x)` is
+    math."""
+    return _everywhere(name) or (len(name) >= 2 and name.isidentifier() and not name.startswith("__"))
 
 
 def _pattern(name: str) -> str:
@@ -70,8 +70,9 @@ def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
     HumanEval prompt and its renamed copy read the same, prose included) or when they are items' names (a long
     response quoting `def median(l)` reads like the item); plain words otherwise only where called (`name(`, the
     `def` line included), so a long response defining `def sum(...)` still says "the sum of" in its prose."""
-    own = defined_names(text) if len(text) <= LONG else set()
     kn = set(known)
+    # a long text is not scanned for its own definitions, but an item's name it defines counts as its own
+    own = defined_names(text) if len(text) <= LONG else {n for n in kn if f"def {n}(" in text}
     names = {n for n in own | kn if _everywhere(n) or (n in own and (len(text) <= SHORT or n in kn))}
     called = tuple(sorted((own | kn) - names))
     if names:

@@ -49,7 +49,7 @@ _SYMBOLS = {
     "∠": "angle", "∡": "measuredangle", "△": "triangle", "⊥": "perp", "∥": "parallel", "⌊": "lfloor",
     "⌋": "rfloor", "⌈": "lceil", "⌉": "rceil", "⟨": "langle", "⟩": "rangle", "〈": "langle", "〉": "rangle",
     "⋯": "cdots", "⋮": "vdots", "⋱": "ddots", "ς": "sigma", "ϵ": "epsilon", "ϑ": "theta", "ϕ": "phi",
-    "ϖ": "pi", "ϱ": "rho", "ϰ": "kappa",
+    "ϖ": "pi", "ϱ": "rho", "ϰ": "kappa", "⋄": "diamond", "♢": "diamond", "◇": "diamond", "★": "star", "⋆": "star",
 }
 # Applied after NFKC and lower-casing. Values are LaTeX commands padded with spaces ("2α" -> "2 \\alpha ").
 MATH: dict[str, str] = {
