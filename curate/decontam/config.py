@@ -16,8 +16,8 @@ containment threshold (0.35-0.5) flagged hundreds of templated MATH-train varian
 (one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
 substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
 its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them. Round 2
-(excerpts, word-level reorder, one-to-one parts) was tuned on both halves of both sets; the held-out set is
-bench/decontam_forms2.py's (digest recorded before round 2 changed any rule)."""
+(excerpts, word-level reorder, one-to-one parts) was tuned on both halves of both sets and on forms2 (after
+its one measurement); the held-out set is bench/decontam_forms2.py's forms3 (digest in decontam_heldout.json)."""
 
 
 @dataclass
