@@ -343,6 +343,18 @@ class Filler:
         return "\n\n".join(parts)
 
 
+def setup(shared: Path, names: tuple[str, ...], rng: random.Random
+          ) -> tuple[dict[str, list[BenchmarkItem]], CopyChecker, dict[str, list[dict]], Filler]:
+    """What every forms builder starts from: the benchmarks, a copy checker over their items, the clean pools and
+    a filler of long clean responses from them."""
+    benchmarks = load_benchmarks(names, shared / "benchmarks")
+    is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
+    pools = _pool_rows(shared)
+    clean_resp = [r["response"] for rows in pools.values() for r in rows
+                  if r.get("response") and len(r["response"]) > 200 and not is_copy(normalize(r["response"]))]
+    return benchmarks, is_copy, pools, Filler(clean_resp, rng)
+
+
 def _pool_rows(shared: Path) -> dict[str, list[dict]]:
     return {pool: [r for r in iter_input_rows([InputSpec(str(shared / "sft_sources" / f"{pool}.jsonl.gz"))])
                    if isinstance(r, dict)] for pool in NEGATIVE_POOLS}
@@ -353,12 +365,7 @@ def build_forms_set(shared_data: str | Path, *, per_benchmark: int = 40, per_poo
     """(benchmarks to index, labelled examples with `.split`); deterministic for a given seed."""
     shared = Path(shared_data)
     rng = random.Random(seed)
-    benchmarks = load_benchmarks(LABEL_BENCHMARKS, shared / "benchmarks")
-    is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
-    pools = _pool_rows(shared)
-    clean_resp = [r["response"] for rows in pools.values() for r in rows
-                  if r.get("response") and len(r["response"]) > 200 and not is_copy(normalize(r["response"]))]
-    filler = Filler(clean_resp, rng)
+    benchmarks, is_copy, pools, filler = setup(shared, LABEL_BENCHMARKS, rng)
     out: list[LabelledExample] = []
 
     def add(text: str | None, label: int, kind: str, key: str, side: str = "prompt", bench: str = "",

@@ -28,18 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decontam_forms import (  # noqa: E402
     _REQUEST,
-    Filler,
     _mbpp_all_spec,
-    _pool_rows,
     change_number,
     code_request,
     latex_variant,
     plain_text_math,
     renamed_humaneval,
     reordered,
+    setup,
     unicode_math,
 )
-from labelled_contamination import LABEL_BENCHMARKS, CopyChecker, LabelledExample, normalize  # noqa: E402
+from labelled_contamination import LABEL_BENCHMARKS, LabelledExample, normalize  # noqa: E402
 
 from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
 
@@ -103,12 +102,7 @@ def build_forms2_set(shared_data: str | Path, *, per_benchmark: int = 40, per_po
     shared = Path(shared_data)
     used_keys, used_texts, used_prompts = used_before(shared, after)
     rng = random.Random(seed)
-    benchmarks = load_benchmarks(BENCHMARKS2, shared / "benchmarks")
-    is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
-    pools = _pool_rows(shared)
-    clean_resp = [r["response"] for rows in pools.values() for r in rows
-                  if r.get("response") and len(r["response"]) > 200 and not is_copy(normalize(r["response"]))]
-    filler = Filler(clean_resp, rng)
+    benchmarks, is_copy, pools, filler = setup(shared, BENCHMARKS2, rng)
     out: list[LabelledExample] = []
 
     def add(text: str | None, label: int, kind: str, side: str = "prompt", bench: str = "", item: str = "",
