@@ -30,6 +30,7 @@ import json
 import random
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,34 +85,157 @@ def _frac_to_slash(s: str) -> str:
         b = b if re.fullmatch(r"[\w.]+", b) else f"({b})"
         return f"{a}/{b}"
 
+    s = re.sub(r"(?<=[0-9A-Za-z])\s*(\\[dt]?frac)", r" \1", s)  # 2\frac{3}{4} -> 2 3/4; \lfloor\frac -> \lfloor x/2
     for _ in range(4):
         s = pat.sub(rep, s)
     return s
 
 
-def unicode_math(p: str) -> str:
-    """Math segments through `unicodeit` (after \\left/\\right and \\frac are taken out), `$` dropped."""
+# Operator names a Unicode / plain-text writer spells as words (unicodeit knows none of them, and its prefix
+# replacement turned `\\log` into `łog`, `\\pmod` into `±od`, `\\left` into `≤ft`: not faithful copies).
+FUNCTION_NAMES = frozenset("log ln lg exp sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh coth lim "
+                           "liminf limsup max min sup inf gcd lcm det deg dim ker arg mod bmod Pr".split())
+# Presentation-only commands whose argument is kept as it is ({...} unwrapped).
+UNWRAP = ("text", "textrm", "textbf", "textit", "texttt", "textnormal", "mathrm", "mathbf", "mathit", "mathsf",
+          "mathtt", "mathnormal", "emph", "mbox", "hbox", "operatorname", "boldsymbol", "bm")
+DROP = ("left", "right", "displaystyle", "textstyle", "limits", "nolimits", "big", "Big", "bigl", "bigr", "Bigl",
+        "Bigr", "bigg", "Bigg")
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])")
+_ENV = re.compile(r"\\begin\{((?:align|aligned|alignat|cases|array|equation|eqnarray|gather|gathered|split|multline|"
+                  r"[pbvV]?matrix)\*?)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)  # math environments (not tikz)
+_DOLLAR = "\x02"
+_ARG = r"(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*"  # a command argument with up to two levels of braces inside  # an escaped dollar while math segments are found
+
+
+def _op_name(name: str) -> str:
+    """How an operator name is written out (\\bmod is "mod")."""
+    return "mod" if name == "bmod" else name
+
+
+def _currency(body: str) -> bool:
+    """A `$...$` "segment" that is two dollar amounts and the words between them (GSM8K: "$3.00 for ... $1.50")."""
+    return bool(re.match(r"\d", body)) and not re.search(r"[\\^_{}=<>]", body) and bool(re.search(r"[A-Za-z]{3,}", body))
+
+
+def _unwrap(body: str) -> str:
+    """\\text{..}, \\mathrm{..}, \\operatorname{..} ... -> their argument; \\pmod{n} -> (mod n); \\binom{a}{b} -> C(a, b)."""
+    for _ in range(3):
+        body = re.sub(r"\\(?:" + "|".join(UNWRAP) + r")\s*\{([^{}]*)\}", r"\1", body)
+    body = re.sub(r"\\pmod\s*\{([^{}]*)\}", r"(mod \1)", body)
+    body = re.sub(r"\\pmod\s*(\w+)", r"(mod \1)", body)
+    body = re.sub(r"\\[dt]?binom\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"C(\1, \2)", body)
+    body = re.sub(r"\\(?:" + "|".join(DROP) + r")(?![A-Za-z])", "", body)
+    return _SPACING.sub(" ", body)
+
+
+def _script(m: re.Match) -> str:
+    """^{..} / _{..} / ^c: Unicode super/subscripts when every character has one, else ^(..) / _(..)."""
     import unicodeit
+
+    mark, body = m.group(1), (m.group(2) if m.group(2) is not None else m.group(3))
+    out = unicodeit.replace("".join(f"{mark}{c}" for c in body))
+    if mark not in out:
+        return out
+    return f"{mark}{body}" if len(body) == 1 else f"{mark}({body})"
+
+
+@lru_cache(maxsize=1)
+def _unicode_commands() -> dict[str, str]:
+    """unicodeit's table of whole commands (\\leq -> ≤), looked up by the exact command name."""
+    from unicodeit.data import REPLACEMENTS
+
+    table = {k: v for k, v in REPLACEMENTS if re.fullmatch(r"\\[A-Za-z]+", k)}
+    return {**table, "\\dots": "…", "\\dotsc": "…", "\\dotsb": "⋯", "\\cdots": "⋯", "\\lvert": "|",
+            "\\rvert": "|", "\\vert": "|", "\\lVert": "‖", "\\rVert": "‖", "\\colon": ":"}
+
+
+def _combining(body: str) -> str:
+    """\\bar{x}, \\overline{AB}, \\vec{v}, \\hat{x}, \\overleftrightarrow{OP}: each character (spaces aside) followed by
+    the combining mark unicodeit has for the command."""
+    import unicodedata
+
+    from unicodeit.data import COMBININGMARKS
+
+    marks = dict(COMBININGMARKS)
+    marks.update({k: v for k, v in _unicode_commands().items() if len(v) == 1 and unicodedata.combining(v)})
+    for cmd in sorted(marks, key=len, reverse=True):
+        body = re.sub(re.escape(cmd) + r"\s*\{([^{}]*)\}",
+                      lambda k, _m=marks[cmd]: "".join(c + _m if not c.isspace() else c for c in k.group(1)), body)
+    return body
+
+
+def _math_to_unicode(body: str) -> str:
+    """One math segment as a Unicode writer types it: operator names as words, fractions a/b, √, x², ≤ ..."""
+    table = _unicode_commands()
+    body = _unwrap(body)
+    body = re.sub(r"\\sqrt\s*\[\s*([34])\s*\]", lambda k: "∛" if k.group(1) == "3" else "∜", body)
+    body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{(" + _ARG + r")\}", r"(\2)^(1/\1)", body)
+    body = re.sub(r"(?:\\sqrt|([∛∜]))\s*\{(" + _ARG + r")\}", lambda k: (k.group(1) or "√") + (
+        "(" + k.group(2) + ")" if len(k.group(2)) > 2 else k.group(2)), body)
+    body = _combining(_frac_to_slash(body))
+
+    def cmd(k: re.Match) -> str:
+        name = k.group(1)
+        if name in FUNCTION_NAMES:  # "\\gcd(a, b)" -> "gcd(a, b)", "\\log x" -> "log x", "\\sin\\theta" -> "sin θ"
+            nxt = body[k.end():k.end() + 1] or " "
+            return _op_name(name) + (k.group(2) or ("" if re.match(r"[\s(\[_^{]", nxt) else " "))
+        return table.get("\\" + name, "\\" + name) + k.group(2)
+
+    body = re.sub(r"\\([A-Za-z]+)(\s?)", cmd, body)
+    for _ in range(3):  # grouping braces that are no command's argument: {n}_{{i}} -> n_{i}, {~m} -> m
+        body = re.sub(r"(?<![\^_A-Za-z\\])\{\s*~?([^{}]*)(?<!\\)\}", r"\1", body)
+    for _ in range(3):  # innermost scripts first: 2^{\\log_{4} T}
+        body = re.sub(r"([\^_])(?:\{([^{}]*)\}|([A-Za-z0-9]))", _script, body)
+    return body.replace("\\{", "{").replace("\\}", "}").replace("\\%", "%")
+
+
+def unicode_math(p: str) -> str:
+    """Math segments written in Unicode (unicodeit's symbols, whole commands only; x², √, ≤, ×, π, ₁),
+    fractions a/b, operator names as words, `$` delimiters dropped; `\\$` and `\\%` outside math as `$`, `%`."""
+    q = p.replace("\\$", _DOLLAR)
+    q = _ENV.sub(lambda m: _math_to_unicode(m.group(2).replace("&", " ").replace("\\\\", "\n")), q)
 
     def seg(m: re.Match) -> str:
         body = next(g for g in m.groups() if g is not None)
-        body = re.sub(r"\\(left|right)(?![A-Za-z])", "", body)
-        body = re.sub(r"\\sqrt\s*\{([^{}]*)\}", lambda k: "\\sqrt{" + k.group(1) + "}" if len(k.group(1)) > 2
-                      else "√" + k.group(1), body)
-        return unicodeit.replace(_frac_to_slash(body)).replace("\\sqrt", "√")
+        return m.group(0) if _currency(body) else _math_to_unicode(body)
 
-    return _MATH_SEG.sub(seg, p)
+    q = _MATH_SEG.sub(seg, q)
+    return q.replace(_DOLLAR, "$").replace("\\%", "%")
 
 
 def plain_text_math(p: str) -> str:
-    """The whole text through pylatexenc's latex2text (\\dfrac/\\tfrac first made \\frac, which it renders a/b)."""
+    """The whole text through pylatexenc's latex2text, after the rewrites it gets wrong are made first: a bare
+    `%` is a per cent sign (not a comment), \\frac{a+1}{b} -> (a+1)/b (latex2text writes a+1/b), \\binom ->
+    C(a, b) (it writes ab), \\pmod{n} -> (mod n) (it drops it), multi-character scripts ^{n+1} -> ^(n+1)."""
     from pylatexenc.latex2text import LatexNodes2Text
 
-    q = re.sub(r"\\[dt]frac", r"\\frac", p)
+    q = re.sub(r"\\[dt]frac", r"\\frac", p.replace("\\$", _DOLLAR))  # latex2text drops \\dfrac / \\tfrac
+    q = re.sub(r"(?<!\\)%", r"\\%", q)
+
+    def seg(m: re.Match) -> str:
+        body = next(g for g in m.groups() if g is not None)
+        if _currency(body):
+            return m.group(0).replace("$", _DOLLAR)
+        body = re.sub(r"\\sqrt\s*\[\s*([34])\s*\]", lambda k: "∛" if k.group(1) == "3" else "∜", body)
+        body = re.sub(r"\\sqrt\s*\[([^\]]*)\]\s*\{(" + _ARG + r")\}", r"(\2)^(1/\1)", body)
+        body = _frac_to_slash(_unwrap(body))
+        # latex2text drops \\gcd, \\lcm, \\det, \\mod, \\bmod, \\triangle, \\neg ... (writes nothing): spell them out
+        body = re.sub(r"\\(" + "|".join(sorted(FUNCTION_NAMES, key=len, reverse=True)) + r")(?![A-Za-z])(\s?)",
+                      lambda k: _op_name(k.group(1)) + (k.group(2) or ("" if k.group(1)[-1:].isalpha() and
+                                                                         re.match(r"[\s(\[_^{]", body[k.end():k.end() + 1] or " ") else " ")), body)
+        body = re.sub(r"\\(?:triangle|neg|choose|over)(?![A-Za-z])",
+                      lambda k: {"\\triangle": "△", "\\neg": "¬", "\\choose": " choose ", "\\over": "/"}[k.group(0)], body)
+        for _ in range(3):  # innermost first: 2^{\\log_{4} T} -> 2^(\\log_4 T)
+            body = re.sub(r"([\^_])\{([^{}]*)\}", lambda k: k.group(1) + (k.group(2) if len(k.group(2)) < 2
+                                                                           else f"({k.group(2)})"), body)
+        return "$" + body + "$"
+
+    q = _MATH_SEG.sub(seg, q)
     try:
-        return LatexNodes2Text(math_mode="text").latex_to_text(q)
+        out = LatexNodes2Text(math_mode="text").latex_to_text(q)
     except Exception:  # pylatexenc gives up on some malformed input: keep the text as it is
-        return q
+        out = q
+    return out.replace(_DOLLAR, "$")
 
 
 def latex_variant(p: str, rng: random.Random) -> str:
@@ -161,22 +285,39 @@ def third_person(v: str) -> str:
     return f"{w3} {rest}".strip()
 
 
-def code_request(statement: str, rng: random.Random) -> str:
-    """An MBPP statement behind another request template, in a chat template half of the time."""
+def base_form(v: str) -> str:
+    """"matches a word ..." -> "match a word ..." (a statement already in the third person: "... that matches")."""
+    w, _, rest = v.partition(" ")
+    w0 = (w[:-3] + "y" if w.endswith("ies") else w[:-2] if w.endswith(("ches", "shes", "sses", "xes", "zes"))
+          else w[:-1] if w.endswith("s") and not w.endswith("ss") else w)
+    return f"{w0} {rest}".strip()
+
+
+def code_request(statement: str, rng: random.Random, requests: tuple[str, ...] = CODE_REQUESTS,
+                 chats: tuple[str, ...] = CHAT_TEMPLATES) -> str:
+    """An MBPP statement behind another request template, in a chat template half of the time ("Write a
+    function that matches ..." is in the third person already: "matches", not "matcheses")."""
+    m = _REQUEST.match(statement.strip())
     v = _REQUEST.sub("", statement.strip()).rstrip(". ")
-    text = rng.choice(CODE_REQUESTS).format(v=v, v3=third_person(v))
-    return rng.choice(CHAT_TEMPLATES).format(p=text) if rng.random() < 0.5 else text
+    third = bool(m) and m.group(0).split()[-1].lower() in ("that", "which")
+    v, v3 = (base_form(v), v) if third else (v, third_person(v))
+    text = rng.choice(requests).format(v=v, v3=v3)
+    return rng.choice(chats).format(p=text) if rng.random() < 0.5 else text
 
 
-def renamed_humaneval(it: BenchmarkItem, rng: random.Random) -> str:
+def renamed_humaneval(it: BenchmarkItem, rng: random.Random, names: tuple[str, ...] = NEW_NAMES,
+                      chats: tuple[str, ...] = CHAT_TEMPLATES) -> str:
     """HumanEval prompt with the entry point renamed everywhere and the docstring re-indented."""
     name = str(it.meta.get("entry_point") or "")
-    new = rng.choice(NEW_NAMES)
-    q = re.sub(rf"\b{re.escape(name)}\b", new, it.problem) if name else it.problem
+    new = rng.choice(names)
+    # an identifier (has_close_elements) is renamed everywhere; a plain word (digits, median) only where it is the
+    # function (def line and calls): renaming "the odd digits" in the prose would be another text
+    tail = "" if "_" in name or any(c.isdigit() or c.isupper() for c in name[1:]) else r"(?=\s*\()"
+    q = re.sub(rf"\b{re.escape(name)}\b{tail}", new, it.problem) if name else it.problem
     indent = rng.choice(["\t", "  ", "      "])
     q = "\n".join(re.sub(r"^( {4})+", lambda m: indent * (len(m.group(0)) // 4), ln) for ln in q.splitlines())
     text = f"Complete the following function.\n```python\n{q}\n```"
-    return rng.choice(CHAT_TEMPLATES).format(p=text) if rng.random() < 0.5 else text
+    return rng.choice(chats).format(p=text) if rng.random() < 0.5 else text
 
 
 def change_number(p: str, rng: random.Random) -> str | None:
@@ -202,6 +343,18 @@ class Filler:
         return "\n\n".join(parts)
 
 
+def setup(shared: Path, names: tuple[str, ...], rng: random.Random
+          ) -> tuple[dict[str, list[BenchmarkItem]], CopyChecker, dict[str, list[dict]], Filler]:
+    """What every forms builder starts from: the benchmarks, a copy checker over their items, the clean pools and
+    a filler of long clean responses from them."""
+    benchmarks = load_benchmarks(names, shared / "benchmarks")
+    is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
+    pools = _pool_rows(shared)
+    clean_resp = [r["response"] for rows in pools.values() for r in rows
+                  if r.get("response") and len(r["response"]) > 200 and not is_copy(normalize(r["response"]))]
+    return benchmarks, is_copy, pools, Filler(clean_resp, rng)
+
+
 def _pool_rows(shared: Path) -> dict[str, list[dict]]:
     return {pool: [r for r in iter_input_rows([InputSpec(str(shared / "sft_sources" / f"{pool}.jsonl.gz"))])
                    if isinstance(r, dict)] for pool in NEGATIVE_POOLS}
@@ -212,12 +365,7 @@ def build_forms_set(shared_data: str | Path, *, per_benchmark: int = 40, per_poo
     """(benchmarks to index, labelled examples with `.split`); deterministic for a given seed."""
     shared = Path(shared_data)
     rng = random.Random(seed)
-    benchmarks = load_benchmarks(LABEL_BENCHMARKS, shared / "benchmarks")
-    is_copy = CopyChecker([normalize(it.problem) for items in benchmarks.values() for it in items])
-    pools = _pool_rows(shared)
-    clean_resp = [r["response"] for rows in pools.values() for r in rows
-                  if r.get("response") and len(r["response"]) > 200 and not is_copy(normalize(r["response"]))]
-    filler = Filler(clean_resp, rng)
+    benchmarks, is_copy, pools, filler = setup(shared, LABEL_BENCHMARKS, rng)
     out: list[LabelledExample] = []
 
     def add(text: str | None, label: int, kind: str, key: str, side: str = "prompt", bench: str = "",
@@ -225,6 +373,7 @@ def build_forms_set(shared_data: str | Path, *, per_benchmark: int = 40, per_poo
         if text:
             ex = LabelledExample(text, label, kind, side, bench, item)
             ex.split = split_of(key)  # type: ignore[attr-defined]
+            ex.key = key  # type: ignore[attr-defined]  # item or pool row (not in the digest): forms2 leaves these out
             out.append(ex)
 
     for name, items in benchmarks.items():

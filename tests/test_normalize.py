@@ -68,6 +68,9 @@ UNICODE_LATEX = [
     ("x = 1", "\\begin{align} x = 1 \\end{align}"), ("x ± 1", "x \\pm 1"), ("x … y", "x \\ldots y"),
     ("|x|", "\\left| x \\right|"), ("a | b", "a \\mid b"), ("cm", "\\text{cm}"), ("x", "\\LEFT( x \\RIGHT)"),
     ("x ⊆ A ∪ B", "x \\subseteq A \\cup B"), ("Find x", "\\textbf{Find} $x$"), ("𝑥 + 𝑦", "x + y"),
+    ("A̅B̅ ∥ C̲D̲", "$\\overline{AB} \\parallel \\underline{CD}$"), ("ẋ + ȳ = v⃗", "$\\dot{x} + \\bar{y} = \\vec{v}$"),
+    ("Qᴰ = 4 − P", "$Q^{D}=4-P$"), ("f′(x)", "$f^\\prime(x)$"), ("x = 4", "$\\boxed{x = 4}$"),
+    ("n ≡ 2 (mod 7)", "$n \\equiv 2 \\pmod{7}$"), ("a mod b", "$a \\bmod b$"), ("x ⋄ y", "$x\\diamond y$"),
 ]
 
 
@@ -77,7 +80,8 @@ def test_unicode_math_reads_as_its_latex(uni, tex):
 
 
 @pytest.mark.parametrize("a,b", [("x² + 1", "x³ + 1"), ("½", "⅓"), ("x ≤ 5", "x ≥ 5"), ("x₁", "x₂"),
-                                 ("√3", "∛3"), ("x ≤ 5", "x < 5"), ("α", "β"), ("10⁵", "10⁶")])
+                                 ("√3", "∛3"), ("x ≤ 5", "x < 5"), ("α", "β"), ("10⁵", "10⁶"),
+                                 ("Qᴰ", "Qᴱ"), ("naïve café", "naive cafe")])
 def test_unicode_math_keeps_what_differs(a, b):
     assert normalize(a) != normalize(b)
 
@@ -92,7 +96,7 @@ PIECES = ["Problem:", "$x^{2}$", "\\(a\\le b\\)", "\\left(", "```python\n", "\n`
           "\\dfrac{1}{2}", "Please reason step by step, and put your final answer within \\boxed{}.", "x²³", "√",
           "Question:", "  \t", "3²", "é", "\\,", "\\text{cm}", "Let's think step by step.", "\x00", "word", "≤", "<=",
           "πr²", "∑ᵢ", "ΣΑΣ", "ς", "\\frac12", "\\begin{align}", "\\end{align}", "ﬁ", "Ω", "°C", "\\LEFT(", "_", "a/b",
-          "\ua7cb", "\U0001ccd6", "⇒", "\\Rightarrow", "αβ", "x⁻¹", "∛", "ℝ", "𝑥", "Ⅻ", "①", "ǅ", "ß", "Ⅸ", "\r\n", "a1b2", "420x", "x7"]
+          "\ua7cb", "\U0001ccd6", "⇒", "\\Rightarrow", "αβ", "x⁻¹", "∛", "ℝ", "𝑥", "Ⅻ", "①", "ǅ", "ß", "Ⅸ", "\r\n", "a1b2", "420x", "x7", "A̅", "ẋ", "v⃗", "Qᴰ", "\\overline{AB}", "e\u0301"]
 
 
 def test_batch_path_equals_normalize_on_fuzzed_text():

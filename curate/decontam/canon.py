@@ -2,9 +2,16 @@
 
 - **Defined function names**: every name a text defines (`def NAME(`), and every name a benchmark item
   defines (the index's `defined_names`, so a copy of an item's docstring examples without the signature is
-  covered too), is written `fn` wherever it occurs: a HumanEval prompt whose function was renamed (in the
-  signature and in every docstring example) is the same text. Applied before normalisation, per text, to
-  texts holding "def " or one of those names.
+  covered too), is written `fn`: a HumanEval prompt whose function was renamed (in the signature and in every
+  docstring example) is the same text. Identifier-like names (`has_close_elements`, `maxProfit`) are renamed
+  wherever they occur, and so are the plain-word names a text defines itself when it has up to SHORT characters
+  or the name is an item's too (a HumanEval prompt and its copy with the function renamed read the same, prose
+  included); other plain-word names
+  (`median`, `histogram`, `sum`) only where they are called (`histogram(`, the `def` line included), so the
+  docstring examples of a copy without the signature (HumanEval's last lines:
+  `>>> histogram('a b')`) read as the item's while the word in prose stays a word ("find the sum of" in a
+  response that defines `def sum(...)`). Applied before normalisation, per text, to texts holding
+  "def ", an identifier-like name or a plain name followed by "(".
 - **Request templates**: "write a (python) function to", "implement a python function which", "create a
   function that", "i need a function to", "can you write python code to" ... followed by a verb all read as
   `zzreq <verb stem>` (the verb's trailing s/es/e dropped: "finds"/"find", "merges"/"merge"), so a short
@@ -30,6 +37,7 @@ REQUEST = (r"(?:^| )(?:(?:write|create|implement|define|develop|give|make|build|
            r"([a-z]+?)(?:es|e|s)?(?: |$)")
 MARK = "zzreq"
 LONG = 20_000  # texts longer than this (long responses) rename only the benchmark items' own names
+SHORT = 4_000  # texts up to this long (prompts, items) rename their own plain-word names everywhere
 
 
 def defined_names(text: str) -> set[str]:
@@ -37,25 +45,46 @@ def defined_names(text: str) -> set[str]:
     return set(_DEF.findall(text))
 
 
-def identifier_like(name: str) -> bool:
-    """Names worth renaming in texts that do not define them: snake_case, camelCase or with a digit, >= 4
-    characters (plain words such as `median` or `add` are left alone there)."""
+def _everywhere(name: str) -> bool:
+    """snake_case, camelCase or with a digit, >= 4 characters: renamed wherever it occurs."""
     return len(name) >= 4 and ("_" in name.strip("_") or any(c.isdigit() for c in name)
                                or any(c.isupper() for c in name[1:]))
 
 
+def identifier_like(name: str) -> bool:
+    """Names of benchmark items worth renaming in texts that do not define them (the index's `defined_names`):
+    identifier-like ones (`_everywhere`) wherever they occur, plain words of >= 2 letters (`median`, `bf`) only
+    where they are called (`median(`). One-letter names (`f`) and dunders (`__init__`) are left alone: `f(x)` is
+    math."""
+    return _everywhere(name) or (len(name) >= 2 and name.isidentifier() and not name.startswith("__"))
+
+
+def _pattern(name: str) -> str:
+    """What `matcher_norm` looks for in a batch: the name, or for a plain word the call `name(`."""
+    return name if _everywhere(name) else name + "("
+
+
 def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
-    """Every name `text` defines with `def NAME(` (texts up to LONG characters), and every name of `known`
-    it holds -> `fn`."""
-    names = (defined_names(text) if len(text) <= LONG else set()) | set(known)
-    if not names:
-        return text
-    return _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
+    """Every name `text` defines with `def NAME(` (texts up to LONG characters) and every name of `known` ->
+    `fn`: identifier-like names wherever they occur, and so are the text's own names when it is short (a
+    HumanEval prompt and its renamed copy read the same, prose included) or when they are items' names (a long
+    response quoting `def median(l)` reads like the item); plain words otherwise only where called (`name(`, the
+    `def` line included), so a long response defining `def sum(...)` still says "the sum of" in its prose."""
+    kn = set(known)
+    # a long text is not scanned for its own definitions, but an item's name it defines counts as its own
+    own = defined_names(text) if len(text) <= LONG else {n for n in kn if f"def {n}(" in text}
+    names = {n for n in own | kn if _everywhere(n) or (n in own and (len(text) <= SHORT or n in kn))}
+    called = tuple(sorted((own | kn) - names))
+    if names:
+        text = _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
+    if called:
+        text = _names_re(tuple(sorted(called, key=lambda n: (-len(n), n))), r"(?=\s*\()").sub("fn", text)
+    return text
 
 
 @lru_cache(maxsize=4096)
-def _names_re(names: tuple[str, ...]) -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+def _names_re(names: tuple[str, ...], tail: str = "") -> re.Pattern:
+    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b" + tail)
 
 
 def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
@@ -67,12 +96,12 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
     s = texts if isinstance(texts, pl.Series) else pl.Series("t", texts, dtype=pl.String)
     s = s.cast(pl.String).fill_null("")
     has_def = s.str.contains("def ", literal=True)
-    if known:  # which known names each text holds (Aho-Corasick over the batch)
-        found = s.str.extract_many(sorted(known), overlapping=True)
+    if known:  # which known names (plain ones: calls "name(") each text holds (Aho-Corasick over the batch)
+        found = s.str.extract_many(sorted({_pattern(n) for n in known}), overlapping=True)
         has_def |= found.list.len() > 0
     if has_def.any():
         idx = has_def.arg_true()
-        names = found.gather(idx).to_list() if known else [[]] * len(idx)
+        names = [[k.rstrip("(") for k in ks] for ks in found.gather(idx).to_list()] if known else [[]] * len(idx)
         texts = s.gather(idx).to_list()
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
                                       for t, k in zip(texts, names, strict=True)], dtype=pl.String))

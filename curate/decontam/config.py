@@ -15,7 +15,9 @@ variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at 
 containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
 (one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
 substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
-its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them."""
+its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them. Round 2
+(excerpts, word-level reorder, one-to-one parts) was tuned on both halves of both sets and on forms2 (after
+its one measurement); the held-out set is bench/decontam_forms2.py's forms3 (digest in decontam_heldout.json)."""
 
 
 @dataclass
@@ -89,6 +91,10 @@ class DecontamConfig:
     reorder_min_words: int = field(default=6, metadata={
         "help": "Reordered copies: every part of the item found elsewhere in the row must be at least this many "
                 "words; together they must cover full_fraction of the item and all of its numbers."})
+    excerpt_rare_ngrams: int = field(default=6, metadata={
+        "help": "A row that is mostly (row_fraction) one excerpt of >= min_chunk_words words of an item, starting and "
+                "ending with it (the item's last lines, say), counts whatever share of the item it is when >= this "
+                "many of the excerpt's n-grams are in <= max_item_df items (stock phrases are not)."})
     batch_bytes: int = field(default=2 << 20, metadata={
         "help": "Matcher batches hold at most this many bytes of text (and batch_size rows); the arrays of one "
                 "batch take tens of times this (bounds the matcher's memory, whatever the responses' length; 2 MiB: "
@@ -100,7 +106,8 @@ class DecontamConfig:
     def __post_init__(self) -> None:
         """A bad value is a ValueError naming the field."""
         for name in ("ngram", "fuzzy_ngram", "num_perm", "batch_size", "min_ngrams", "short_min_words",
-                     "short_content_words", "response_short_words", "reorder_min_words", "batch_bytes"):
+                     "short_content_words", "response_short_words", "reorder_min_words", "batch_bytes",
+                     "excerpt_rare_ngrams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
         for name in ("min_chunk_words", "diverge_chunk_words", "min_deleted_words", "max_substitutions",

@@ -44,7 +44,7 @@ import numpy as np
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, text_keys
 from cotforge.curate.decontam.scan import HashedBatch, ngram_candidates, shingle_candidates, short_candidates
-from cotforge.curate.text.hashing import affine_perms, minhash_matrix
+from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lookup
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,11 @@ def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: Decon
 
 
 def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpos: np.ndarray,
-               cfg: DecontamConfig, item: str | None = None, row: str | None = None) -> tuple[float, int, int]:
+               cfg: DecontamConfig, item: str | None = None, row: str | None = None,
+               rare: np.ndarray | None = None) -> tuple[float, int, int]:
     """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
-    edited variant rather than a copy (see the module docstring)."""
+    edited variant rather than a copy (see the module docstring). `rare`: which of the item's n-grams (text
+    order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off)."""
     n = cfg.ngram
     if len(ih) == 0 or len(rh) == 0:
         return 0.0, 0, 0
@@ -176,7 +178,8 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
         j <= r[2] and r[2] + r[1] - r[0] <= j + b - a for a, b, j in seg) for r in runs.tolist()], dtype=bool)
     other = near & ~in_chain
     if other.any():
-        return _reordered(runs[near], iw, cfg)
+        got = _reordered(runs[near], iw, cfg)
+        return got if got[0] else _reordered_words(iw, rw, j0, j1, cfg)
     if cfg.verify_numbers:
         if i1 < len(iw) and j1 < len(rw) and iw[i1].isdigit() and rw[j1].isdigit():
             return 0.0, 0, 0  # the copy ends where the row and the item have different numbers
@@ -186,17 +189,80 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
     share = chunk / ni
     if share >= cfg.full_fraction:
         return share, j0, j1
+    if (not diverge and rare is not None and chunk >= cfg.min_chunk_words and chunk >= cfg.row_fraction * len(rw)
+            and _rare_in(seg, rare, n) >= cfg.excerpt_rare_ngrams):
+        return max(share, chunk / len(rw)), j0, j1  # the row is one excerpt of the item (its last lines, say)
     if chunk < (cfg.diverge_chunk_words if diverge else cfg.min_chunk_words):
-        return 0.0, 0, 0
+        return _reordered_words(iw, rw, j0, j1, cfg)
     if chunk >= cfg.diverge_chunk_words and chunk / max(len(rw), 1) >= cfg.row_fraction:
         return max(share, chunk / len(rw)), j0, j1  # the row is mostly a long copy of part of the item
     return share, j0, j1
 
 
+def _one_to_one(runs: np.ndarray) -> np.ndarray:
+    """Runs (item start, item end, row start) kept longest first, dropping any that overlaps a kept one in the
+    item or in the row: a phrase the item says twice must not be covered twice by one place of the row (an
+    item with a repeated block and one number changed is not a reordered copy)."""
+    kept: list[tuple[int, int, int]] = []
+    for a, b, j in sorted(runs.tolist(), key=lambda r: (r[0] - r[1], r[2])):
+        k = j + b - a
+        if any(a < b2 and a2 < b or j < j2 + b2 - a2 and j2 < k for a2, b2, j2 in kept):
+            continue
+        kept.append((a, b, j))
+    return np.array(kept, dtype=np.int64).reshape(-1, 3)
+
+
+REORDER_WORDS_MAX = 120  # items up to this many words get the word-level reorder check
+REORDER_K = 3  # its parts: runs of >= this many words
+
+
+def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: DecontamConfig) -> tuple[float, int, int]:
+    """Reordered copies whose moved parts are shorter than the n-gram (a short item's two sentences swapped:
+    "What is the value of N? The sum of the first N positive odd numbers is 121."): word 3-gram runs of the
+    item in the row within one item length of the chain, kept when they cover >= full_fraction of the item and
+    every one of its numbers, runs of >= reorder_min_words cover at least half of it, they are not in the item's
+    own order and span <= 1.5 item lengths of the row. Items of <= REORDER_WORDS_MAX words (a window of at most
+    three item lengths of the row, Python per candidate). Runs are matched one to one (longest first)."""
+    k, ni = REORDER_K, len(iw)
+    if not cfg.ngram <= ni <= REORDER_WORDS_MAX:
+        return 0.0, 0, 0
+    lo, hi = max(0, j0 - ni), min(len(rw), j1 + ni)
+    win = rw[lo:hi]
+    if len(win) < ni:
+        return 0.0, 0, 0
+    ih = np.array([hash(tuple(iw[i:i + k])) for i in range(ni - k + 1)], dtype=np.int64)
+    rh = np.array([hash(tuple(win[i:i + k])) for i in range(len(win) - k + 1)], dtype=np.int64)
+    runs = _runs(ih, rh, np.arange(len(rh)), k)
+    if len(runs) < 2:
+        return 0.0, 0, 0
+    runs = _one_to_one(runs)
+    cov, cov_long = np.zeros(ni, dtype=bool), np.zeros(ni, dtype=bool)
+    for a, b, _ in runs.tolist():
+        cov[a:b] = True
+        if b - a >= cfg.reorder_min_words:
+            cov_long[a:b] = True
+    span = runs[:, 1] - runs[:, 0]
+    order = runs[np.argsort(runs[:, 2], kind="stable"), 0]
+    r0, r1 = int(runs[:, 2].min()), int((runs[:, 2] + span).max())
+    numbers_ok = all(c for c, w in zip(cov.tolist(), iw, strict=True) if w.isdigit())
+    if (len(runs) >= 2 and cov.mean() >= cfg.full_fraction and cov_long.mean() >= 0.5 and numbers_ok
+            and np.any(np.diff(order) < 0) and r1 - r0 <= 1.5 * ni):
+        return float(cov.mean()), lo + r0, lo + r1
+    return 0.0, 0, 0
+
+
+def _rare_in(seg: list[tuple[int, int, int]], rare: np.ndarray, n: int) -> int:
+    """How many of the item's rare n-grams lie inside the chain's segments."""
+    m = np.zeros(len(rare), dtype=bool)
+    for a, b, _ in seg:
+        m[a:max(a, b - n + 1)] = True
+    return int((m & rare).sum())
+
+
 def _reordered(runs: np.ndarray, iw: list[str], cfg: DecontamConfig) -> tuple[float, int, int]:
-    """Parts of the item in another order: long parts (>= reorder_min_words) covering >= full_fraction of
-    the item and every one of its numbers, within 1.5 item lengths of each other in the row."""
-    long = runs[(runs[:, 1] - runs[:, 0]) >= max(cfg.reorder_min_words, cfg.ngram)]
+    """Parts of the item in another order: long parts (>= reorder_min_words, matched one to one) covering >=
+    full_fraction of the item and every one of its numbers, within 1.5 item lengths of each other in the row."""
+    long = _one_to_one(runs[(runs[:, 1] - runs[:, 0]) >= max(cfg.reorder_min_words, cfg.ngram)])
     if len(long) < 2 or np.all(np.diff(long[np.argsort(long[:, 2]), 0]) >= 0):
         return 0.0, 0, 0  # one part, or parts in the item's own order: an edited variant
     cov = np.zeros(len(iw), dtype=bool)
@@ -222,10 +288,17 @@ class Matcher:
         self.index = index
         self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
         self._cache_cfg: DecontamConfig | None = None
+        self._rare: dict[int, np.ndarray] = {}
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
         self._cache = {}
+
+    def rare_ngrams(self, e: int, ih: np.ndarray) -> np.ndarray:
+        """Which n-grams of entry `e` (text order) are not stop n-grams (cached per entry)."""
+        if e not in self._rare:
+            self._rare[e] = sorted_lookup(self.index.keys, ih)[1]
+        return self._rare[e]
 
     def side(self, hb: HashedBatch, cfg: DecontamConfig, prompt: bool) -> dict[int, dict[int, tuple[str, float, tuple[int, int]]]]:
         """{text: {entry: (kind, score, span)}} for one side of a batch."""
@@ -245,7 +318,8 @@ class Matcher:
         for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
             iw, ih = idx.entry_ngrams(e, cfg.ngram)
             rh, rpos = hb.row_ngrams(r, idx)
-            sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r))
+            sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r),
+                                    self.rare_ngrams(e, ih))
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))
         min_short = cfg.short_min_words if prompt else cfg.response_short_words
