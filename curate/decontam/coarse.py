@@ -221,7 +221,7 @@ def risky_class(norm_cfg) -> str:
     for k, v in list(ascii_map.items()) + list(mathmap.PRE_NFKC.items()):
         if any(c.isalnum() or c in STRUCTURAL for c in v):
             chars.add(k)
-    chars |= {k for k in mathmap.MATH if len(k) == 1 and not k.isascii() and not _math_safe(k, norm_cfg)}
+    chars |= set(_misread([k for k in mathmap.MATH if len(k) == 1 and not k.isascii()], norm_cfg, _vocab_for(norm_cfg)))
     esc = "".join(sorted(f"\\x{{{ord(c):x}}}" for c in chars if not c.isascii()))
     un = _body(unstable)
     body = esc + (un or "") + (_body(unknown_class()) or "")
@@ -238,7 +238,7 @@ def _body(cls: str) -> str | None:
 
 def _math_safe(ch: str, norm_cfg) -> bool:
     """Whether `ch` between letters normalises to words `keep` drops (π -> pi, √ -> sqrt)."""
-    return verify_char(ch, norm_cfg, _vocab_for(norm_cfg))
+    return not _misread([ch], norm_cfg, _vocab_for(norm_cfg))
 
 
 @lru_cache(maxsize=4)
@@ -246,17 +246,20 @@ def _vocab_for(norm_cfg) -> Vocabulary:
     return Vocabulary(_command_words(norm_cfg))
 
 
-def verify_char(ch: str, norm_cfg, vocab: Vocabulary) -> bool:
-    """Kept tokens of `ch` in four contexts equal those of their normalisation."""
+CONTEXTS = ("qqq{}qqq", "qqq {} qqq", "{}qqq", "qqq{}", "kkk.{}.kkk")
+
+
+def _misread(chars: list[str], norm_cfg, vocab: Vocabulary) -> list[str]:
+    """Those of `chars` whose kept tokens in one of CONTEXTS differ from their normalisation's (one batch)."""
     from cotforge.curate.text.normalize import normalize
 
-    for ctx in ("qqq{}qqq", "qqq {} qqq", "{}qqq", "qqq{}", "kkk.{}.kkk"):
-        s = ctx.format(ch)
-        a = tokenize_plain([s], vocab).h
-        b = tokenize_plain([normalize(s, norm_cfg)], vocab).h
-        if not np.array_equal(a, b):
-            return False
-    return True
+    texts = [ctx.format(c) for c in chars for ctx in CONTEXTS]
+    a, b = tokenize_plain(texts, vocab), tokenize_plain([normalize(t, norm_cfg) for t in texts], vocab)
+    bad = set()
+    for r in set(np.unique(a.rows).tolist()) | set(np.unique(b.rows).tolist()):
+        if not np.array_equal(a.h[a.rows == r], b.h[b.rows == r]):
+            bad.add(chars[r // len(CONTEXTS)])
+    return sorted(bad)
 
 
 def verify_tables(norm_cfg, vocab: Vocabulary, risky: str) -> list[str]:
@@ -269,7 +272,7 @@ def verify_tables(norm_cfg, vocab: Vocabulary, risky: str) -> list[str]:
     cand = sorted(c for c in set(mathmap.MATH) | set(mathmap.PRE_NFKC) | set(nfkc_tables()[0])
                   if len(c) == 1 and not c.isascii())
     flagged = pl.Series(cand, dtype=pl.String).str.contains(f"[{risky}]").to_list()
-    return [c for c, f in zip(cand, flagged, strict=True) if not f and not verify_char(c, norm_cfg, vocab)]
+    return _misread([c for c, f in zip(cand, flagged, strict=True) if not f], norm_cfg, vocab)
 
 
 # --------------------------------------------------------------------------- the index part
@@ -308,13 +311,15 @@ def weak_parts(norm_texts: list[str], entry_ngrams: list[np.ndarray], keys: np.n
     keys of response-side short keys with 1..n_coarse-1 kept tokens, and the entries of short keys with none."""
     weak: list[int] = []
     n = cfg.ngram
-    for e, t in enumerate(norm_texts):
-        ws = t.split(" ") if t else []
+    words = [t.split(" ") if t else [] for t in norm_texts]
+    first = np.concatenate(([0], np.cumsum([len(w) for w in words])))
+    tok = tokenize_plain([x for w in words for x in w], vocab)  # one batch: row = global word index
+    c = np.concatenate(([0], np.cumsum(np.bincount(tok.rows, minlength=int(first[-1])))))
+    for e, ws in enumerate(words):
         if len(ws) < n:
             continue
-        tok = tokenize_plain(ws, vocab)
-        c = np.concatenate(([0], np.cumsum(np.bincount(tok.rows, minlength=len(ws)))))
-        win = c[n:] - c[:-n]  # kept tokens of the 8-gram starting at each word
+        lo = int(first[e])
+        win = c[lo + n:lo + len(ws) + 1] - c[lo:lo + len(ws) - n + 1]  # kept tokens of each 8-gram
         h = entry_ngrams[e]
         nonstop = sorted_lookup(keys, h)[1]
         tot = len(np.unique(h[nonstop]))
