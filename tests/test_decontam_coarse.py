@@ -62,7 +62,7 @@ CLEAN = [FILLER, "The answer is 42. We used the Pythagorean theorem on a right t
 
 @pytest.fixture(scope="module")
 def matcher(tmp_path_factory):
-    cfg = DecontamConfig(benchmarks=list(ITEMS))
+    cfg = DecontamConfig(benchmarks=list(ITEMS), coarse_tier="coarse")
     return Matcher(DecontamIndex.build(ITEMS, cfg, tmp_path_factory.mktemp("coarse_idx"))), cfg
 
 

@@ -22,7 +22,12 @@ flags on the response side shares a normalised run with an entry (>= `min(3, ...
 short key): its kept tokens are then a run of the row's, so it shares a coarse n-gram, unless the entry is
 *weak* (so few kept tokens that the 8-grams the full tier needs can all have fewer than `n`) -- rows are
 then matched in full whenever the index has a weak entry for them (`weak` below: all rows pass).
-`DecontamConfig.coarse_tier: none` turns it off (the flagged rows are the same; tests/test_decontam_coarse.py).
+`DecontamConfig.coarse_tier: coarse` turns it on (the flagged rows are the same; tests/test_decontam_coarse.py).
+Off by default: measured on the shared data (bench/decontam_probe.py, `coarse` step) it costs 80-95% of the
+full normalisation of the same rows (the whole-text steps of `prepare` and the byte passes) and passes 100% of
+long-CoT responses and 78% (n=4) to 100% (n=2) of 4k-character ones, since 9.5k benchmark items share some
+4-token phrase with almost any long text; and the 17 shared benchmarks have 15 weak entries at n=2 (1,328
+at n=4), so it would vouch for no row there anyway.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
               "shingles": ent_sh, "sh_offsets": sh_offsets, "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent,
               "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
     coarse_meta = None
-    if coarse_supported(cfg):
+    if cfg.coarse_tier == "coarse" and coarse_supported(cfg):
         c_arrays, coarse_meta = build_coarse(raw, texts, [h[ent_ng_off[i]:ent_ng_off[i + 1]] for i in range(len(entries))],
                                              keys, short, cfg.norm, cfg)
         arrays.update(c_arrays)
