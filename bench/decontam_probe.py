@@ -6,6 +6,8 @@ One process, on the corpora of bench/decontam_corpora.py, in record batches of `
 - `lean`: read + lower-case + every non-[a-z0-9] run to one space (polars) + word hashes + 8-gram hashes
   (numpy, `cotforge.curate.text.hashing`) + the bit-array prefilter of the index: the baseline's work
   (lower-case, split, 8-grams, set membership) on compiled kernels;
+- `coarse`: read + the response side's coarse candidate tier (`decontam/coarse.py`) with its weak-entry
+  fallback ignored: its cost, and the share of responses it would pass on to the full path;
 - `norm`: read + cotforge's whole normalisation (`decontam.canon.matcher_norm`: Unicode math, LaTeX, wrappers,
   request templates) + word and 8-gram hashes, still no matching.
 Printed with the baseline's whole run (bench/decontam.py's, same process count: 1) measured in the same run
@@ -32,6 +34,8 @@ from decontam_corpora import ensure_corpora  # noqa: E402
 
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
 
+passed = [0, 0]  # responses the coarse step passed / saw
+
 
 def probe(path: Path, step: str, index_dir: str, batch_bytes: int) -> float:
     """Seconds for `step` (read | lean | norm) over the whole corpus, in one process."""
@@ -51,8 +55,17 @@ def probe(path: Path, step: str, index_dir: str, batch_bytes: int) -> float:
     size = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
     rows = max(1, min(8192, batch_bytes * md.num_rows // max(size, 1)))
     hits = 0
+    passed[:] = [0, 0]
     for b in pf.iter_batches(batch_size=rows, columns=["prompt", "response"]):
         if step == "read":
+            continue
+        if step == "coarse":  # the response side's coarse tier alone, weak entries ignored (what it would pass)
+            tier = index.coarse_tier()
+            tier.weak = False
+            keep = tier.candidates(pl.Series("t", b.column("response")).fill_null(""))
+            hits += int(keep.sum())
+            passed[0] += int(keep.sum())
+            passed[1] += len(keep)
             continue
         for col in ("prompt", "response"):
             s = pl.Series("t", b.column(col)).fill_null("")
@@ -90,9 +103,10 @@ def main() -> None:
     print("|---|---:|---|---:|---:|---:|---:|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
-        for step in ("read", "lean", "norm"):
+        for step in ("read", "lean", "norm", "coarse"):
             s = probe(path, step, index_dir, cfg.batch_bytes)
-            print(f"| {name} | {base['rows']} | {step} | {s:.1f} | {base['rows'] / s:,.0f} | {base['wall_s']:.1f} | "
+            extra = f" (passes {passed[0] / max(passed[1], 1):.1%} of responses)" if step == "coarse" else ""
+            print(f"| {name} | {base['rows']} | {step}{extra} | {s:.1f} | {base['rows'] / s:,.0f} | {base['wall_s']:.1f} | "
                   f"{base['wall_s'] / s:.2f}x | {os.getloadavg()[0]:.2f} |", flush=True)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from cotforge.curate.benchmarks import BenchmarkItem, items_fingerprint
 from cotforge.curate.decontam.canon import MARK, defined_names, identifier_like, matcher_norm
+from cotforge.curate.decontam.coarse import CoarseTier, build_coarse, coarse_supported
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.text.hashing import (
     _U64,
@@ -153,10 +154,15 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
     arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off,
               "shingles": ent_sh, "sh_offsets": sh_offsets, "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent,
               "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
+    coarse_meta = None
+    if cfg.coarse_tier == "coarse" and coarse_supported(cfg):
+        c_arrays, coarse_meta = build_coarse(raw, texts, [h[ent_ng_off[i]:ent_ng_off[i + 1]] for i in range(len(entries))],
+                                             keys, short, cfg.norm, cfg)
+        arrays.update(c_arrays)
     for k, v in arrays.items():
         np.save(out / f"{k}.npy", v)
     meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries], "stop_ngrams": n_stop,
-            "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known),
+            "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known), "coarse": coarse_meta,
             "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
     (out / "entries.json").write_text(json.dumps(meta, ensure_ascii=False))
     _save_lsh(sigs, entries, cfg, a, b, out / "lsh.pkl")
@@ -235,6 +241,15 @@ class DecontamIndex:
         b2, _, _ = ngram_hashes(short_wh, short_rows, 2)
         self.short_first2 = np.unique(b2)
         self.short_prefilter = BitPrefilter(self.short_first2)
+        self.coarse_meta = meta.get("coarse")
+        self._coarse: CoarseTier | None = None
+
+    def coarse_tier(self) -> CoarseTier | None:
+        """The coarse candidate tier (loaded on first use); None when the index was built without it."""
+        if self._coarse is None and self.coarse_meta is not None:
+            self._coarse = CoarseTier(np.load(self.dir / "coarse.npy"), np.load(self.dir / "coarse_short.npy"),
+                                      self.coarse_meta, self.defined_names)
+        return self._coarse
 
     @classmethod
     def build(cls, benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, out_dir: str | Path):

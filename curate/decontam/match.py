@@ -289,6 +289,7 @@ class Matcher:
         self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
+        self.coarse_stats: dict[str, int] = {}
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
@@ -383,6 +384,20 @@ class Matcher:
             self._cache = {}
         return out
 
+    def _coarse_filter(self, rs, todo: list[int], cfg: DecontamConfig) -> list[int]:
+        """The responses among `todo` the coarse tier passes (`decontam/coarse.py`; all of them with
+        `coarse_tier: none` or an index it cannot vouch for). Counts go to `coarse_stats`."""
+        tier = self.index.coarse_tier() if cfg.coarse_tier == "coarse" else None
+        st = self.coarse_stats
+        st["responses"] = st.get("responses", 0) + len(todo)
+        if tier is None or tier.weak or not todo:
+            st["passed"] = st.get("passed", 0) + len(todo)
+            return todo
+        keep = tier.candidates(rs.gather(todo))
+        passed = [i for i, k in zip(todo, keep.tolist(), strict=True) if k]
+        st["passed"] = st.get("passed", 0) + len(passed)
+        return passed
+
     def match_batch(self, prompts, responses, cfg: DecontamConfig) -> list[list[Match]]:
         """All matches per row: prompt side (exact, n-gram, short keys, fuzzy), then the whole response
         (n-gram, short keys; capped at `response_chars` characters when that is > 0) of rows the prompt side
@@ -398,6 +413,7 @@ class Matcher:
             if cfg.response_chars:
                 rs = rs.str.slice(0, cfg.response_chars)
             todo = [i for i in (rs.str.len_bytes() > 0).fill_null(False).arg_true().to_list() if i not in res]
+            todo = self._coarse_filter(rs, todo, cfg)
             part = rs.gather(todo) if todo else rs.clear()
             for lo, hi in _byte_batches(part, cfg):
                 sub = todo[lo:hi]

@@ -203,6 +203,11 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
 
 
+def _spent(timings: dict[str, float]) -> float:
+    """Seconds already accounted for in `timings` (its *_s entries; task_peak_rss_mb is no time)."""
+    return sum(v for k, v in timings.items() if k.endswith("_s"))
+
+
 def _peak_rss_mb() -> float | None:
     """This process's peak resident memory (VmHWM, Linux), MB; None where /proc is not there."""
     try:
@@ -339,7 +344,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
             if peaks:
                 timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
             _collect(writer, work, area.tasks, cfg.batch_bytes)
-            timings["collect_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+            timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats = finish_stage(area, {"timings": timings})
     if report:
         from cotforge.curate.decontam.report import write_contamination_report
@@ -347,7 +352,7 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
             n: spec_to_dict(s) for n, s in bench_specs.items()})
         stats["contamination"] = summary["totals"]
-        timings["report_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        timings["report_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats["timings"] = timings
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
     if keep_index:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cotforge.curate.executors.budget import batch_rows_of
 from cotforge.curate.io import fs
 from cotforge.curate.io.presets import PRESET_FIELDS
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows, uses_preset
@@ -76,6 +77,9 @@ def _is_schema_parquet(path: str) -> bool:
     return schema is not None and set(CORE_FIELDS) <= set(schema.names)
 
 
+SCHEMA_BATCH_BYTES = 16 << 20  # row bytes per record batch of schema-Parquet inputs
+
+
 def iter_input_rows(specs: list[InputSpec], strict: bool = False,
                     report: dict[str, Any] | None = None) -> Iterator[dict[str, Any] | Quarantined]:
     """All rows of all inputs in order. Parquet already in the schema passes through unchanged
@@ -84,8 +88,11 @@ def iter_input_rows(specs: list[InputSpec], strict: bool = False,
         if _is_schema_parquet(spec.path):
             fh = fs.open_binary(spec.path) if fs.is_remote(spec.path) else None
             try:
-                pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path))
-                for batch in pf.iter_batches(batch_size=4096):
+                # page by page, in batches of ~SCHEMA_BATCH_BYTES: a 4096-row batch of long-CoT rows held
+                # ~250 MB of Arrow plus its Python strings in the main process (bench/decontam.py, main RSS)
+                pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path),
+                                    pre_buffer=False, buffer_size=1 << 20)
+                for batch in pf.iter_batches(batch_size=batch_rows_of(pf.metadata, SCHEMA_BATCH_BYTES, 4096)):
                     for row in batch.to_pylist():
                         if spec.source_name:
                             row["source"] = spec.source_name
