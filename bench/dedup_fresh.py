@@ -37,6 +37,7 @@ from labelled_sets import (  # noqa: E402
     LabelledSet,
     _jsonl,
     answer_key,
+    generated_pairs,
     letter_pairs,
     load_problems,
     mine_cross_source,
@@ -135,21 +136,8 @@ def build_fresh_set(shared: str | Path, n_per_kind: int = 120, seed: int = 0) ->
     used = {x for p in pairs for x in (p.a, p.b)}
     base = sorted({p["problem"] for p in problems if 8 <= len(p["problem"].split()) <= 300 and p["problem"] not in used})
     rng.shuffle(base)
-    taken: set[str] = set()
-    for kind in POSITIVE_GENERATED + NEGATIVE_GENERATED:
-        make, made = make_variant(kind, PART), 0
-        krng = random.Random(f"{seed}-{PART}-{kind}")
-        for reuse in (False, True):  # a second pass may reuse bases when fresh ones run out
-            for text in base:
-                if made >= n_per_kind:
-                    break
-                if (text in taken) != reuse:
-                    continue
-                v = make(text, krng)
-                if v and v.strip() != text.strip():
-                    pairs.append(LabelledPair(text, v, kind in POSITIVE_GENERATED, kind, PART))
-                    taken.add(text)
-                    made += 1
+    pairs += generated_pairs(POSITIVE_GENERATED, NEGATIVE_GENERATED, lambda kind: make_variant(kind, PART),
+                             lambda _kind: base, n_per_kind, seed, PART)
     return LabelledSet(pairs, [])
 
 

@@ -50,6 +50,7 @@ from labelled_sets import (  # noqa: E402
     LabelledSet,
     ResponseGroup,
     _jsonl,
+    generated_pairs,
     mine_cross_source,
     mine_same_template,
     summary,
@@ -263,22 +264,8 @@ def build_fresh2_set(shared: str | Path, n_per_kind: int = 120, seed: int = 2) -
         for i in range(max(len(math_texts), len(code_texts)))
         for t in (math_texts[2 * i : 2 * i + 2] + code_texts[i : i + 1])
     ]
-    taken: set[str] = set()
-    for kind in POSITIVE_KINDS2 + NEGATIVE_KINDS2:
-        make, made = VARIANTS2[kind], 0
-        krng = random.Random(f"{seed}-{PART}-{kind}")
-        base = math_texts if kind in MATH_ONLY else mixed
-        for reuse in (False, True):
-            for text in base:
-                if made >= n_per_kind:
-                    break
-                if (text in taken) != reuse:
-                    continue
-                v = make(text, krng)
-                if v and v.strip() != text.strip():
-                    pairs.append(LabelledPair(text, v, kind in POSITIVE_KINDS2, kind, PART))
-                    taken.add(text)
-                    made += 1
+    pairs += generated_pairs(POSITIVE_KINDS2, NEGATIVE_KINDS2, VARIANTS2.__getitem__,
+                             lambda kind: math_texts if kind in MATH_ONLY else mixed, n_per_kind, seed, PART)
     return LabelledSet(pairs, response_groups(shared, n_per_kind, rng))
 
 

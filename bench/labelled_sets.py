@@ -33,7 +33,7 @@ import random
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -276,21 +276,35 @@ def build_labelled_set(shared: str | Path, n_per_kind: int = 150, seed: int = 0)
         base = sorted({p["problem"] for p in problems if part_of(p["problem"]) == part
                        and 8 <= len(p["problem"].split()) <= 300 and p["problem"] not in used})
         rng.shuffle(base)
-        taken: set[str] = set()
-        for kind in POSITIVE_GENERATED + NEGATIVE_GENERATED:
-            make, made = make_variant(kind, part), 0
-            krng = random.Random(f"{seed}-{part}-{kind}")
-            for text in base:
+        pairs += generated_pairs(POSITIVE_GENERATED, NEGATIVE_GENERATED, lambda kind, part=part: make_variant(kind, part),
+                                 lambda _kind, base=base: base, n_per_kind, seed, part, reuse=False)
+    return LabelledSet(pairs, response_groups(shared, n_per_kind))
+
+
+def generated_pairs(positive: tuple[str, ...], negative: tuple[str, ...], make_for: Callable[[str], Callable],
+                    base_for: Callable[[str], list[str]], n_per_kind: int, seed: int, part: str,
+                    reuse: bool = True) -> list[LabelledPair]:
+    """Up to `n_per_kind` generated pairs per kind (positive kinds first, then negative), each from a base text
+    of `base_for(kind)` and `make_for(kind)(text, rng)` (None or an unchanged text: no pair); a base text is used
+    by one kind while unused ones remain, and, with `reuse`, again in a second pass when they run out. Every kind
+    draws from its own seeded rng, so adding a kind does not change the others."""
+    pairs: list[LabelledPair] = []
+    taken: set[str] = set()
+    for kind in positive + negative:
+        make, made = make_for(kind), 0
+        krng = random.Random(f"{seed}-{part}-{kind}")
+        for second in (False, True) if reuse else (False,):
+            for text in base_for(kind):
                 if made >= n_per_kind:
                     break
-                if text in taken:
+                if (text in taken) != second:
                     continue
                 v = make(text, krng)
                 if v and v.strip() != text.strip():
-                    pairs.append(LabelledPair(text, v, kind in POSITIVE_GENERATED, kind, part))
+                    pairs.append(LabelledPair(text, v, kind in positive, kind, part))
                     taken.add(text)
                     made += 1
-    return LabelledSet(pairs, response_groups(shared, n_per_kind))
+    return pairs
 
 
 def summary(ls: LabelledSet) -> dict[str, dict[str, int]]:
