@@ -280,21 +280,29 @@ def quality(n_per_kind: int) -> None:
                         ("held", "held-out part (not tuned on in round 1; its misses were read after)"),
                         ("fresh", "fresh held-out set (bench/dedup_fresh.py; not tuned on)")):
         sub = ls.part(part)
-        texts = sorted({x for p in sub.pairs for x in (p.a, p.b)})
-        sk = dict(zip(texts, judge.sketches(texts), strict=True))
-        t = time.time()
-        pairwise = [judge.verdict_sketches(sk[p.a], sk[p.b], p.a, p.b) for p in sub.pairs]
-        t_pair = time.time() - t
-        with tempfile.TemporaryDirectory() as d:
-            e2e = _end_to_end(sub.pairs, cfg, d)
-            n_rows, expect, kept = _groups_kept(sub.groups, cfg, d) if sub.groups else (0, 0, 0)
-        print(f"\n  {title}: {len(sub.pairs)} pairs ({t_pair:.1f}s pairwise)")
-        print(f"    pairwise   {_prf(sub.pairs, [v is None for v in pairwise])}")
-        print(f"    end-to-end {_prf(sub.pairs, e2e)}")
-        if sub.groups:
-            print(f"    multi-response groups: {len(sub.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
-                  f"response) must be kept, kept {kept}")
+        pairwise, e2e = measure_set(sub, cfg, judge, title)
         _pair_table(sub.pairs, pairwise, e2e)
+
+
+def measure_set(ls, cfg, judge, title: str) -> tuple[list[str | None], list[bool]]:
+    """One labelled (sub)set: the pairwise verdicts (None = merged; PairJudge on MinHash sketches) and the end-to-end
+    merges (run_dedup over every prompt), with precision / recall of both and whether the response groups keep
+    every distinct response printed under `title`."""
+    texts = sorted({x for p in ls.pairs for x in (p.a, p.b)})
+    sk = dict(zip(texts, judge.sketches(texts), strict=True))
+    t = time.time()
+    pairwise = [judge.verdict_sketches(sk[p.a], sk[p.b], p.a, p.b) for p in ls.pairs]
+    t_pair = time.time() - t
+    with tempfile.TemporaryDirectory() as d:
+        e2e = _end_to_end(ls.pairs, cfg, d)
+        n_rows, expect, kept = _groups_kept(ls.groups, cfg, d) if ls.groups else (0, 0, 0)
+    print(f"\n  {title}: {len(ls.pairs)} pairs ({t_pair:.1f}s pairwise)")
+    print(f"    pairwise   {_prf(ls.pairs, [v is None for v in pairwise])}")
+    print(f"    end-to-end {_prf(ls.pairs, e2e)}")
+    if ls.groups:
+        print(f"    multi-response groups: {len(ls.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
+              f"response) must be kept, kept {kept}")
+    return pairwise, e2e
 
 
 # --------------------------------------------------------------------------- main

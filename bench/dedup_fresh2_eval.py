@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import collections
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dedup import _end_to_end, _groups_kept, _prf  # noqa: E402
+from dedup import measure_set  # noqa: E402
 from labelled_sets import LabelledSet  # noqa: E402
 
 
@@ -46,23 +44,8 @@ def evaluate(ls: LabelledSet, show_misses: bool = False, overrides: dict[str, st
 
     cfg = DedupConfig(**(overrides or {}))
     judge = PairJudge(cfg)
-    texts = sorted({x for p in ls.pairs for x in (p.a, p.b)})
-    t = time.time()
-    sk = dict(zip(texts, judge.sketches(texts), strict=True))
-    verdicts = [judge.verdict_sketches(sk[p.a], sk[p.b], p.a, p.b) for p in ls.pairs]
+    verdicts, e2e = measure_set(ls, cfg, judge, f"fresh2 set, DedupConfig({overrides or 'defaults'})")
     pairwise = [v is None for v in verdicts]
-    t_pair = time.time() - t
-    with tempfile.TemporaryDirectory() as d:
-        e2e = _end_to_end(ls.pairs, cfg, d)
-        n_rows, expect, kept = _groups_kept(ls.groups, cfg, d) if ls.groups else (0, 0, 0)
-    print(f"\nfresh2 set: {len(ls.pairs)} pairs ({t_pair:.1f}s pairwise), DedupConfig({overrides or 'defaults'})")
-    print(f"    pairwise   {_prf(ls.pairs, pairwise)}")
-    print(f"    end-to-end {_prf(ls.pairs, e2e)}")
-    if ls.groups:
-        print(
-            f"    multi-response groups: {len(ls.groups)} prompts, {n_rows} rows, {expect} distinct (prompt, "
-            f"response) must be kept, kept {kept}"
-        )
     _table(ls.pairs, pairwise, e2e)
     if show_misses:
         for p, v, ee in zip(ls.pairs, verdicts, e2e, strict=True):
