@@ -62,6 +62,14 @@ def test_flip_merges_unrelated_everyday_words_only():
     assert verdict(a, b, "flip") is None
 
 
+def test_default_mode_is_wordnet_not_flip():
+    """The default keeps apart what only `flip` merges (flip merged changed objects on the held-out fresh2 set)."""
+    a = "The 12 people at the party share 3 pizzas equally. How many pizzas does each of the people get?"
+    b = a.replace("people at", "persons at")
+    assert candidate_verdict(normalize(a), normalize(b), DedupConfig(), a, b) == "content_changed"
+    assert verdict(shop(), shop(money="cash"), DedupConfig().word_relations) is None
+
+
 @pytest.mark.parametrize(("x", "y"), [
     ("men", "women"),  # antonyms
     ("adults", "children"),  # antonyms through a hypernym
