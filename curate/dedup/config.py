@@ -67,6 +67,12 @@ class DedupConfig:
         "sense, direct hypernym, similar-to / also-see / verb-group / derivation links, known phrases such as "
         "'use up') unless they are antonyms, technical (units, numbers, shapes, time, measured attributes) or "
         "two members of one category; flip: also any two known words without such evidence.")})
+    code_sections: bool = field(default=True, metadata={"help": (
+        "Code problems (a starter stub, 'Example N: Input/Output' blocks, 'Constraints:' or Codeforces "
+        "'-----Input-----' headings; curate/dedup/sections.py) are compared by their statement section: its "
+        "numbers make the number key, its shingles the MinHash, and the graded check runs on it; constraints "
+        "and examples must agree where both prompts have them, and stub function names must share one. Off: "
+        "whole prompts, as for math.")})
     seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
     streaming_buckets: bool = field(default=False, metadata={
         "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})
@@ -107,7 +113,7 @@ class DedupConfig:
             raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
         if self.word_relations not in WORD_RELATIONS:
             raise ValueError(f"word_relations: must be one of {', '.join(WORD_RELATIONS)} (got {self.word_relations!r})")
-        for name in ("number_guard", "edit_guard", "reword_content", "streaming_buckets"):
+        for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")
 
