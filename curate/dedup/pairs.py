@@ -395,9 +395,23 @@ def code_verdict(sa: CodeSections | None, sb: CodeSections | None, whole_a: tupl
     return graded_verdict(prompt_view(ta, ra, cfg.norm), prompt_view(tb, rb, cfg.norm), cfg)
 
 
+def partial_agreement(raw_a: str | None, raw_b: str | None, cfg: DedupConfig) -> bool:
+    """For an accepted pair: at least one is a code problem and a section (constraints, examples, stub) is on
+    one side only, so the merge rests on what one scrape left out (`CodeSections.partial_to`)."""
+    if not (cfg.code_sections and raw_a and raw_b):
+        return False
+    sa, sb = code_sections(raw_a), code_sections(raw_b)
+    if sa is None and sb is None:
+        return False
+    return sa.partial_to(sb) if sa is not None else sb.partial_to(sa)
+
+
+# a rejected pair whose sections disagree where both have them: two different problems, never one cluster
+CONFLICT_REASONS = frozenset({"signature_changed", "constraints_changed", "examples_changed"})
+
 REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
                   "signature_changed", "constraints_changed", "examples_changed", "reworded_too_much",
                   "below_threshold")
 
 __all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "code_verdict",
-           "REJECT_REASONS"]
+           "partial_agreement", "CONFLICT_REASONS", "REJECT_REASONS"]

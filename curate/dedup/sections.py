@@ -45,6 +45,8 @@ _WRAPPER = re.compile(
     r"^\s*#+\s*(?:question|format|answer|problem|instruction)s?\s*:?",
     re.IGNORECASE,
 )
+_WRAPPER_HEADING = re.compile(r"^\s*#{1,6}\s*(?:question|format|answer|problem|instruction|task)s?\s*:?\s*$",
+                              re.IGNORECASE)  # "### Question:" alone on its line
 _SUP = re.compile(r"(\d)\s*(?:\^|\*\*)\s*\(?(\d)|(\d)\s*<sup>\s*(\d+)\s*</sup>")
 _DIGITS = re.compile(r"\d+")
 MAX_WRAPPER_WORDS = 80
@@ -58,6 +60,15 @@ class CodeSections:
     examples: tuple[str, ...]  # the Input / Output lines of each example, explanations dropped
     constraints: str  # "Constraints:" and I-O format sections ("-----Input-----", "Input Format")
     functions: frozenset[str]  # names declared by `def` in a starter stub
+
+    def partial_to(self, other: CodeSections | None) -> bool:
+        """Whether a section is on one side only (constraints, stub) or the example counts differ: the two agree
+        on what both have, not on everything (a merge that `ProblemCluster` undoes when it bridges two problems
+        that disagree)."""
+        if other is None:
+            return True
+        return (bool(self.constraints.strip()) != bool(other.constraints.strip())
+                or len(self.examples) != len(other.examples) or bool(self.functions) != bool(other.functions))
 
     def constraint_numbers(self) -> list[str]:
         """Sorted numbers of the constraints, superscripts joined as scrapes lose them ("10^5" = "105")."""
@@ -174,8 +185,8 @@ def code_sections(raw: str) -> CodeSections | None:
         new = _section_of(ln, section)
         if new is not None:
             section = new
-        if section == "statement" or not _wrapper(ln):  # "Please complete the code below ..." after the examples
-            parts[section].append(ln)
+        if not _WRAPPER_HEADING.match(ln) and (section == "statement" or not _wrapper(ln)):
+            parts[section].append(ln)  # instructions after the examples ("Please complete the code below") dropped
         i += 1
     examples = _examples(parts["example"])
     constraints = "\n".join(parts["constraints"])
