@@ -133,3 +133,14 @@ def test_cut_bridges_leaves_components_without_conflicts():
     assert left[0].tolist() == [5] and left[1].tolist() == [6] and left[2] == 2
     full = cut_bridges(lo, hi, np.array([False, True, True]), np.array([2], np.uint64), np.array([3], np.uint64))
     assert full[0].tolist() == [1, 5] and full[2] == 1  # 2 stays with 1 by a full agreement; 3 is cut off
+
+
+def test_codeforces_input_sections_compared_by_words_and_numbers():
+    legend = "Vasya has a row of n cards, each with a number. He takes cards from both ends alternately."
+    io = ("-----Input-----\n\nThe first line contains n (1 <= n <= 10^5). The second line contains n integers "
+          "a_i.\n\n-----Output-----\n\nPrint the largest sum Vasya can collect.\n\n-----Examples-----\nInput\n3\n"
+          "1 2 3\nOutput\n4")
+    a = f"{legend}\n\n{io}"
+    assert code_sections(a) is not None and code_sections(a).statement == legend
+    assert verdict(a, f"{legend}\n\n{io.replace('10^5', '105')}") is None  # superscript lost by a scrape
+    assert verdict(a, f"{legend}\n\n{io.replace('n integers', 'n strings')}") == "constraints_changed"

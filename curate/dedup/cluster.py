@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from cotforge.curate.dedup.code_pairs import CONFLICT_REASONS, partial_agreement
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
-from cotforge.curate.dedup.pairs import CONFLICT_REASONS, REJECT_REASONS, candidate_verdict, partial_agreement
+from cotforge.curate.dedup.pairs import REJECT_REASONS, candidate_verdict
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
 from cotforge.curate.text.hashing import sorted_lookup
 

@@ -44,7 +44,7 @@ from cotforge.curate.dedup.lexicon import (
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.sections import CodeSections, code_sections, join_superscripts
+from cotforge.curate.dedup.sections import code_sections
 from cotforge.curate.dedup.words import content_replaced, content_words, idioms, negated, said_by
 from cotforge.curate.text.normalize import NormConfig, normalize
 
@@ -357,6 +357,8 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     if cfg.code_sections and raw_a and raw_b:
         sa, sb = code_sections(raw_a), code_sections(raw_b)
         if sa is not None or sb is not None:
+            from cotforge.curate.dedup.code_pairs import code_verdict  # it builds on this module
+
             return code_verdict(sa, sb, (norm_a, raw_a), (norm_b, raw_b), cfg)
     if not cfg.edit_guard:
         return None if _jaccard_ok(norm_a.split(" "), norm_b.split(" "), cfg) else "below_threshold"
@@ -365,53 +367,8 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     return graded_verdict(*views, cfg)
 
 
-def _statement(sec: CodeSections | None, whole: tuple[str, str], cfg: DedupConfig) -> tuple[str, str]:
-    """(normalised, raw) statement of a code problem; a prompt without sections is all statement."""
-    if sec is None:
-        return whole
-    raw = join_superscripts(sec.statement)
-    return normalize(raw, cfg.norm) or whole[0], raw
-
-
-def code_verdict(sa: CodeSections | None, sb: CodeSections | None, whole_a: tuple[str, str],
-                 whole_b: tuple[str, str], cfg: DedupConfig) -> str | None:
-    """Two code problems (at least one with sections; `whole_*` = (normalised, raw) prompt): different when
-    both have starter stubs and no function name in common (`signature_changed`), both have constraints and
-    their numbers differ (`constraints_changed`: the "II" version with n <= 10^5 for n <= 10^3), or an example
-    both have differs in its input / output (`examples_changed`); else the graded check on the statements.
-    Examples, constraints and stubs only one prompt has are what the other scrape left out: no evidence."""
-    if sa is not None and sb is not None:
-        if sa.functions and sb.functions and not sa.functions & sb.functions:
-            return "signature_changed"
-        if sa.constraints.strip() and sb.constraints.strip() and sa.constraint_numbers() != sb.constraint_numbers():
-            return "constraints_changed"
-        plain = _plain(cfg.norm)
-        both = zip(sa.examples, sb.examples, strict=False)  # the examples both scrapes have
-        if any(normalize(ea, plain) != normalize(eb, plain) for ea, eb in both):
-            return "examples_changed"
-    (ta, ra), (tb, rb) = _statement(sa, whole_a, cfg), _statement(sb, whole_b, cfg)
-    if not cfg.edit_guard:
-        return None if _jaccard_ok(ta.split(" "), tb.split(" "), cfg) else "below_threshold"
-    return graded_verdict(prompt_view(ta, ra, cfg.norm), prompt_view(tb, rb, cfg.norm), cfg)
-
-
-def partial_agreement(raw_a: str | None, raw_b: str | None, cfg: DedupConfig) -> bool:
-    """For an accepted pair: at least one is a code problem and a section (constraints, examples, stub) is on
-    one side only, so the merge rests on what one scrape left out (`CodeSections.partial_to`)."""
-    if not (cfg.code_sections and raw_a and raw_b):
-        return False
-    sa, sb = code_sections(raw_a), code_sections(raw_b)
-    if sa is None and sb is None:
-        return False
-    return sa.partial_to(sb) if sa is not None else sb.partial_to(sa)
-
-
-# a rejected pair whose sections disagree where both have them: two different problems, never one cluster
-CONFLICT_REASONS = frozenset({"signature_changed", "constraints_changed", "examples_changed"})
-
 REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
                   "signature_changed", "constraints_changed", "examples_changed", "reworded_too_much",
                   "below_threshold")
 
-__all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "code_verdict",
-           "partial_agreement", "CONFLICT_REASONS", "REJECT_REASONS"]
+__all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "REJECT_REASONS"]
