@@ -26,7 +26,7 @@ from functools import lru_cache
 _FENCE = re.compile(r"^\s*```")
 _HEADING = re.compile(
     r"^\s*(?:[#*>\-]+\s*)?(?P<h>example|examples|sample(?: test(?: case)?)?s?|(?:sample )?input(?: format)?|"
-    r"(?:sample )?output(?: format)?|explanation|constraints|follow[- ]?up|note|notes)\b\s*\d*\s*[-*#]*\s*"
+    r"(?:sample )?output(?: format)?|explanation|constraints|follow[- ]?up|note|notes|tags|time limit|memory limit)\b\s*\d*\s*[-*#]*\s*"
     r"(?P<colon>[:：.]|-----|\*\*|$)",
     re.IGNORECASE,
 )
@@ -83,7 +83,7 @@ def join_superscripts(text: str) -> str:
 def maybe_code(raw: str) -> bool:
     """Cheap test (substring checks) whether `raw` can have code sections; False = `code_sections` is None."""
     return ("```" in raw or "Example" in raw or "Constraints" in raw or "class Solution" in raw or "-----" in raw
-            or "Sample Input" in raw or "def " in raw)
+            or "Input" in raw or "def " in raw)
 
 
 def _stub(lines: list[str]) -> frozenset[str] | None:
@@ -97,7 +97,7 @@ def _stub(lines: list[str]) -> frozenset[str] | None:
 
 
 def _section_of(line: str, current: str) -> str | None:
-    """The section a heading line opens (example / constraints / followup / statement), None if not a heading.
+    """The section a heading line opens (example / constraints / followup / meta / statement), None if none.
     A bare "Input" / "Output" heading outside an example describes the input (Codeforces); "Note" inside the
     examples explains them."""
     m = _DASHED.match(line)
@@ -114,6 +114,8 @@ def _section_of(line: str, current: str) -> str | None:
         return "constraints"
     if h.startswith("follow"):
         return "followup"
+    if h in ("tags", "time limit", "memory limit"):
+        return "meta"  # Codeforces metadata: scrapes differ in it, and it does not define the problem
     return "example" if current == "example" else "statement"  # Note: part of the statement
 
 
@@ -160,7 +162,7 @@ def code_sections(raw: str) -> CodeSections | None:
     if not raw or not maybe_code(raw):
         return None
     lines = raw.replace("\xa0", " ").replace("\r\n", "\n").split("\n")
-    parts: dict[str, list[str]] = {"statement": [], "example": [], "constraints": [], "followup": []}
+    parts: dict[str, list[str]] = {"statement": [], "example": [], "constraints": [], "followup": [], "meta": []}
     functions: set[str] = set()
     found = False
     section, i = "statement", 0
