@@ -144,3 +144,19 @@ def test_codeforces_input_sections_compared_by_words_and_numbers():
     assert code_sections(a) is not None and code_sections(a).statement == legend
     assert verdict(a, f"{legend}\n\n{io.replace('10^5', '105')}") is None  # superscript lost by a scrape
     assert verdict(a, f"{legend}\n\n{io.replace('n integers', 'n strings')}") == "constraints_changed"
+
+
+def test_commented_helper_classes_are_not_the_signature():
+    tree = "# Definition for a binary tree node.\n# class TreeNode:\n#     def __init__(self, val=0):\n"
+    a = deep("Given the root of a binary search tree, return the minimum difference between any two node values.",
+             "def minDiffInBST(self, root: Optional[TreeNode]) -> int:").replace("class Solution", tree + "class Solution")
+    b = a.replace("minDiffInBST", "getMinimumDifference")
+    assert code_sections(a).functions == {"minDiffInBST"}
+    assert verdict(a, b) == "signature_changed"
+
+
+def test_a_trailing_statement_sentence_is_not_a_wrapper():
+    """Stub and wrappers cut, what ends the statement is the problem's ("... in logarithmic time": H-Index II)."""
+    b = deep(STATEMENT + "\nYou must write an algorithm that runs in logarithmic time of the length of nums.")
+    assert verdict(deep(), b) == "reworded_too_much"
+    assert verdict(deep(), deep("Solve this problem for me.\n\n" + STATEMENT)) is None  # a leading instruction

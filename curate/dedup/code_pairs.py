@@ -54,7 +54,7 @@ def code_verdict(sa: CodeSections | None, sb: CodeSections | None, whole_a: tupl
     (ta, ra), (tb, rb) = _statement(sa, whole_a, cfg), _statement(sb, whole_b, cfg)
     if not cfg.edit_guard:
         return None if _jaccard_ok(ta.split(" "), tb.split(" "), cfg) else "below_threshold"
-    return graded_verdict(prompt_view(ta, ra, cfg.norm), prompt_view(tb, rb, cfg.norm), cfg)
+    return graded_verdict(prompt_view(ta, ra, cfg.norm), prompt_view(tb, rb, cfg.norm), cfg, edges=sa is None or sb is None)
 
 
 def partial_agreement(raw_a: str | None, raw_b: str | None, cfg: DedupConfig) -> bool:

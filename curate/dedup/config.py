@@ -43,7 +43,14 @@ class DedupConfig:
     Default `wordnet`, not `flip`: on the independent held-out set bench/dedup_fresh2.py (new pools, hash
     recorded before any evaluation) flip merged 42 of 120 object-changed and 47 of 120 object+wrapper pairs
     (precision 0.910, recall 0.710); wordnet kept precision 0.989 at recall 0.668 (round 2's rule: 0.987 /
-    0.589). That choice was made after measuring all three modes on fresh2 once each."""
+    0.589). That choice was made after measuring all three modes on fresh2 once each.
+
+    `code_sections` (on): fresh2's real LeetCode problems scraped twice were 0 of 108, all lost at the candidate
+    stage (the examples' and constraints' numbers change the number key, so the pairs were never LSH
+    candidates). Code problems are now compared by their statement section (curate/dedup/sections.py,
+    code_pairs.py); the rule was written on the tuning half of bench/dedup_code.py (sha256 parity of the
+    first text; the held-out half's hash in bench/dedup_code_heldout.sha256 was committed first) and on
+    hand-written II-version / same-template / signature negatives; no math prompt of the pools parses as code."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
     bands: int = field(default=25, metadata={"help": "LSH bands (datatrove num_buckets)."})

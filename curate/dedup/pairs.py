@@ -290,12 +290,15 @@ def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
     return len(sa & sb) >= cfg.threshold * len(sa | sb)
 
 
-def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | None:
-    """None when the two prompts are the same problem, else the reason they are not (module docstring)."""
+def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig, edges: bool = True) -> str | None:
+    """None when the two prompts are the same problem, else the reason they are not (module docstring).
+    `edges=False`: text before / after the common problem is judged like interior text (a code statement
+    whose wrappers curate/dedup/sections.py already cut: a trailing "You must write an algorithm that runs in
+    logarithmic time." there is part of the problem, not an instruction wrapper)."""
     if va.commands != vb.commands:
         return "math_changed"
     ta, tb = list(va.tokens), list(vb.tokens)
-    contained = _containment(ta, tb)
+    contained = _containment(ta, tb) if edges else None
     if contained is not None:  # fast path: one prompt is the other with text added before / after it
         lead, trail, longer = contained
         core = frozenset(tb if longer == "a" else ta)
@@ -320,7 +323,7 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
             continue
         # before the first / after the last anchor; added or dropped text is lenient (a wrapper) only as the
         # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
-        edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
+        edge = edges and not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
         why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core,
                          strict_content=not cfg.reword_content, relations=cfg.word_relations)
         if why:

@@ -93,7 +93,8 @@ def _stub(lines: list[str]) -> frozenset[str] | None:
         return None
     if not all(_STUB_LINE.match(ln) for ln in code):
         return None
-    return frozenset(_FUNC.findall("\n".join(code)))
+    live = "\n".join(ln for ln in code if not ln.lstrip().startswith(("#", "//")))  # "# class TreeNode: ..."
+    return frozenset(f for f in _FUNC.findall(live) if not f.startswith("__"))
 
 
 def _section_of(line: str, current: str) -> str | None:
