@@ -36,13 +36,34 @@ def _table(pairs: list, pairwise: list[bool], e2e: list[bool]) -> None:
             )
 
 
+def _typed(overrides: dict[str, str]) -> dict[str, object]:
+    """--set values as the DedupConfig field types want them: true/false for booleans, numbers for numbers."""
+    from dataclasses import fields
+
+    from cotforge.curate.dedup.config import DedupConfig
+
+    kinds = {f.name: f.default for f in fields(DedupConfig)}
+    out: dict[str, object] = {}
+    for k, v in overrides.items():
+        d = kinds.get(k)
+        if isinstance(d, bool):
+            if v.lower() not in ("true", "false"):
+                raise ValueError(f"--set {k}: true or false (got {v!r})")
+            out[k] = v.lower() == "true"
+        elif isinstance(d, int | float):
+            out[k] = type(d)(v)
+        else:
+            out[k] = v
+    return out
+
+
 def evaluate(ls: LabelledSet, show_misses: bool = False, overrides: dict[str, str] | None = None) -> None:
     """Measure DedupConfig (defaults, or with `overrides` such as word_relations=synonyms) on the set (pairwise
     and end to end) and print the figures."""
     from cotforge.curate.dedup.config import DedupConfig
     from cotforge.curate.dedup.stage import PairJudge
 
-    cfg = DedupConfig(**(overrides or {}))
+    cfg = DedupConfig(**_typed(overrides or {}))
     judge = PairJudge(cfg)
     verdicts, e2e = measure_set(ls, cfg, judge, f"fresh2 set, DedupConfig({overrides or 'defaults'})")
     pairwise = [v is None for v in verdicts]

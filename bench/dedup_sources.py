@@ -1,6 +1,7 @@
 """Run every file of ../shared/data/sft_sources through `cotforge curate dedup` and print the per-source table.
 
     python bench/dedup_sources.py [--workers 2] [--out DIR] [--priority a,b,...] [--compare OLD_OUT] [--show N]
+                                  [--arg=--no-code-sections]
 
 Each file is one source (`--source-name FILE=STEM`), so the table shows rows in / kept / removed per reason
 per file, plus the wall time of the whole command and the cluster counts from stats.json. `--compare OLD_OUT`
@@ -32,6 +33,8 @@ def main() -> None:
     ap.add_argument("--compare", default=None, help="output folder of an earlier run to diff the removed rows with")
     ap.add_argument("--show", type=int, default=40, help="changed rows to print with --compare (each way)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sample printed with --compare")
+    ap.add_argument("--arg", action="append", default=[], metavar="FLAG",
+                    help="extra `curate dedup` argument, e.g. --arg=--no-code-sections (a run as before a rule)")
     args = ap.parse_args()
     files = sorted(SOURCES.glob("*.jsonl.gz"))
     if not files:
@@ -44,6 +47,7 @@ def main() -> None:
             cmd += ["--source-name", f"{f}={f.name.removesuffix('.jsonl.gz')}"]
         if args.priority:
             cmd += ["--source-priority", args.priority]
+        cmd += args.arg
         t = time.time()
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         wall = time.time() - t

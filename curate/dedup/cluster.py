@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from cotforge.curate.dedup.code_pairs import CONFLICT_REASONS, partial_agreement
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
 from cotforge.curate.dedup.pairs import REJECT_REASONS, candidate_verdict
@@ -32,6 +33,26 @@ def _read_pairs(folder: Path) -> np.ndarray:
     mask = np.uint64(0xFFFFFFFF)
     return np.stack([a[first] >> np.uint64(32), a[first] & mask, b[first] >> np.uint64(32), b[first] & mask],
                     axis=1).astype(np.uint32)
+
+
+def cut_bridges(lo: np.ndarray, hi: np.ndarray, partial: np.ndarray, clo: np.ndarray,
+                chi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Accepted edges (lo, hi) without the `partial` ones of every component that holds both ends of a conflict
+    pair (clo, chi): a scrape without constraints / examples matches both the problem and its "II" version, and
+    would join the two in one cluster. Rounds until no component holds a conflict (removing edges only splits
+    components). Returns the edges left and how many were cut."""
+    cut = 0
+    while len(clo) and partial.any():
+        nodes, inv = np.unique(np.concatenate([lo, hi, clo, chi]), return_inverse=True)
+        n, m = len(lo), len(clo)
+        comp = _components(len(nodes), inv[:n], inv[n:2 * n])
+        ca, cb = comp[inv[2 * n:2 * n + m]], comp[inv[2 * n + m:]]
+        drop = partial & np.isin(comp[inv[:n]], ca[ca == cb])
+        if not drop.any():
+            break
+        cut += int(drop.sum())
+        lo, hi, partial = lo[~drop], hi[~drop], partial[~drop]
+    return lo, hi, cut
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -78,7 +99,7 @@ class ProblemCluster(PipelineStep):
         self._decide(work, merged, target, stats)
         keys = ("rows", "problems", "candidate_pairs", "pairs_rejected_number_guard", "pairs_rejected_edit_guard",
                 *(f"pairs_rejected_{r}" for r in REJECT_REASONS if r != "below_threshold"), "pairs_below_threshold",
-                "pairs_accepted", "clusters", "problems_merged", "exact_duplicate", "near_duplicate")
+                "pairs_accepted", "pairs_cut_as_bridges", "clusters", "problems_merged", "exact_duplicate", "near_duplicate")
         out = {k: int(stats[k]) for k in keys}
         out["partitions"] = self.partitions
         (work / "cluster_stats.json").write_text(json.dumps(out, indent=2, sort_keys=True))
@@ -104,6 +125,7 @@ class ProblemCluster(PipelineStep):
         stats["candidate_pairs"] = len(a)
         ok = num[a] == num[b] if self.cfg.number_guard else np.ones(len(a), dtype=bool)
         stats["pairs_rejected_number_guard"] = int((~ok).sum())
+        partial, conflict = np.zeros(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
             texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
@@ -112,10 +134,15 @@ class ProblemCluster(PipelineStep):
                 why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
                 if why:
                     ok[i] = False
+                    conflict[i] = why in CONFLICT_REASONS
                     stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
                     stats["pairs_rejected_edit_guard"] += why != "below_threshold"
-        stats["pairs_accepted"] = int(ok.sum())
-        return pkey[a[ok]], pkey[b[ok]]
+                else:
+                    partial[i] = partial_agreement(texts[ea][1], texts[eb][1], self.cfg)
+        lo, hi, cut = cut_bridges(pkey[a[ok]], pkey[b[ok]], partial[ok], pkey[a[conflict]], pkey[b[conflict]])
+        stats["pairs_accepted"] = len(lo)
+        stats["pairs_cut_as_bridges"] = cut
+        return lo, hi
 
     def _prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, tuple[str, str]]:
         """(normalised, raw) prompts of the given endpoints, read task by task (only the `prompt` column)."""

@@ -43,7 +43,14 @@ class DedupConfig:
     Default `wordnet`, not `flip`: on the independent held-out set bench/dedup_fresh2.py (new pools, hash
     recorded before any evaluation) flip merged 42 of 120 object-changed and 47 of 120 object+wrapper pairs
     (precision 0.910, recall 0.710); wordnet kept precision 0.989 at recall 0.668 (round 2's rule: 0.987 /
-    0.589). That choice was made after measuring all three modes on fresh2 once each."""
+    0.589). That choice was made after measuring all three modes on fresh2 once each.
+
+    `code_sections` (on): fresh2's real LeetCode problems scraped twice were 0 of 108, all lost at the candidate
+    stage (the examples' and constraints' numbers change the number key, so the pairs were never LSH
+    candidates). Code problems are now compared by their statement section (curate/dedup/sections.py,
+    code_pairs.py); the rule was written on the tuning half of bench/dedup_code.py (sha256 parity of the
+    first text; the held-out half's hash in bench/dedup_code_heldout.sha256 was committed first) and on
+    hand-written II-version / same-template / signature negatives; no math prompt of the pools parses as code."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
     bands: int = field(default=25, metadata={"help": "LSH bands (datatrove num_buckets)."})
@@ -67,6 +74,12 @@ class DedupConfig:
         "sense, direct hypernym, similar-to / also-see / verb-group / derivation links, known phrases such as "
         "'use up') unless they are antonyms, technical (units, numbers, shapes, time, measured attributes) or "
         "two members of one category; flip: also any two known words without such evidence.")})
+    code_sections: bool = field(default=True, metadata={"help": (
+        "Code problems (a starter stub, 'Example N: Input/Output' blocks, 'Constraints:' or Codeforces "
+        "'-----Input-----' headings; curate/dedup/sections.py) are compared by their statement section: its "
+        "numbers make the number key, its shingles the MinHash, and the graded check runs on it; constraints "
+        "and examples must agree where both prompts have them, and stub function names must share one. Off: "
+        "whole prompts, as for math.")})
     seed: int = field(default=1, metadata={"help": "Seed of the MinHash permutations."})
     streaming_buckets: bool = field(default=False, metadata={
         "help": "Use datatrove's constant-memory heap merge of band files (slower) instead of the numpy sort."})
@@ -107,7 +120,7 @@ class DedupConfig:
             raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
         if self.word_relations not in WORD_RELATIONS:
             raise ValueError(f"word_relations: must be one of {', '.join(WORD_RELATIONS)} (got {self.word_relations!r})")
-        for name in ("number_guard", "edit_guard", "reword_content", "streaming_buckets"):
+        for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")
 

@@ -20,6 +20,7 @@ import xxhash
 
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs import candidate_verdict
+from cotforge.curate.dedup.sections import code_sections, join_superscripts, maybe_code
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
 from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize, normalize_batch
@@ -145,6 +146,23 @@ def number_keys(norm_prompts: list[str]) -> np.ndarray:
     return np.fromiter((h(_number_text(p).encode()) for p in norm_prompts), dtype=np.uint64, count=len(norm_prompts))
 
 
+def dedup_texts(prompts: list[str | None], norm_prompts: list[str], cfg: DedupConfig) -> list[str]:
+    """The normalised text each prompt's number key and MinHash come from: for a code problem (`code_sections`
+    on, curate/dedup/sections.py) its statement section with superscripts joined, so two scrapes that wrap one
+    statement in different examples, constraints, stubs and instructions get one number key and close
+    signatures; for every other prompt (and a code problem whose statement normalises to nothing) the
+    normalised prompt. A substring pre-check keeps the per-row cost of non-code prompts to a few `in` tests."""
+    if not cfg.code_sections:
+        return norm_prompts
+    out = list(norm_prompts)
+    for i, raw in enumerate(prompts):
+        if raw and maybe_code(raw):
+            sec = code_sections(raw)
+            if sec is not None:
+                out[i] = normalize(join_superscripts(sec.statement), cfg.norm) or out[i]
+    return out
+
+
 # --------------------------------------------------------------------------- shingles and signatures
 
 
@@ -202,4 +220,4 @@ def band_signatures(norm_texts: list[str], num: np.ndarray, cfg: DedupConfig) ->
 
 __all__ = ["release_arrow_memory", "priority_of", "sort_specs", "pack_order", "unpack_order", "hash64", "row_keys",
            "batch_keys", "number_keys", "KeyBatch", "normalize_many", "batch_shingles", "shingle_hashes", "minhash_signatures",
-           "band_signatures", "candidate_verdict"]
+           "band_signatures", "candidate_verdict", "dedup_texts"]

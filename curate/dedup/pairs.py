@@ -44,6 +44,7 @@ from cotforge.curate.dedup.lexicon import (
     STARTERS,
     STRICT_CATEGORIES,
 )
+from cotforge.curate.dedup.sections import code_sections
 from cotforge.curate.dedup.words import content_replaced, content_words, idioms, negated, said_by
 from cotforge.curate.text.normalize import NormConfig, normalize
 
@@ -289,12 +290,15 @@ def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
     return len(sa & sb) >= cfg.threshold * len(sa | sb)
 
 
-def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | None:
-    """None when the two prompts are the same problem, else the reason they are not (module docstring)."""
+def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig, edges: bool = True) -> str | None:
+    """None when the two prompts are the same problem, else the reason they are not (module docstring).
+    `edges=False`: text before / after the common problem is judged like interior text (a code statement
+    whose wrappers curate/dedup/sections.py already cut: a trailing "You must write an algorithm that runs in
+    logarithmic time." there is part of the problem, not an instruction wrapper)."""
     if va.commands != vb.commands:
         return "math_changed"
     ta, tb = list(va.tokens), list(vb.tokens)
-    contained = _containment(ta, tb)
+    contained = _containment(ta, tb) if edges else None
     if contained is not None:  # fast path: one prompt is the other with text added before / after it
         lead, trail, longer = contained
         core = frozenset(tb if longer == "a" else ta)
@@ -319,7 +323,7 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig) -> str | No
             continue
         # before the first / after the last anchor; added or dropped text is lenient (a wrapper) only as the
         # very first or last change: "... find $b$." -> "... find $a b$." inserts inside the ending
-        edge = not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
+        edge = edges and not first <= k <= last and (k in (0, len(ops) - 1) or tag == "replace")
         why, n = _change(ta[i1:i2], tb[j1:j2], va, vb, edge=edge, core=core,
                          strict_content=not cfg.reword_content, relations=cfg.word_relations)
         if why:
@@ -352,7 +356,13 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     """Check an LSH candidate pair of normalised prompts (raw prompts optional: they give names and math
     tokens): None = near-duplicates, else the reason they are not. `edit_guard=False` keeps only the
     n-gram Jaccard test on the whole prompts. `views` (from `prompt_view`) saves rebuilding them when one
-    prompt is in many pairs."""
+    prompt is in many pairs. Code problems (`code_sections`, both raw prompts given) go by `code_verdict`."""
+    if cfg.code_sections and raw_a and raw_b:
+        sa, sb = code_sections(raw_a), code_sections(raw_b)
+        if sa is not None or sb is not None:
+            from cotforge.curate.dedup.code_pairs import code_verdict  # it builds on this module
+
+            return code_verdict(sa, sb, (norm_a, raw_a), (norm_b, raw_b), cfg)
     if not cfg.edit_guard:
         return None if _jaccard_ok(norm_a.split(" "), norm_b.split(" "), cfg) else "below_threshold"
     if views is None:
@@ -361,7 +371,7 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
 
 
 REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
-                  "reworded_too_much",
+                  "signature_changed", "constraints_changed", "examples_changed", "reworded_too_much",
                   "below_threshold")
 
 __all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "REJECT_REASONS"]

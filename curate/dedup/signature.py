@@ -15,6 +15,7 @@ from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import (
     band_signatures,
     batch_keys,
+    dedup_texts,
     number_keys,
     pack_order,
     priority_of,
@@ -31,7 +32,7 @@ class ProblemSignature(MinhashDedupSignature):
     """datatrove MinHash stage 1 on problem heads, plus per-row exact keys, in batches of BATCH_ROWS rows.
 
     For each row: problem key = hash(normalize(prompt)), pair key = hash(norm prompt + norm response),
-    number key = hash(sorted numbers of the prompt), preference order (source priority, task, index). Only
+    number key = hash(sorted numbers of the prompt; of the statement section for code problems: core.dedup_texts), preference order (source priority, task, index). Only
     the first row of each problem key within the task gets a MinHash signature (later rows are the same
     problem; the cluster step merges keys across tasks). Rows come from the task's work shard, read by
     column (`input_folder` set: no per-row Document), or from a datatrove reader's Documents (`data`)."""
@@ -84,7 +85,7 @@ class ProblemSignature(MinhashDedupSignature):
             rec["pkey"], rec["pair"], rec["order"] = kb.pkey, kb.pair, pack_order(prio, rank, idx)
             keys.append(rec)
             new = [i for i, k in enumerate(kb.pkey.tolist()) if not (k in seen or seen.add(k))]
-            texts = [kb.norm_prompts[i] for i in new]
+            texts = dedup_texts([prompts[i] for i in new], [kb.norm_prompts[i] for i in new], self.cfg)
             num = number_keys(texts)
             sig, has = band_signatures(texts, num, self.cfg)
             new_arr = np.asarray(new, dtype=np.int64)[has]

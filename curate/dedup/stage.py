@@ -41,6 +41,8 @@ from cotforge.curate.dedup.core import (
     band_signatures,
     batch_keys,
     candidate_verdict,
+    dedup_texts,
+    number_keys,
     release_arrow_memory,
     sort_specs,
 )
@@ -92,10 +94,12 @@ class PairJudge:
 
     def sketches(self, prompts: list[str]) -> list[tuple[str, int, int, np.ndarray | None]]:
         """`sketch` of many prompts at once (the pipeline's batch functions, so the same values)."""
-        kb = batch_keys(prompts, [None] * len(prompts), self.cfg.norm)
-        sig, has = band_signatures(kb.norm_prompts, kb.num, self.cfg)
+        kb = batch_keys(prompts, [None] * len(prompts), self.cfg.norm, with_numbers=False)
+        texts = dedup_texts(prompts, kb.norm_prompts, self.cfg)
+        num = number_keys(texts)
+        sig, has = band_signatures(texts, num, self.cfg)
         return [(p, int(k), int(n), sig[i] if has[i] else None)
-                for i, (p, k, n) in enumerate(zip(kb.norm_prompts, kb.pkey.tolist(), kb.num.tolist(), strict=True))]
+                for i, (p, k, n) in enumerate(zip(kb.norm_prompts, kb.pkey.tolist(), num.tolist(), strict=True))]
 
     def is_duplicate(self, a: str, b: str) -> bool:
         """True when the pipeline would put prompts `a` and `b` in one problem cluster (pairwise)."""
