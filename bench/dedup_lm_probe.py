@@ -275,13 +275,26 @@ def prompt_features(tok, model, p: ProbePair) -> dict:
     return {"c_word": min(p_yes[:-1], default=1.0), "c_problem": p_yes[-1]}
 
 
+def read_features(path: Path) -> dict[str, dict]:
+    """Cached features by pair key; a last line cut by an interrupted run is dropped (recomputed next run)."""
+    out = {}
+    for line in path.read_text().splitlines() if path.exists() else ():
+        try:
+            f = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("dropped an incomplete line of %s", path)
+            continue
+        out[f["key"]] = f
+    return out
+
+
 def compute(pairs: list[ProbePair], cache: Path, max_pairs: int | None, threads: int) -> int:
     """Features of up to `max_pairs` pairs not yet in cache/features.jsonl (appended); returns how many remain."""
     import torch
 
     torch.set_num_threads(threads)
     path = cache / "features.jsonl"
-    done = {json.loads(x)["key"] for x in path.read_text().splitlines()} if path.exists() else set()
+    done = set(read_features(path))
     todo = sorted((p for p in pairs if p.key not in done), key=lambda p: p.key)
     if not todo or max_pairs == 0:
         return len(todo)
@@ -289,6 +302,8 @@ def compute(pairs: list[ProbePair], cache: Path, max_pairs: int | None, threads:
     log.info("model loaded %s; %d pairs to do, this run %s", meta, len(todo), max_pairs or "all")
     n = 0
     with path.open("a") as fh:
+        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            fh.write("\n")  # after an interrupted run: keep the next record on its own line
         for p in todo[:max_pairs]:
             t = time.perf_counter()
             f = text_features(tok, model, p)
@@ -466,7 +481,7 @@ def main() -> None:
     if left and not args.partial:
         log.info("%d pairs still to compute: run again (or --partial)", left)
         return
-    feats = {f["key"]: f for f in map(json.loads, (cache / "features.jsonl").read_text().splitlines())}
+    feats = read_features(cache / "features.jsonl")
     if left:
         pairs = [p for p in pairs if p.key in feats]
         print(f"PARTIAL: {len(pairs)} pairs computed, {left} not (the first in sha256 key order, whatever their "
