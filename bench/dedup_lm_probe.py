@@ -51,7 +51,7 @@ import os
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -422,6 +422,9 @@ def report(pairs: list[ProbePair], feats: dict[str, dict], meta: dict) -> None:
         print(f"{name:16s} {auc(s[t], y[t]):8.3f} {auc(s[h], y[h]):8.3f} {thr:10.4g} {pt:7.3f} {rt:7.3f} {ph:7.3f} "
               f"{rh:7.3f} {oracle:18.3f}")
         cols[name] = m
+    for hname in ("tune", "held"):
+        why = Counter(p.verdict for p in pairs if p.half == hname and p.duplicate and p.verdict)
+        print(f"why the rule rejects duplicates, {hname} half: {dict(why.most_common())}")
     combos: dict[str, np.ndarray] = {"rule(wordnet)": rule}
     print("\nrule + LM: the rule merges; the LM score may also merge a pair the rule rejects for a word reason "
           "(threshold: precision >= 0.98 of the LM's own merges among those tuning pairs)")
