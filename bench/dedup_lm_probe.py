@@ -43,6 +43,7 @@ threshold for precision >= 0.98 every method alone recalls <= 0.10 of the held d
 default rule rejects for a word or name reason the scores' AUC is 0.57-0.80, while reaching recall 0.95 there
 needs TPR 0.90 at FPR 0.00 (30 duplicates vs 101 negatives): no score gets above TPR 0.10 at that rate. Cost
 ~1.5 s per pair (0.6 s text forwards, 0.9 s prompts), ~1.1 GB RSS, 44 s to load the GGUF (then 1-4 s).
+One file of ~500 lines on purpose: a self-contained probe (data, features, figures) that nothing imports.
 Needs the shared data, and the extra wheels (the script says so and exits 0 without them). Features are cached
 under --cache (default /tmp/dedup_lm_probe), so the work can run in short chunks under the CPU lock.
 """
