@@ -23,7 +23,8 @@ How a row is judged (prompt side, and separately the whole response):
    ("Write a function to <verb> <content>", MBPP: the content behind any other request template), found
    as a whole and not glued to another number (response side: >= `response_short_words` words).
 4. **exact** -- a prompt equal to an item after normalisation.
-5. **fuzzy tier** (prompts nothing else flagged) -- rare-shingle prefilter, datasketch MinHash-LSH over word
+5. **fuzzy tier** (prompts nothing else flagged) -- rare-shingle prefilter, MinHash-LSH (datasketch's banding as
+   numpy arrays, `decontam/lsh.py`) over word
    `fuzzy_ngram`-shingles; a candidate counts when its shingle containment >= `fuzzy_threshold` and all of
    its numbers occur in the row (as often as in the item: a number changed where the item repeats it
    is another problem).
@@ -289,6 +290,7 @@ class Matcher:
         self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
+        self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
 
     def clear_cache(self) -> None:
@@ -333,33 +335,37 @@ class Matcher:
         return res
 
     def fuzzy(self, hb: HashedBatch, cfg: DecontamConfig, todo: list[int]) -> dict[int, list[tuple[int, float]]]:
-        """MinHash-LSH candidates among `todo` texts, kept when the item's shingle containment >=
-        fuzzy_threshold and its numbers all occur in the text."""
-        from datasketch import MinHash
-
+        """MinHash-LSH candidates among `todo` texts (all of them in one query, `decontam/lsh.py`), kept when
+        the item's shingle containment >= fuzzy_threshold and its numbers all occur in the text."""
         out: dict[int, list[tuple[int, float]]] = {}
         rows, sh, sr = shingle_candidates(self.index, hb, cfg, todo)
         if not rows:
             return out
-        lsh = self.index.get_lsh()
         a, b = affine_perms(cfg.num_perm, cfg.seed)
-        perms = np.stack([a, b])
         sigs = minhash_matrix(sh, sr, hb.n, a, b)
+        qi, qe = self.index.get_lsh().query(sigs[rows])
         order = np.argsort(sr, kind="stable")
         sh_sorted, sr_sorted = sh[order], sr[order]
-        for i in rows:
-            cands = lsh.query(MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
-            if not cands:
-                continue
+        for q, e in zip(qi.tolist(), qe.tolist(), strict=True):  # by row, then entry
+            i = rows[q]
             mine = np.unique(sh_sorted[np.searchsorted(sr_sorted, i):np.searchsorted(sr_sorted, i, side="right")])
-            row_nums = Counter(w for w in hb.words(i) if w.isdigit())
-            for e in sorted(cands):
-                theirs = self.index.shingles[self.index.sh_offsets[e]:self.index.sh_offsets[e + 1]]
-                c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
-                item_nums = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
-                if c >= cfg.fuzzy_threshold and (not cfg.verify_numbers or not item_nums - row_nums):
-                    out.setdefault(i, []).append((e, float(c)))
+            theirs = self.index.shingles[self.index.sh_offsets[e]:self.index.sh_offsets[e + 1]]
+            c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
+            if c < cfg.fuzzy_threshold:
+                continue
+            if cfg.verify_numbers:
+                row_nums = Counter(w for w in hb.words(i) if w.isdigit())
+                if self._item_numbers(e) - row_nums:
+                    continue
+            out.setdefault(i, []).append((e, float(c)))
         return out
+
+    def _item_numbers(self, e: int) -> Counter:
+        """The numbers of entry e's normalised text, with their counts (cached)."""
+        got = self._numbers.get(e)
+        if got is None:
+            got = self._numbers[e] = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
+        return got
 
     def prompt_side(self, prompts, cfg: DecontamConfig) -> list[list[tuple[int, str, float, tuple[int, int]]]]:
         """Prompt-side matches [(entry, kind, score, span)] per prompt. Each distinct prompt is matched once
