@@ -25,7 +25,6 @@ Both only rename or drop words that carry no meaning of the problem; a statement
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from cotforge.curate.text.normalize import NormConfig, normalize_arrow
 
@@ -74,17 +73,48 @@ def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
     # a long text is not scanned for its own definitions, but an item's name it defines counts as its own
     own = defined_names(text) if len(text) <= LONG else {n for n in kn if f"def {n}(" in text}
     names = {n for n in own | kn if _everywhere(n) or (n in own and (len(text) <= SHORT or n in kn))}
-    called = tuple(sorted((own | kn) - names))
+    called = (own | kn) - names
     if names:
-        text = _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
+        text = _sub_names(text, names, calls_only=False)
     if called:
-        text = _names_re(tuple(sorted(called, key=lambda n: (-len(n), n))), r"(?=\s*\()").sub("fn", text)
+        text = _sub_names(text, called, calls_only=True)
     return text
 
 
-@lru_cache(maxsize=4096)
-def _names_re(names: tuple[str, ...], tail: str = "") -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b" + tail)
+def _word_char(c: str) -> bool:
+    """What `\\w` matches in a Python `re` str pattern (alphanumeric in Unicode's sense, or "_")."""
+    return c.isalnum() or c == "_"
+
+
+def _sub_names(text: str, names: set[str], calls_only: bool) -> str:
+    """`re.sub(r"\\b(?:NAME|...)\\b" + (r"(?=\\s*\\()" if calls_only else ""), "fn", text)` for identifier names
+    (word characters only, so every match is a whole word and matches never overlap), with str.find instead of
+    compiling a pattern per text (the name sets differ from text to text: that compile was half of the renaming's
+    cost; tests/test_decontam_speed.py checks the equality against the regex)."""
+    hits: list[tuple[int, int]] = []
+    n_text = len(text)
+    for name in names:
+        k, at = len(name), text.find(name)
+        while at >= 0:
+            end = at + k
+            ok = (at == 0 or not _word_char(text[at - 1])) and (end == n_text or not _word_char(text[end]))
+            if ok and calls_only:
+                j = end
+                while j < n_text and text[j].isspace():
+                    j += 1
+                ok = j < n_text and text[j] == "("
+            if ok:
+                hits.append((at, end))
+            at = text.find(name, end if ok else at + 1)
+    if not hits:
+        return text
+    hits.sort()
+    parts, last = [], 0
+    for a, b in hits:
+        parts += (text[last:a], "fn")
+        last = b
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):

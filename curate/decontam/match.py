@@ -64,7 +64,7 @@ class Match:
     score: float
     entry: int
     span: tuple[int, int] = (0, 0)
-    words: list[str] | None = None  # the row side's normalised words (flagged rows only; None from the cache)
+    words: list[str] | None = None  # the row side's normalised words (None: describe_matches normalises again)
 
     def as_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
@@ -287,7 +287,7 @@ class Matcher:
 
     def __init__(self, index: DecontamIndex):
         self.index = index
-        self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
+        self._cache: dict[int, tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
         self._numbers: dict[int, Counter] = {}
@@ -367,10 +367,12 @@ class Matcher:
             got = self._numbers[e] = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
         return got
 
-    def prompt_side(self, prompts, cfg: DecontamConfig) -> list[list[tuple[int, str, float, tuple[int, int]]]]:
-        """Prompt-side matches [(entry, kind, score, span)] per prompt. Each distinct prompt is matched once
-        per batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the
-        prompt for a copy of the config (a config changed in place starts a new cache)."""
+    def prompt_side(self, prompts, cfg: DecontamConfig
+                    ) -> list[tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]]:
+        """Prompt-side matches [(entry, kind, score, span)] per prompt, with the normalised prompt when it has
+        any (the report locates the span with it; None otherwise). Each distinct prompt is matched once per
+        batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the prompt
+        for a copy of the config (a config changed in place starts a new cache)."""
         import polars as pl
 
         s = pl.Series("p", prompts, dtype=pl.String).fill_null("")
@@ -382,9 +384,11 @@ class Matcher:
         todo = [int(i) for k, i in zip(uniq.tolist(), first.tolist(), strict=True) if k not in self._cache]
         for lo, hi in _byte_batches(s.gather(todo) if todo else s.clear(), cfg):
             sub = todo[lo:hi]
-            found = self.side(HashedBatch(s.gather(sub), cfg, self.index.defined_names), cfg, prompt=True)
+            hb = HashedBatch(s.gather(sub), cfg, self.index.defined_names)
+            found = self.side(hb, cfg, prompt=True)
             for j, i in enumerate(sub):
-                self._cache[klist[i]] = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
+                got = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
+                self._cache[klist[i]] = (got, hb.text(j) if got else None)
         out = [self._cache[k] for k in klist]
         if not cfg.prompt_cache:
             self._cache = {}
@@ -412,8 +416,11 @@ class Matcher:
 
         words: dict[tuple[int, str], list[str]] = {}
         found = self.prompt_side(prompts, cfg)
-        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {
-            i: {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst} for i, lst in enumerate(found) if lst}
+        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {}
+        for i, (lst, text) in enumerate(found):
+            if lst:
+                res[i] = {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst}
+                words[(i, "prompt")] = text.split(" ") if text else []
         if cfg.check_response and responses is not None:
             rs = pl.Series("r", responses, dtype=pl.String)
             if cfg.response_chars:
