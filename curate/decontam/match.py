@@ -231,8 +231,8 @@ def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: Decont
     win = rw[lo:hi]
     if len(win) < ni:
         return 0.0, 0, 0
-    ih = np.array([hash(tuple(iw[i:i + k])) for i in range(ni - k + 1)], dtype=np.int64)
-    rh = np.array([hash(tuple(win[i:i + k])) for i in range(len(win) - k + 1)], dtype=np.int64)
+    ih = _tuple_hashes(iw, k)
+    rh = _tuple_hashes(win, k)
     runs = _runs(ih, rh, np.arange(len(rh)), k)
     if len(runs) < 2:
         return 0.0, 0, 0
@@ -250,6 +250,12 @@ def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: Decont
             and np.any(np.diff(order) < 0) and r1 - r0 <= 1.5 * ni):
         return float(cov.mean()), lo + r0, lo + r1
     return 0.0, 0, 0
+
+
+def _tuple_hashes(words: list[str], k: int) -> np.ndarray:
+    """hash(tuple(words[i:i + k])) for every i (the tuples made by zip: the same values, half the time)."""
+    grams = zip(*(words[j:] for j in range(k)), strict=False)  # stops at the shortest: the last full k-gram
+    return np.fromiter(map(hash, grams), dtype=np.int64, count=max(len(words) - k + 1, 0))
 
 
 def _rare_in(seg: list[tuple[int, int, int]], rare: np.ndarray, n: int) -> int:
@@ -290,6 +296,7 @@ class Matcher:
         self._cache: dict[int, tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
+        self._rare_all: np.ndarray | None = None
         self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
 
@@ -297,10 +304,17 @@ class Matcher:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
         self._cache = {}
 
-    def rare_ngrams(self, e: int, ih: np.ndarray) -> np.ndarray:
-        """Which n-grams of entry `e` (text order) are not stop n-grams (cached per entry)."""
+    def rare_ngrams(self, e: int, ih: np.ndarray, n: int) -> np.ndarray:
+        """Which n-grams `ih` of entry `e` (text order) are not stop n-grams: for the index's own n, a slice of
+        one lookup of all entries' n-grams made at first use (per entry, the lookups cost more than the copy
+        checks of many batches); otherwise looked up and cached per entry."""
+        idx = self.index
+        if n == idx.cfg_dict["ngram"]:
+            if self._rare_all is None:
+                self._rare_all = sorted_lookup(idx.keys, idx.ent_ng)[1]
+            return self._rare_all[idx.ent_ng_off[e]:idx.ent_ng_off[e + 1]]
         if e not in self._rare:
-            self._rare[e] = sorted_lookup(self.index.keys, ih)[1]
+            self._rare[e] = sorted_lookup(idx.keys, ih)[1]
         return self._rare[e]
 
     def side(self, hb: HashedBatch, cfg: DecontamConfig, prompt: bool) -> dict[int, dict[int, tuple[str, float, tuple[int, int]]]]:
@@ -322,7 +336,7 @@ class Matcher:
             iw, ih = idx.entry_ngrams(e, cfg.ngram)
             rh, rpos = hb.row_ngrams(r, idx)
             sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r),
-                                    self.rare_ngrams(e, ih))
+                                    self.rare_ngrams(e, ih, cfg.ngram))
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))
         min_short = cfg.short_min_words if prompt else cfg.response_short_words
