@@ -28,3 +28,28 @@ def test_sub_names_equals_the_regex() -> None:
             assert got == _regex_sub(text, names, calls_only), (text, names, calls_only)
             changed += got != text
     assert changed > 500  # the fuzz exercises replacements, not only misses
+
+
+def test_batch_runs_equal_per_pair_runs() -> None:
+    import numpy as np
+
+    from cotforge.curate.decontam.runs import _runs, batch_runs
+
+    rng = np.random.default_rng(1)
+    ihs, rhs, rposs = [], [], []
+    for p in range(300):
+        vocab = rng.integers(0, 2**63, size=rng.integers(1, 12), dtype=np.int64).astype(np.uint64)
+        ih = vocab[rng.integers(0, len(vocab), size=rng.integers(0, 40))]  # repeated n-grams, empty items
+        rh = vocab[rng.integers(0, len(vocab), size=rng.integers(0, 60))] if p % 7 else np.zeros(0, np.uint64)
+        rpos = np.sort(rng.choice(200, size=len(rh), replace=False)).astype(np.int64)
+        ihs.append(ih)
+        rhs.append(rh)
+        rposs.append(rpos)
+    got = batch_runs(ihs, rhs, rposs, 8)
+    runs = 0
+    for p in range(300):
+        want = _runs(ihs[p], rhs[p], rposs[p], 8)
+        assert np.array_equal(got[p], want.reshape(-1, 3)), p
+        runs += len(want)
+    assert runs > 1000
+    assert batch_runs([], [], [], 8) == []

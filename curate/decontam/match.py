@@ -44,6 +44,7 @@ import numpy as np
 
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, text_keys
+from cotforge.curate.decontam.runs import _runs, batch_runs
 from cotforge.curate.decontam.scan import HashedBatch, ngram_candidates, shingle_candidates, short_candidates
 from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lookup
 
@@ -72,28 +73,6 @@ class Match:
 
 
 # --------------------------------------------------------------------------- the copy check
-
-
-def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
-    """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start). The
-    (short) item side is sorted, the (possibly long) row side is looked up in it."""
-    order = np.argsort(ih, kind="stable")
-    ih_s = ih[order]
-    lo, hi = np.searchsorted(ih_s, rh), np.searchsorted(ih_s, rh, side="right")
-    cnt = hi - lo
-    total = int(cnt.sum())
-    if total == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    jj = np.repeat(rpos, cnt)
-    ii = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
-    d = jj - ii
-    o = np.lexsort((ii, d))
-    ii, jj, d = ii[o], jj[o], d[o]
-    brk = np.ones(len(ii), dtype=bool)
-    brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
-    starts = np.flatnonzero(brk)
-    length = np.diff(np.append(starts, len(ii)))
-    return np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1)
 
 
 def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: DecontamConfig) -> list[tuple[int, int, int]]:
@@ -148,10 +127,11 @@ def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: Decon
 
 def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpos: np.ndarray,
                cfg: DecontamConfig, item: str | None = None, row: str | None = None,
-               rare: np.ndarray | None = None) -> tuple[float, int, int]:
+               rare: np.ndarray | None = None, runs: np.ndarray | None = None) -> tuple[float, int, int]:
     """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
     edited variant rather than a copy (see the module docstring). `rare`: which of the item's n-grams (text
-    order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off)."""
+    order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off). `runs`: the
+    pair's `_runs`, when the caller computed them for many pairs at once (`runs.batch_runs`)."""
     n = cfg.ngram
     if len(ih) == 0 or len(rh) == 0:
         return 0.0, 0, 0
@@ -161,7 +141,7 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
     if at >= 0:  # the whole item, verbatim after normalisation (the common case: one C substring search)
         j0 = row.count(" ", 0, at) if at else 0
         return 1.0, j0, j0 + len(iw)
-    runs = _runs(ih, rh, rpos, n)
+    runs = _runs(ih, rh, rpos, n) if runs is None else runs
     if not len(runs):
         return 0.0, 0, 0
     best = int(np.argmax(runs[:, 1] - runs[:, 0]))
@@ -332,11 +312,13 @@ class Matcher:
                 add(r, e, "ngram", 1.0, (0, hb.n_words(r)))
         threshold = cfg.threshold if prompt else cfg.response_threshold
         r2, e2 = ngram_candidates(idx, hb, cfg)
-        for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
-            iw, ih = idx.entry_ngrams(e, cfg.ngram)
-            rh, rpos = hb.row_ngrams(r, idx)
+        pairs = list(zip(r2.tolist(), e2.tolist(), strict=True))
+        items = [idx.entry_ngrams(e, cfg.ngram) for _, e in pairs]
+        rows = [hb.row_ngrams(r, idx) for r, _ in pairs]
+        runs = batch_runs([ih for _, ih in items], [rh for rh, _ in rows], [rp for _, rp in rows], cfg.ngram)
+        for (r, e), (iw, ih), (rh, rpos), ru in zip(pairs, items, rows, runs, strict=True):
             sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r),
-                                    self.rare_ngrams(e, ih, cfg.ngram))
+                                    self.rare_ngrams(e, ih, cfg.ngram), ru)
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))
         min_short = cfg.short_min_words if prompt else cfg.response_short_words
