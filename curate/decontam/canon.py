@@ -136,7 +136,7 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
                                       for t, k in zip(texts, names, strict=True)], dtype=pl.String))
     out = pl.Series("t", normalize_arrow(s, norm))
-    req = out.str.contains_any(REQUEST_NOUNS)
+    req = out.str.contains("|".join(REQUEST_NOUNS))  # plain words; the regex crate's literal search beats contains_any
     if req.any():
         idx = req.arg_true()
         fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all(" +", " ").str.strip_chars(" ")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -164,7 +164,7 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
         arrays.update(c_arrays)
     for k, v in arrays.items():
         np.save(out / f"{k}.npy", v)
-    meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries], "stop_ngrams": n_stop,
+    meta = {"config": cfg.to_dict(), "entries": [dict(vars(e)) for e in entries], "stop_ngrams": n_stop,
             "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known), "coarse": coarse_meta,
             "lsh_params": list(optimal_params(cfg.lsh_threshold, cfg.num_perm)),
             "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
