@@ -60,14 +60,14 @@ def test_any_of_equals_contains_any() -> None:
     import pytest
 
     from cotforge.curate.text import mathmap
-    from cotforge.curate.text.normalize import DEFAULT_NORM, _any_of, _wrappers
+    from cotforge.curate.text.normalize import DEFAULT_NORM, _wrappers, any_of
 
     for lits in ([w for w in _wrappers(DEFAULT_NORM) if w.count(" ") >= 3], [k for k in mathmap.MATH if k.isascii()],
                  ["function", "code", "a.b", "x+y", "(c)", "[d]"]):
         texts = [f"x {w} y" for w in lits] + [f"x {w[:-1]}" for w in lits] + ["", "nothing", "a <= b", "ab", "c"]
         s = pl.Series(texts, dtype=pl.String)
-        got = s.str.contains(_any_of(lits))
+        got = s.str.contains(any_of(lits))
         assert got.to_list() == s.str.contains_any(lits).to_list()
         assert got.sum() >= len(lits)
     with pytest.raises(ValueError):
-        _any_of([])
+        any_of([])
