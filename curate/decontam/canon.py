@@ -142,7 +142,8 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
     req = out.str.contains("|".join(REQUEST_NOUNS))  # plain words; the regex crate's literal search beats contains_any
     if req.any():
         idx = req.arg_true()
-        fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all(" +", " ").str.strip_chars(" ")
+        # runs of 2+ spaces only (replacing every lone space by itself cost more than the request canon itself)
+        fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all("  +", " ").str.strip_chars(" ")
         out = out.scatter(idx, fixed)
     arr = out.to_arrow()
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

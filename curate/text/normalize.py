@@ -313,7 +313,7 @@ def _polars_wrappers(s, cfg: NormConfig):
         x = x.str.replace(head, "").str.replace(tail, "")
         if middle is not None:
             x = (" " + x + " ").str.replace_all(middle, " ")
-        return x.str.replace_all(" +", " ").str.strip_chars(" ")
+        return x.str.replace_all("  +", " ").str.strip_chars(" ")  # runs of 2+: a lone space is left as it is
 
     return _subset(s, cand.fill_null(False), strip)
 
