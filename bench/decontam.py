@@ -180,7 +180,7 @@ def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes:
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
                          **({"batch_bytes": batch_bytes} if batch_bytes else {}))
     stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
-    return {"rows": stats["rows_in"], "flagged": stats["removed"],
+    return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
             "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
 

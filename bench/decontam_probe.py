@@ -9,12 +9,16 @@ One process, on the corpora of bench/decontam_corpora.py, in record batches of `
 - `coarse`: read + the response side's coarse candidate tier (`decontam/coarse.py`) with its weak-entry
   fallback ignored: its cost, and the share of responses it would pass on to the full path;
 - `norm`: read + cotforge's whole normalisation (`decontam.canon.matcher_norm`: Unicode math, LaTeX, wrappers,
-  request templates) + word and 8-gram hashes, still no matching.
+  request templates) + word and 8-gram hashes, still no matching;
+- `steps`: the whole stage with its defaults in one process (1 worker), every step timed (bench/decontam_steps.py):
+  each normaliser pass with the share of texts it touches, hashing, candidate lookup, per-candidate checks,
+  describe, per-task I/O, and the stage's index / ingest / collect / report; then what the same seconds give on
+  2 workers (serial parts + per-task work / 2), with the per-task Python at zero, and what 5x would need.
 Printed with the baseline's whole run (bench/decontam.py's, same process count: 1) measured in the same run
 and the load: the ratio `baseline / norm` times the worker count bounds what any matcher on top of this
-normalisation can reach. Run it under `flock /work/coord/cpu.lock`.
+normalisation can reach. Run it under `flock /work/coord/cpu.lock` (`steps`: about 1.5 min per corpus).
 
-    python bench/decontam_probe.py [--corpora short,longcot]
+    python bench/decontam_probe.py [--corpora short,longcot] [--steps read,lean,norm,steps,coarse]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decontam import measure  # noqa: E402
 from decontam_corpora import ensure_corpora  # noqa: E402
+from decontam_steps import print_table, run_steps_table  # noqa: E402
 
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
 
@@ -87,27 +92,32 @@ def main() -> None:
     ap.add_argument("--corpora", default="short,longcot")
     ap.add_argument("--rows-short", type=int, default=200_000)
     ap.add_argument("--rows-long", type=int, default=10_000)
+    ap.add_argument("--steps", default="read,lean,norm,steps", help="of read,lean,norm,coarse,steps")
     args = ap.parse_args()
+    steps = args.steps.split(",")
     from decontam_corpora import SHARED
 
     from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
     from cotforge.curate.decontam.index import build_index
 
     names = local_benchmark_names(SHARED / "benchmarks")
-    cfg = DecontamConfig(benchmarks=names)
+    cfg = DecontamConfig(benchmarks=names, coarse_tier="coarse" if "coarse" in steps else "none")
     index_dir = tempfile.mkdtemp(prefix="decontam_probe_")
     build_index(load_benchmarks(names, SHARED / "benchmarks"), cfg, index_dir)
     corpora = ensure_corpora(rows_short=args.rows_short, rows_long=args.rows_long,
                              which=tuple(args.corpora.split(",")))
-    print("| corpus | rows | step (1 process) | s | rows/s | baseline whole run s | baseline / step | load |")
-    print("|---|---:|---|---:|---:|---:|---:|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
-        for step in ("read", "lean", "norm", "coarse"):
+        print(f"\n## {name}\n\n| corpus | rows | step (1 process) | s | rows/s | baseline whole run s | baseline / step | load |")
+        print("|---|---:|---|---:|---:|---:|---:|---|")
+        for step in [s for s in steps if s != "steps"]:
             s = probe(path, step, index_dir, cfg.batch_bytes)
             extra = f" (passes {passed[0] / max(passed[1], 1):.1%} of responses)" if step == "coarse" else ""
             print(f"| {name} | {base['rows']} | {step}{extra} | {s:.1f} | {base['rows'] / s:,.0f} | {base['wall_s']:.1f} | "
                   f"{base['wall_s'] / s:.2f}x | {os.getloadavg()[0]:.2f} |", flush=True)
+        if "steps" in steps:
+            timer, stats, wall = run_steps_table(path, SHARED)
+            print_table(name, timer, stats, wall, base["wall_s"], os.getloadavg()[0])
 
 
 if __name__ == "__main__":

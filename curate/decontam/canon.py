@@ -25,9 +25,8 @@ Both only rename or drop words that carry no meaning of the problem; a statement
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
-from cotforge.curate.text.normalize import NormConfig, normalize_arrow
+from cotforge.curate.text.normalize import NormConfig, any_of, normalize_arrow
 
 _DEF = re.compile(r"\bdef\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 REQUEST_NOUNS = ["function", "code", "program", "script", "method", "lambda"]
@@ -74,17 +73,48 @@ def rename_functions(text: str, known: tuple[str, ...] = ()) -> str:
     # a long text is not scanned for its own definitions, but an item's name it defines counts as its own
     own = defined_names(text) if len(text) <= LONG else {n for n in kn if f"def {n}(" in text}
     names = {n for n in own | kn if _everywhere(n) or (n in own and (len(text) <= SHORT or n in kn))}
-    called = tuple(sorted((own | kn) - names))
+    called = (own | kn) - names
     if names:
-        text = _names_re(tuple(sorted(names, key=lambda n: (-len(n), n)))).sub("fn", text)
+        text = _sub_names(text, names, calls_only=False)
     if called:
-        text = _names_re(tuple(sorted(called, key=lambda n: (-len(n), n))), r"(?=\s*\()").sub("fn", text)
+        text = _sub_names(text, called, calls_only=True)
     return text
 
 
-@lru_cache(maxsize=4096)
-def _names_re(names: tuple[str, ...], tail: str = "") -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b" + tail)
+def _word_char(c: str) -> bool:
+    """What `\\w` matches in a Python `re` str pattern (alphanumeric in Unicode's sense, or "_")."""
+    return c.isalnum() or c == "_"
+
+
+def _sub_names(text: str, names: set[str], calls_only: bool) -> str:
+    """`re.sub(r"\\b(?:NAME|...)\\b" + (r"(?=\\s*\\()" if calls_only else ""), "fn", text)` for identifier names
+    (word characters only, so every match is a whole word and matches never overlap), with str.find instead of
+    compiling a pattern per text (the name sets differ from text to text: that compile was half of the renaming's
+    cost; tests/test_decontam_speed.py checks the equality against the regex)."""
+    hits: list[tuple[int, int]] = []
+    n_text = len(text)
+    for name in names:
+        k, at = len(name), text.find(name)
+        while at >= 0:
+            end = at + k
+            ok = (at == 0 or not _word_char(text[at - 1])) and (end == n_text or not _word_char(text[end]))
+            if ok and calls_only:
+                j = end
+                while j < n_text and text[j].isspace():
+                    j += 1
+                ok = j < n_text and text[j] == "("
+            if ok:
+                hits.append((at, end))
+            at = text.find(name, end if ok else at + 1)
+    if not hits:
+        return text
+    hits.sort()
+    parts, last = [], 0
+    for a, b in hits:
+        parts += (text[last:a], "fn")
+        last = b
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
@@ -96,20 +126,24 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
     s = texts if isinstance(texts, pl.Series) else pl.Series("t", texts, dtype=pl.String)
     s = s.cast(pl.String).fill_null("")
     has_def = s.str.contains("def ", literal=True)
-    if known:  # which known names (plain ones: calls "name(") each text holds (Aho-Corasick over the batch)
-        found = s.str.extract_many(sorted({_pattern(n) for n in known}), overlapping=True)
-        has_def |= found.list.len() > 0
+    pats = sorted({_pattern(n) for n in known})
+    if pats:  # texts holding a known name (plain ones: the call "name("): one regex literal search over the batch
+        has_def |= s.str.contains(any_of(pats))
     if has_def.any():
         idx = has_def.arg_true()
-        names = [[k.rstrip("(") for k in ks] for ks in found.gather(idx).to_list()] if known else [[]] * len(idx)
-        texts = s.gather(idx).to_list()
+        sub = s.gather(idx)
+        # which known names each of those texts holds (Aho-Corasick, overlapping; only these rows: 5x the search)
+        names = [[k.rstrip("(") for k in ks] for ks in sub.str.extract_many(pats, overlapping=True).to_list()
+                 ] if pats else [[]] * len(idx)
+        texts = sub.to_list()
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
                                       for t, k in zip(texts, names, strict=True)], dtype=pl.String))
     out = pl.Series("t", normalize_arrow(s, norm))
-    req = out.str.contains_any(REQUEST_NOUNS)
+    req = out.str.contains("|".join(REQUEST_NOUNS))  # plain words; the regex crate's literal search beats contains_any
     if req.any():
         idx = req.arg_true()
-        fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all(" +", " ").str.strip_chars(" ")
+        # runs of 2+ spaces only (replacing every lone space by itself cost more than the request canon itself)
+        fixed = out.gather(idx).str.replace_all(REQUEST, f" {MARK} ${{1}} ").str.replace_all("  +", " ").str.strip_chars(" ")
         out = out.scatter(idx, fixed)
     arr = out.to_arrow()
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

@@ -8,8 +8,9 @@ Built by `build_index` (one process) and loaded as `DecontamIndex` (each datatro
 - **short keys**: whole items shorter than n words, and the *content* of short request-style items (the
   words after the canonical request and its verb, `decontam/canon.py`: MBPP), each as one k-gram hash;
 - **exact keys**: a hash of each item's whole normalised text;
-- **fuzzy tier**: shingle sets, rare-shingle CSR for the prefilter, MinHash signatures and a pickled
-  datasketch MinHashLSH.
+- **fuzzy tier**: shingle sets, rare-shingle CSR for the prefilter, MinHash signatures, the entries that are
+  LSH members and datasketch's (b, r) banding (queried as numpy arrays: `decontam/lsh.py`).
+Arrays every task would otherwise derive again (the sorted unique n-grams of all entries) are saved too.
 How rows are judged against it: `cotforge.curate.decontam.match`.
 """
 
@@ -17,9 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from cotforge.curate.benchmarks import BenchmarkItem, items_fingerprint
 from cotforge.curate.decontam.canon import MARK, defined_names, identifier_like, matcher_norm
 from cotforge.curate.decontam.coarse import CoarseTier, build_coarse, coarse_supported
 from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.lsh import BandIndex, optimal_params
 from cotforge.curate.text.hashing import (
     _U64,
     affine_perms,
@@ -151,9 +152,11 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
     nonempty = np.flatnonzero(np.array([bool(t) for t in texts], dtype=bool))
     order = np.argsort(ek[nonempty], kind="stable")
     exact = np.stack([ek[nonempty][order], nonempty[order].astype(_U64)], axis=1).reshape(-1, 2)
+    lsh_members = np.flatnonzero(n_sh >= cfg.fuzzy_min_shingles).astype(np.int64)
     arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off,
               "shingles": ent_sh, "sh_offsets": sh_offsets, "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent,
-              "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h}
+              "n_rare": n_rare, "sigs": sigs, "exact": exact, "short": short, "short_h": short_h,
+              "all_ngrams": np.unique(h), "lsh_members": lsh_members}
     coarse_meta = None
     if cfg.coarse_tier == "coarse" and coarse_supported(cfg):
         c_arrays, coarse_meta = build_coarse(raw, texts, [h[ent_ng_off[i]:ent_ng_off[i + 1]] for i in range(len(entries))],
@@ -161,11 +164,11 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
         arrays.update(c_arrays)
     for k, v in arrays.items():
         np.save(out / f"{k}.npy", v)
-    meta = {"config": cfg.to_dict(), "entries": [asdict(e) for e in entries], "stop_ngrams": n_stop,
+    meta = {"config": cfg.to_dict(), "entries": [dict(vars(e)) for e in entries], "stop_ngrams": n_stop,
             "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known), "coarse": coarse_meta,
+            "lsh_params": list(optimal_params(cfg.lsh_threshold, cfg.num_perm)),
             "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
     (out / "entries.json").write_text(json.dumps(meta, ensure_ascii=False))
-    _save_lsh(sigs, entries, cfg, a, b, out / "lsh.pkl")
     log.info("decontam index: %d entries, %d n-gram keys (%d stop n-grams dropped), %d short keys, %.1f MB",
              len(entries), len(keys), n_stop, len(short), sum(v.nbytes for v in arrays.values()) / 1e6)
     return meta
@@ -178,21 +181,6 @@ def _drop_stop_keys(short_h: np.ndarray, short: np.ndarray, max_df: int) -> tupl
     _, inv, cnt = np.unique(short_h, return_inverse=True, return_counts=True)
     keep = cnt[inv] <= max_df
     return short_h[keep], short[keep]
-
-
-def _save_lsh(sigs: np.ndarray, entries: list[Entry], cfg: DecontamConfig, a: np.ndarray, b: np.ndarray,
-              path: Path) -> None:
-    """datasketch MinHashLSH over entries with enough shingles, pickled once for all tasks."""
-    from datasketch import MinHash, MinHashLSH
-
-    perms = np.stack([a, b])
-    lsh = MinHashLSH(threshold=cfg.lsh_threshold, num_perm=cfg.num_perm)
-    with lsh.insertion_session() as sess:
-        for i, e in enumerate(entries):
-            if e.n_shingles >= cfg.fuzzy_min_shingles:
-                sess.insert(i, MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
-    with open(path, "wb") as fh:
-        pickle.dump(lsh, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class BitPrefilter:
@@ -218,7 +206,7 @@ class DecontamIndex:
     """The loaded index (arrays, entries, prefilters); matching is `cotforge.curate.decontam.match.Matcher`."""
 
     ARRAYS = ("keys", "offsets", "entry_of", "ent_ng", "ent_ng_off", "shingles", "sh_offsets", "sh_keys", "sh_koff",
-              "sh_ent", "n_rare", "sigs", "exact", "short", "short_h")
+              "sh_ent", "n_rare", "sigs", "exact", "short", "short_h", "all_ngrams", "lsh_members")
 
     def __init__(self, index_dir: str | Path):
         d = self.dir = Path(index_dir)
@@ -229,10 +217,11 @@ class DecontamIndex:
         for k in self.ARRAYS:
             setattr(self, k, np.load(d / f"{k}.npy"))
         self.n_ngrams = np.array([e.n_ngrams for e in self.entries], dtype=np.int64)
-        self._lsh = None
+        self.lsh_params = tuple(meta["lsh_params"])
+        self._lsh: BandIndex | None = None
         self._entry_cache: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
         self.prefilter = BitPrefilter(self.keys)
-        self.all_ngrams = np.unique(self.ent_ng)  # stop n-grams included: copy runs go through stock phrases
+        # all_ngrams: np.unique(ent_ng), stop n-grams included (copy runs go through stock phrases)
         self.all_prefilter = BitPrefilter(self.all_ngrams)
         self.sh_prefilter = BitPrefilter(self.sh_keys)
         # short keys: the hashes of their first two words (a text position is a candidate only where those match)
@@ -257,11 +246,10 @@ class DecontamIndex:
         build_index(benchmarks, cfg, out_dir)
         return cls(out_dir)
 
-    def get_lsh(self):
-        """The pickled MinHashLSH (loaded on first use)."""
+    def get_lsh(self) -> BandIndex:
+        """The fuzzy tier's LSH over the member entries' signatures (banded on first use)."""
         if self._lsh is None:
-            with open(self.dir / "lsh.pkl", "rb") as fh:
-                self._lsh = pickle.load(fh)
+            self._lsh = BandIndex(self.sigs, self.lsh_members, *self.lsh_params)
         return self._lsh
 
     def exact_entries(self, keys: np.ndarray) -> list[tuple[int, int]]:

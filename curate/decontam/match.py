@@ -23,7 +23,8 @@ How a row is judged (prompt side, and separately the whole response):
    ("Write a function to <verb> <content>", MBPP: the content behind any other request template), found
    as a whole and not glued to another number (response side: >= `response_short_words` words).
 4. **exact** -- a prompt equal to an item after normalisation.
-5. **fuzzy tier** (prompts nothing else flagged) -- rare-shingle prefilter, datasketch MinHash-LSH over word
+5. **fuzzy tier** (prompts nothing else flagged) -- rare-shingle prefilter, MinHash-LSH (datasketch's banding as
+   numpy arrays, `decontam/lsh.py`) over word
    `fuzzy_ngram`-shingles; a candidate counts when its shingle containment >= `fuzzy_threshold` and all of
    its numbers occur in the row (as often as in the item: a number changed where the item repeats it
    is another problem).
@@ -43,6 +44,7 @@ import numpy as np
 
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, text_keys
+from cotforge.curate.decontam.runs import _runs, batch_runs
 from cotforge.curate.decontam.scan import HashedBatch, ngram_candidates, shingle_candidates, short_candidates
 from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lookup
 
@@ -63,7 +65,7 @@ class Match:
     score: float
     entry: int
     span: tuple[int, int] = (0, 0)
-    words: list[str] | None = None  # the row side's normalised words (flagged rows only; None from the cache)
+    words: list[str] | None = None  # the row side's normalised words (None: describe_matches normalises again)
 
     def as_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
@@ -71,28 +73,6 @@ class Match:
 
 
 # --------------------------------------------------------------------------- the copy check
-
-
-def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
-    """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start). The
-    (short) item side is sorted, the (possibly long) row side is looked up in it."""
-    order = np.argsort(ih, kind="stable")
-    ih_s = ih[order]
-    lo, hi = np.searchsorted(ih_s, rh), np.searchsorted(ih_s, rh, side="right")
-    cnt = hi - lo
-    total = int(cnt.sum())
-    if total == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    jj = np.repeat(rpos, cnt)
-    ii = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
-    d = jj - ii
-    o = np.lexsort((ii, d))
-    ii, jj, d = ii[o], jj[o], d[o]
-    brk = np.ones(len(ii), dtype=bool)
-    brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
-    starts = np.flatnonzero(brk)
-    length = np.diff(np.append(starts, len(ii)))
-    return np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1)
 
 
 def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: DecontamConfig) -> list[tuple[int, int, int]]:
@@ -147,10 +127,11 @@ def _chain(runs: np.ndarray, best: int, iw: list[str], rw: list[str], cfg: Decon
 
 def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpos: np.ndarray,
                cfg: DecontamConfig, item: str | None = None, row: str | None = None,
-               rare: np.ndarray | None = None) -> tuple[float, int, int]:
+               rare: np.ndarray | None = None, runs: np.ndarray | None = None) -> tuple[float, int, int]:
     """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
     edited variant rather than a copy (see the module docstring). `rare`: which of the item's n-grams (text
-    order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off)."""
+    order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off). `runs`: the
+    pair's `_runs`, when the caller computed them for many pairs at once (`runs.batch_runs`)."""
     n = cfg.ngram
     if len(ih) == 0 or len(rh) == 0:
         return 0.0, 0, 0
@@ -160,7 +141,7 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
     if at >= 0:  # the whole item, verbatim after normalisation (the common case: one C substring search)
         j0 = row.count(" ", 0, at) if at else 0
         return 1.0, j0, j0 + len(iw)
-    runs = _runs(ih, rh, rpos, n)
+    runs = _runs(ih, rh, rpos, n) if runs is None else runs
     if not len(runs):
         return 0.0, 0, 0
     best = int(np.argmax(runs[:, 1] - runs[:, 0]))
@@ -230,8 +211,8 @@ def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: Decont
     win = rw[lo:hi]
     if len(win) < ni:
         return 0.0, 0, 0
-    ih = np.array([hash(tuple(iw[i:i + k])) for i in range(ni - k + 1)], dtype=np.int64)
-    rh = np.array([hash(tuple(win[i:i + k])) for i in range(len(win) - k + 1)], dtype=np.int64)
+    ih = _tuple_hashes(iw, k)
+    rh = _tuple_hashes(win, k)
     runs = _runs(ih, rh, np.arange(len(rh)), k)
     if len(runs) < 2:
         return 0.0, 0, 0
@@ -249,6 +230,12 @@ def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: Decont
             and np.any(np.diff(order) < 0) and r1 - r0 <= 1.5 * ni):
         return float(cov.mean()), lo + r0, lo + r1
     return 0.0, 0, 0
+
+
+def _tuple_hashes(words: list[str], k: int) -> np.ndarray:
+    """hash(tuple(words[i:i + k])) for every i (the tuples made by zip: the same values, half the time)."""
+    grams = zip(*(words[j:] for j in range(k)), strict=False)  # stops at the shortest: the last full k-gram
+    return np.fromiter(map(hash, grams), dtype=np.int64, count=max(len(words) - k + 1, 0))
 
 
 def _rare_in(seg: list[tuple[int, int, int]], rare: np.ndarray, n: int) -> int:
@@ -286,19 +273,28 @@ class Matcher:
 
     def __init__(self, index: DecontamIndex):
         self.index = index
-        self._cache: dict[int, list[tuple[int, str, float, tuple[int, int]]]] = {}
+        self._cache: dict[int, tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
+        self._rare_all: np.ndarray | None = None
+        self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
         self._cache = {}
 
-    def rare_ngrams(self, e: int, ih: np.ndarray) -> np.ndarray:
-        """Which n-grams of entry `e` (text order) are not stop n-grams (cached per entry)."""
+    def rare_ngrams(self, e: int, ih: np.ndarray, n: int) -> np.ndarray:
+        """Which n-grams `ih` of entry `e` (text order) are not stop n-grams: for the index's own n, a slice of
+        one lookup of all entries' n-grams made at first use (per entry, the lookups cost more than the copy
+        checks of many batches); otherwise looked up and cached per entry."""
+        idx = self.index
+        if n == idx.cfg_dict["ngram"]:
+            if self._rare_all is None:
+                self._rare_all = sorted_lookup(idx.keys, idx.ent_ng)[1]
+            return self._rare_all[idx.ent_ng_off[e]:idx.ent_ng_off[e + 1]]
         if e not in self._rare:
-            self._rare[e] = sorted_lookup(self.index.keys, ih)[1]
+            self._rare[e] = sorted_lookup(idx.keys, ih)[1]
         return self._rare[e]
 
     def side(self, hb: HashedBatch, cfg: DecontamConfig, prompt: bool) -> dict[int, dict[int, tuple[str, float, tuple[int, int]]]]:
@@ -316,11 +312,13 @@ class Matcher:
                 add(r, e, "ngram", 1.0, (0, hb.n_words(r)))
         threshold = cfg.threshold if prompt else cfg.response_threshold
         r2, e2 = ngram_candidates(idx, hb, cfg)
-        for r, e in zip(r2.tolist(), e2.tolist(), strict=True):
-            iw, ih = idx.entry_ngrams(e, cfg.ngram)
-            rh, rpos = hb.row_ngrams(r, idx)
+        pairs = list(zip(r2.tolist(), e2.tolist(), strict=True))
+        items = [idx.entry_ngrams(e, cfg.ngram) for _, e in pairs]
+        rows = [hb.row_ngrams(r, idx) for r, _ in pairs]
+        runs = batch_runs([ih for _, ih in items], [rh for rh, _ in rows], [rp for _, rp in rows], cfg.ngram)
+        for (r, e), (iw, ih), (rh, rpos), ru in zip(pairs, items, rows, runs, strict=True):
             sc, j0, j1 = copy_score(iw, ih, hb.words(r), rh, rpos, cfg, idx.entries[e].norm, hb.text(r),
-                                    self.rare_ngrams(e, ih))
+                                    self.rare_ngrams(e, ih, cfg.ngram), ru)
             if sc >= threshold:
                 add(r, e, "ngram", sc, (j0, j1))
         min_short = cfg.short_min_words if prompt else cfg.response_short_words
@@ -333,38 +331,44 @@ class Matcher:
         return res
 
     def fuzzy(self, hb: HashedBatch, cfg: DecontamConfig, todo: list[int]) -> dict[int, list[tuple[int, float]]]:
-        """MinHash-LSH candidates among `todo` texts, kept when the item's shingle containment >=
-        fuzzy_threshold and its numbers all occur in the text."""
-        from datasketch import MinHash
-
+        """MinHash-LSH candidates among `todo` texts (all of them in one query, `decontam/lsh.py`), kept when
+        the item's shingle containment >= fuzzy_threshold and its numbers all occur in the text."""
         out: dict[int, list[tuple[int, float]]] = {}
         rows, sh, sr = shingle_candidates(self.index, hb, cfg, todo)
         if not rows:
             return out
-        lsh = self.index.get_lsh()
         a, b = affine_perms(cfg.num_perm, cfg.seed)
-        perms = np.stack([a, b])
         sigs = minhash_matrix(sh, sr, hb.n, a, b)
+        qi, qe = self.index.get_lsh().query(sigs[rows])
         order = np.argsort(sr, kind="stable")
         sh_sorted, sr_sorted = sh[order], sr[order]
-        for i in rows:
-            cands = lsh.query(MinHash(hashvalues=sigs[i], permutations=perms, scheme="affine64"))
-            if not cands:
-                continue
+        for q, e in zip(qi.tolist(), qe.tolist(), strict=True):  # by row, then entry
+            i = rows[q]
             mine = np.unique(sh_sorted[np.searchsorted(sr_sorted, i):np.searchsorted(sr_sorted, i, side="right")])
-            row_nums = Counter(w for w in hb.words(i) if w.isdigit())
-            for e in sorted(cands):
-                theirs = self.index.shingles[self.index.sh_offsets[e]:self.index.sh_offsets[e + 1]]
-                c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
-                item_nums = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
-                if c >= cfg.fuzzy_threshold and (not cfg.verify_numbers or not item_nums - row_nums):
-                    out.setdefault(i, []).append((e, float(c)))
+            theirs = self.index.shingles[self.index.sh_offsets[e]:self.index.sh_offsets[e + 1]]
+            c = np.isin(theirs, mine, assume_unique=True).sum() / max(len(theirs), 1)
+            if c < cfg.fuzzy_threshold:
+                continue
+            if cfg.verify_numbers:
+                row_nums = Counter(w for w in hb.words(i) if w.isdigit())
+                if self._item_numbers(e) - row_nums:
+                    continue
+            out.setdefault(i, []).append((e, float(c)))
         return out
 
-    def prompt_side(self, prompts, cfg: DecontamConfig) -> list[list[tuple[int, str, float, tuple[int, int]]]]:
-        """Prompt-side matches [(entry, kind, score, span)] per prompt. Each distinct prompt is matched once
-        per batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the
-        prompt for a copy of the config (a config changed in place starts a new cache)."""
+    def _item_numbers(self, e: int) -> Counter:
+        """The numbers of entry e's normalised text, with their counts (cached)."""
+        got = self._numbers.get(e)
+        if got is None:
+            got = self._numbers[e] = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
+        return got
+
+    def prompt_side(self, prompts, cfg: DecontamConfig
+                    ) -> list[tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]]:
+        """Prompt-side matches [(entry, kind, score, span)] per prompt, with the normalised prompt when it has
+        any (the report locates the span with it; None otherwise). Each distinct prompt is matched once per
+        batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the prompt
+        for a copy of the config (a config changed in place starts a new cache)."""
         import polars as pl
 
         s = pl.Series("p", prompts, dtype=pl.String).fill_null("")
@@ -376,9 +380,11 @@ class Matcher:
         todo = [int(i) for k, i in zip(uniq.tolist(), first.tolist(), strict=True) if k not in self._cache]
         for lo, hi in _byte_batches(s.gather(todo) if todo else s.clear(), cfg):
             sub = todo[lo:hi]
-            found = self.side(HashedBatch(s.gather(sub), cfg, self.index.defined_names), cfg, prompt=True)
+            hb = HashedBatch(s.gather(sub), cfg, self.index.defined_names)
+            found = self.side(hb, cfg, prompt=True)
             for j, i in enumerate(sub):
-                self._cache[klist[i]] = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
+                got = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
+                self._cache[klist[i]] = (got, hb.text(j) if got else None)
         out = [self._cache[k] for k in klist]
         if not cfg.prompt_cache:
             self._cache = {}
@@ -406,8 +412,11 @@ class Matcher:
 
         words: dict[tuple[int, str], list[str]] = {}
         found = self.prompt_side(prompts, cfg)
-        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {
-            i: {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst} for i, lst in enumerate(found) if lst}
+        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {}
+        for i, (lst, text) in enumerate(found):
+            if lst:
+                res[i] = {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst}
+                words[(i, "prompt")] = text.split(" ") if text else []
         if cfg.check_response and responses is not None:
             rs = pl.Series("r", responses, dtype=pl.String)
             if cfg.response_chars:

@@ -48,6 +48,15 @@ def _contaminated_rows(out_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _matches(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row's `matches` JSON, parsed once (summarize and write_matches both read it; 77k rows on the short
+    speed corpus)."""
+    got = row.get("_matches")
+    if got is None:
+        got = row["_matches"] = json.loads(row.get("matches") or "[]")
+    return got
+
+
 def summarize(rows: list[dict[str, Any]], rows_in: dict[str, int], bench_items: dict[str, int]) -> dict[str, Any]:
     """Per-benchmark, per-source and per (source, benchmark) counts from contaminated rows."""
     items_hit: dict[str, set[str]] = defaultdict(set)
@@ -57,7 +66,7 @@ def summarize(rows: list[dict[str, Any]], rows_in: dict[str, int], bench_items: 
     by_source: dict[str, dict[str, int]] = defaultdict(lambda: {"contaminated": 0, "prompt": 0, "response_only": 0})
     kinds: dict[str, int] = defaultdict(int)
     for r in rows:
-        ms = json.loads(r.get("matches") or "[]")
+        ms = _matches(r)
         benches = sorted({m["benchmark"] for m in ms})
         for b in benches:
             rows_by_bench[b] += 1
@@ -174,7 +183,7 @@ def write_matches(out: Path, rows: list[dict[str, Any]], item_text: dict[tuple[s
 
     recs = []
     for r in rows:
-        for rank, m in enumerate(json.loads(r.get("matches") or "[]")):
+        for rank, m in enumerate(_matches(r)):
             primary = rank == 0
             recs.append({"id": r["id"], "source": r["source"], "rank": rank, "benchmark": m["benchmark"],
                          "benchmark_id": m["benchmark_id"], "part": m.get("part"), "match_kind": m["match_kind"],
