@@ -57,3 +57,16 @@ def test_query_verifies_bands_not_only_hashes(monkeypatch: pytest.MonkeyPatch) -
     qi, qe = index.query(sigs[[2]])
     assert qi.tolist() == [0] and qe.tolist() == [2]
     assert len(BandIndex(sigs, np.zeros(0, dtype=np.int64), 5, 2).query(sigs)[0]) == 0
+
+
+def test_an_index_of_an_older_version_says_rebuild(tmp_path):
+    """A keep_index folder written before the numpy LSH bands (lsh.pkl, no lsh_params) fails naming the folder."""
+    import json
+
+    import pytest
+
+    from cotforge.curate.decontam.index import DecontamIndex
+
+    (tmp_path / "entries.json").write_text(json.dumps({"config": {}, "entries": []}))
+    with pytest.raises(ValueError, match=r"older cotforge.*rebuild"):
+        DecontamIndex(tmp_path)

@@ -211,6 +211,10 @@ class DecontamIndex:
     def __init__(self, index_dir: str | Path):
         d = self.dir = Path(index_dir)
         meta = json.loads((d / "entries.json").read_text())
+        missing = [f"{k}.npy" for k in self.ARRAYS if not (d / f"{k}.npy").exists()]
+        if "lsh_params" not in meta or missing:
+            raise ValueError(f"decontam index {d}: built by an older cotforge (no {', '.join(missing) or 'lsh_params'}); "
+                             "rebuild it (run decontaminate again with keep_index)")
         self.cfg_dict = meta["config"]
         self.entries = [Entry(**e) for e in meta["entries"]]
         self.defined_names = frozenset(meta.get("defined_names", ()))
