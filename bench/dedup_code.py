@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dedup_fresh2 import real_code_pairs, statement  # noqa: E402
-from labelled_sets import SHARED, LabelledPair, LabelledSet, _grams, _jsonl, summary, tokens  # noqa: E402
+from labelled_sets import SHARED, LabelledPair, LabelledSet, _grams, _jsonl, read_hash, summary, tokens  # noqa: E402
 
 log = logging.getLogger("dedup_code")
 HERE = Path(__file__).resolve().parent
@@ -143,7 +143,7 @@ def build_code_set(shared: str | Path) -> LabelledSet:
 
 
 def recorded_hash() -> str | None:
-    return HASH_FILE.read_text().split()[0] if HASH_FILE.exists() else None
+    return read_hash(HASH_FILE)
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from labelled_sets import (  # noqa: E402
     load_problems,
     mine_cross_source,
     mine_same_template,
+    read_hash,
     summary,
     tokens,
 )
@@ -143,7 +144,7 @@ def build_fresh_set(shared: str | Path, n_per_kind: int = 120, seed: int = 0) ->
 
 def recorded_hash() -> str | None:
     """The fresh set's hash recorded in bench/dedup_fresh.sha256 (None if missing)."""
-    return HASH_FILE.read_text().split()[0] if HASH_FILE.exists() else None
+    return read_hash(HASH_FILE)
 
 
 def main() -> None:

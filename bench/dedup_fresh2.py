@@ -53,6 +53,7 @@ from labelled_sets import (  # noqa: E402
     generated_pairs,
     mine_cross_source,
     mine_same_template,
+    read_hash,
     summary,
     tokens,
 )
@@ -271,7 +272,7 @@ def build_fresh2_set(shared: str | Path, n_per_kind: int = 120, seed: int = 2) -
 
 def recorded_hash() -> str | None:
     """The hash recorded in bench/dedup_fresh2.sha256 (None if missing)."""
-    return HASH_FILE.read_text().split()[0] if HASH_FILE.exists() else None
+    return read_hash(HASH_FILE)
 
 
 def main() -> None:

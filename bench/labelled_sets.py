@@ -318,9 +318,14 @@ def summary(ls: LabelledSet) -> dict[str, dict[str, int]]:
     return dict(out)
 
 
+def read_hash(path: Path) -> str | None:
+    """The hash recorded in a bench/*.sha256 file (its first word; None if the file is missing)."""
+    return path.read_text().split()[0] if path.exists() else None
+
+
 def recorded_hash() -> str | None:
     """The held-out hash recorded in bench/dedup_heldout.sha256 (None if the file is missing)."""
-    return HASH_FILE.read_text().split()[0] if HASH_FILE.exists() else None
+    return read_hash(HASH_FILE)
 
 
 def main() -> None:
