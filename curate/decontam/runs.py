@@ -26,14 +26,21 @@ def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarra
         return np.zeros((0, 3), dtype=np.int64)
     jj = np.repeat(rpos, cnt)
     ii = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
+    return _split_runs(np.zeros(total, dtype=np.int64), ii, jj, n)[0]
+
+
+def _split_runs(p: np.ndarray, ii: np.ndarray, jj: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Equal n-gram hits (pair p, item position ii, row position jj) joined into maximal aligned runs: sorted by
+    pair, diagonal jj - ii and item position, a run breaks where one of them does not continue. Returns the runs
+    as rows of (item start, item end, row start) in that order, and the pair of each."""
     d = jj - ii
-    o = np.lexsort((ii, d))
-    ii, jj, d = ii[o], jj[o], d[o]
+    o = np.lexsort((ii, d, p))
+    p, ii, jj, d = p[o], ii[o], jj[o], d[o]
     brk = np.ones(len(ii), dtype=bool)
-    brk[1:] = (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
+    brk[1:] = (p[1:] != p[:-1]) | (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
     starts = np.flatnonzero(brk)
     length = np.diff(np.append(starts, len(ii)))
-    return np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1)
+    return np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1), p[starts]
 
 
 def batch_runs(ihs: list[np.ndarray], rhs: list[np.ndarray], rposs: list[np.ndarray], n: int) -> list[np.ndarray]:
@@ -65,14 +72,6 @@ def batch_runs(ihs: list[np.ndarray], rhs: list[np.ndarray], rposs: list[np.ndar
     it = order[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)]
     ok = (ip[it] == rp[q]) & (ih[it] == rh[q])
     it, q = it[ok], q[ok]
-    p, ii, jj = rp[q], ii_all[it], rj[q]
-    d = jj - ii
-    o = np.lexsort((ii, d, p))
-    p, ii, jj, d = p[o], ii[o], jj[o], d[o]
-    brk = np.ones(len(ii), dtype=bool)
-    brk[1:] = (p[1:] != p[:-1]) | (d[1:] != d[:-1]) | (ii[1:] != ii[:-1] + 1)
-    starts = np.flatnonzero(brk)
-    length = np.diff(np.append(starts, len(ii)))
-    runs = np.stack([ii[starts], ii[starts] + length + n - 1, jj[starts]], axis=1)
-    bounds = np.searchsorted(p[starts], np.arange(npairs + 1))
+    runs, run_pair = _split_runs(rp[q], ii_all[it], rj[q], n)
+    bounds = np.searchsorted(run_pair, np.arange(npairs + 1))
     return [runs[bounds[k]:bounds[k + 1]] for k in range(npairs)]
