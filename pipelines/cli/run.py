@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from cotforge.pipelines.config import RecipeError, load_raw, load_recipe, packaged_recipes
+from cotforge.curate.config import ConfigError, blame_sets
+from cotforge.pipelines.config import RecipeError, find_recipe, load_raw, load_recipe, packaged_recipes
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
             return
         t0 = time.time()
         result = run_recipe(rec, target, until=until, force=force, command=sys.argv, publish_cards=publish_cards)
-    except RecipeError as e:
-        raise click.ClickException(str(e)) from e
+    except (RecipeError, ConfigError) as e:
+        raise click.ClickException(_blamed(str(e), recipe, overrides)) from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
         from cotforge.curate.executors.lock import RunLocked
@@ -63,6 +64,15 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
                + (f" ({', '.join(skipped)})" if skipped else "") + f" in {time.time() - t0:.1f}s")
     click.echo(f"summary: {result.run_dir / 'summary.md'}")
     click.echo(f"manifest: {result.run_dir / 'manifest.json'}")
+
+
+def _blamed(message: str, recipe: str, overrides: tuple[str, ...]) -> str:
+    """A recipe error blamed on the `--set` that introduced the key, when one did."""
+    try:
+        where = str(find_recipe(recipe))
+    except RecipeError:
+        return message
+    return blame_sets(message, where, overrides)
 
 
 @click.command("recipes")
