@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from trl import SFTConfig, SFTTrainer
 
 from cotforge.curate.config import load
-from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, train_stats
+from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, quiet_printer, train_stats
 from cotforge.train.data.sft import (
     MASK_MODES,
     OVERLONG_POLICIES,
@@ -295,6 +295,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
                          processing_class=tok, callbacks=[logger, *callbacks])
     stop_at_end_of_turn(trainer.model, tok, stats.end_of_turn_id)  # again: the Trainer re-aligns special tokens
+    quiet_printer(trainer)
     return trainer, stats
 
 

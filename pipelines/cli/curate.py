@@ -25,7 +25,7 @@ from cotforge.curate.executors.lock import RunLocked
 from cotforge.curate.io.inputs import resolve_inputs
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.schema import DOMAINS
-from cotforge.pipelines.cli.fields import FlagSet
+from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, grouped_options
 from cotforge.pipelines.stages import group
 from cotforge.pipelines.stages.spec import Stage, make_generator
 
@@ -119,8 +119,14 @@ def stage_command(stage: Stage) -> click.Command:
             raise click.ClickException(f"{empty} (see {Path(params['out']) / 'stats.json'}); pass --allow-empty "
                                        "if that is expected")
 
-    return click.Command(stage.name, params=params, callback=callback, help=stage.help,
-                         context_settings={"max_content_width": 110})
+    by_name = {p.name: p for p in params}
+    sections = [("Inputs", [*INPUT_PARAMS, *reader_flags.options]),
+                ("Outputs", [by_name["out"], *RUN_PARAMS, *context_flags.options]),
+                ("Executor", executor_flags.options if executor_flags else []),
+                *grouped_options(config_flags, "Tuning" if getattr(stage.config, "CLI_GROUPS", None) else "Options"),
+                ("Config file and overrides", CONFIG_PARAMS)]
+    return GroupedCommand(stage.name, params=params, callback=callback, help=stage.help, sections=sections,
+                          context_settings={"max_content_width": 110})
 
 
 # what a stage leaves in OUT besides its published outputs while it runs (resumable work, partial output, lock)

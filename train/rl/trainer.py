@@ -275,7 +275,7 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     `callbacks` (transformers TrainerCallbacks) run after the log writer."""
     from transformers import AutoTokenizer
 
-    from cotforge.train.callbacks import CsvJsonLogger
+    from cotforge.train.callbacks import CsvJsonLogger, quiet_printer
     from cotforge.train.data.rl import load_rl_dataset
 
     if train_dataset is None and model is None:
@@ -292,10 +292,12 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
                                          chat_template_kwargs=cfg.chat_template_kwargs)]
     log.info("GPPO: %s", cfg.describe_batches())
     check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
-    return GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg, train_dataset=train_dataset,
-                       processing_class=tok,
-                       callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),
-                                  *callbacks])
+    trainer = GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg,
+                          train_dataset=train_dataset, processing_class=tok,
+                          callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),
+                                     *callbacks])
+    quiet_printer(trainer)
+    return trainer
 
 
 def preflight(cfg: GPPOConfig) -> dict[str, Any]:
