@@ -83,7 +83,7 @@ def _texts(out_dir: Path, ids: set[str]) -> dict[str, dict[str, str | None]]:
     wanted = list(ids)
     for f in sorted((out_dir / "removed").glob("*.parquet")):
         t = pq.read_table(f, columns=["id", "prompt", "response"])
-        t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(wanted)))
+        t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(wanted, type=pa.string())))
         for r in t.to_pylist():
             found[r["id"]] = {"prompt": r["prompt"], "response": r["response"]}
     return found

@@ -34,11 +34,13 @@ def _read(folder: Path, columns: list[str], ids: set[str] | None = None) -> list
     import pyarrow.parquet as pq
 
     rows: list[dict[str, Any]] = []
+    if ids is not None and not ids:
+        return rows
     for f in sorted(folder.glob("*.parquet")):
         names = set(pq.read_schema(f).names)
         t = pq.read_table(f, columns=[c for c in columns if c in names])
         if ids is not None:
-            t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(sorted(ids))))
+            t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(sorted(ids), type=pa.string())))
         rows.extend(t.to_pylist())
     return rows
 

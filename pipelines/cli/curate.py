@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ from cotforge.curate.io.inputs import resolve_inputs
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.schema import DOMAINS
 from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, grouped_options
+from cotforge.pipelines.lineage import LineageError, check_one_run, history, upstream, write_lineage
 from cotforge.pipelines.stages import group
 from cotforge.pipelines.stages.spec import Stage, make_generator
+
+log = logging.getLogger(__name__)
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -108,11 +112,17 @@ def stage_command(stage: Stage) -> click.Command:
             raise click.UsageError(str(e)) from e
         check_out_dir(Path(params["out"]), stage.name, overwrite=params["overwrite"])
         run_ctx.inputs, run_ctx.input_dirs = specs, list(params["inputs"])
+        try:
+            if stage.name == "mix":  # the card's history: the run the inputs belong to (or --history, one run)
+                run_ctx.earlier = _mix_history(cfg, list(params["inputs"]))
+        except LineageError as e:
+            raise click.UsageError(str(e)) from e
         run_ctx.executor, run_ctx.make_generator = executor, make_generator
         try:
             stats = stage.run(cfg, run_ctx)
         except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
             raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
+        write_lineage(params["out"], stage.name, list(params["inputs"]))
         click.echo(stage.report(stats, Path(params["out"])) if stage.report else str(stats))
         empty = empty_result(stats)
         if empty and not params["allow_empty"]:
@@ -127,6 +137,19 @@ def stage_command(stage: Stage) -> click.Command:
                 ("Config file and overrides", CONFIG_PARAMS)]
     return GroupedCommand(stage.name, params=params, callback=callback, help=stage.help, sections=sections,
                           context_settings={"max_content_width": 110})
+
+
+def _mix_history(cfg: Any, inputs: list[str]) -> dict[str, str]:
+    """The stage folders whose stats the mix card reports: `--history` as given (checked to be one run), else
+    the history of the run the input stage folders belong to (`pipelines.lineage`)."""
+    given = list(getattr(cfg, "history", None) or [])
+    if given:
+        check_one_run([Path(h).resolve() for h in given] + upstream(inputs), "--history")
+        return {}
+    found = history(inputs)
+    if found:
+        log.info("mix: the card reports the run's stages %s", ", ".join(found))
+    return found
 
 
 # what a stage leaves in OUT besides its published outputs while it runs (resumable work, partial output, lock)
