@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,13 @@ def test_trainer_prints_no_raw_dicts(tiny_model_dir, tmp_path):
     quiet_printer(trainer)
     kinds = [type(c) for c in trainer.callback_handler.callbacks]
     assert PrinterCallback not in kinds and LogLines in kinds
+
+
+def test_error_messages_have_no_doubled_words(tmp_path, good):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "unterminated\n' + good.read_text())
+    res = _invoke("curate", "ingest", str(bad), "-o", str(tmp_path / "o"))
+    assert res.exit_code == 0, res.output
+    examples = json.loads((tmp_path / "o" / "stats.json").read_text())["malformed_examples"]
+    assert "Unterminated string starting at column" in examples[0]
+    assert not re.search(r"\b(\w+) \1\b", " ".join(examples))
