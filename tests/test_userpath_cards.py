@@ -62,7 +62,7 @@ def test_card_counts_are_integers_and_settings_portable(stage_by_stage):
     settings = card[card.index("## Pipeline config"):]
     assert "<details>" in settings and "</details>" in settings
     assert str(stage_by_stage) not in card and not re.search(r"(^|\s|')/(tmp|home|root|work)/", card)
-    assert "../dedup" in settings  # the history, relative to the card's folder
+    assert "\n  - dedup\n" in settings  # the history, relative to the run folder
 
 
 def test_summary_shows_planted_vs_caught(stage_by_stage):

@@ -165,8 +165,8 @@ def render_card(name: str, stats: dict[str, Any], *, config: dict[str, Any], his
         parts += [f"![{Path(p).stem}]({p})\n" for p in plots]
     settings = portable({"mix": config, "stages": [{"stage": st["stage"], "config": st.get("config", {})}
                                                     for st in stages[:-1]]}, base)
-    parts += ["## Pipeline config\n", "<details><summary>Settings of every stage (paths relative to this card's "
-              "folder)</summary>\n", "```yaml\n" + yaml.safe_dump(settings, sort_keys=True, allow_unicode=True)
+    parts += ["## Pipeline config\n", "<details><summary>Settings of every stage (paths relative to the run folder, "
+              "the card folder's parent)</summary>\n", "```yaml\n" + yaml.safe_dump(settings, sort_keys=True, allow_unicode=True)
               + "```\n", "</details>\n"]
     return "\n".join(parts)
 
@@ -180,8 +180,8 @@ def count(value: Any) -> Any:
 
 
 def portable(value: Any, base: Path | None) -> Any:
-    """`value` with absolute paths made relative to `base` (the card's folder) when they share the run
-    folder, else cut to their last two parts: a published card names no machine's folders."""
+    """`value` with absolute paths made relative to the run folder (the parent of `base`, the card's folder)
+    when they are inside it, else cut to their last two parts: a published card names no machine's folders."""
     import os
 
     if isinstance(value, dict):
@@ -192,7 +192,7 @@ def portable(value: Any, base: Path | None) -> Any:
         return value
     path = Path(value)
     if base is not None and base.is_absolute() and path.is_relative_to(base.parent):
-        return os.path.relpath(path, base)
+        return os.path.relpath(path, base.parent)
     return "…/" + "/".join(path.parts[-2:])
 
 
