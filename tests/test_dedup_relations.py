@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cotforge.curate.dedup.pairs import relations
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs import relations
 from cotforge.curate.dedup.pairs.text import dedup_tokens
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.pairs.words import idioms, units

@@ -30,11 +30,11 @@ from typing import Any
 from cotforge.curate.core.reasoning import REASONING_MARKERS
 from cotforge.curate.verify.math_compare import (
     MathCompare,
-    install_numeric_hook,
     active,
     as_tuples,
     bare_lists_ordered,
     gold_list_ordered,
+    install_numeric_hook,
     is_set_literal,
     is_unordered_gold,
     localize,
