@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.config import ConfigError
+from cotforge.curate.core.config import ConfigError
 
 log = logging.getLogger(__name__)
 

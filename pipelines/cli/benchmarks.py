@@ -14,7 +14,7 @@ import click
               help="YAML with extra benchmark specs (as for `cotforge curate decontaminate --registry`).")
 def benchmarks(benchmarks_dir: str | None, registry_yaml: str | None) -> None:
     """List the known benchmarks: name, domain, where the items are read from, and what the set is."""
-    from cotforge.curate.benchmarks import (
+    from cotforge.curate.core.benchmarks import (
         REGISTRY,
         BenchmarkError,
         load_registry_yaml,

@@ -18,14 +18,14 @@ from typing import Any
 
 import click
 
-from cotforge.curate.benchmarks import BenchmarkError
-from cotforge.curate.config import ConfigError, build, load
 from cotforge.curate.context import StageContext
+from cotforge.curate.core.benchmarks import BenchmarkError
+from cotforge.curate.core.config import ConfigError, build, load
+from cotforge.curate.core.schema import DOMAINS
 from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending
-from cotforge.curate.executors.lock import RunLocked
 from cotforge.curate.io.inputs import resolve_inputs
+from cotforge.curate.io.lock import RunLocked
 from cotforge.curate.io.readers import InputError, InputSpec
-from cotforge.curate.schema import DOMAINS
 from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, grouped_options
 from cotforge.pipelines.lineage import LineageError, check_one_run, history, upstream, write_lineage
 from cotforge.pipelines.stages import group
@@ -66,8 +66,9 @@ def input_specs(inputs: tuple[str, ...], maps: tuple[str, ...], source_names: tu
 
 INPUT_PARAMS = [
     click.Argument(["inputs"], nargs=-1, required=True),
-    click.Option(["out", "-o", "--out"], required=True, type=click.Path(file_okay=False),
-                 help="Output folder (gets kept/, removed/, stats.json)."),
+    click.Option(["out", "-o", "--out"], required=True, metavar="DIR|URL",
+                 help="Output folder, local or an fsspec URL such as s3://bucket/run/dedup (gets kept/, removed/, "
+                      "stats.json)."),
     click.Option(["maps", "--map"], multiple=True, metavar="FIELD=INPUT_FIELD",
                  help="Field mapping override, e.g. --map prompt=problem (repeatable)."),
     click.Option(["source_names", "--source-name"], multiple=True, metavar="[INPUT=]NAME",
@@ -110,7 +111,8 @@ def stage_command(stage: Stage) -> click.Command:
             run_ctx = build(StageContext, {"out_dir": params["out"], **context_flags.values(ctx)}, "command line")
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
-        check_out_dir(Path(params["out"]), stage.name, overwrite=params["overwrite"])
+        if "://" not in params["out"]:  # a remote OUT: its lock and the publish step guard it
+            check_out_dir(Path(params["out"]), stage.name, overwrite=params["overwrite"])
         run_ctx.inputs, run_ctx.input_dirs = specs, list(params["inputs"])
         try:
             if stage.name == "mix":  # the card's history: the run the inputs belong to (or --history, one run)
@@ -123,10 +125,10 @@ def stage_command(stage: Stage) -> click.Command:
         except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
             raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
         write_lineage(params["out"], stage.name, list(params["inputs"]))
-        click.echo(stage.report(stats, Path(params["out"])) if stage.report else str(stats))
+        click.echo(stage.report(stats, params["out"]) if stage.report else str(stats))
         empty = empty_result(stats)
         if empty and not params["allow_empty"]:
-            raise click.ClickException(f"{empty} (see {Path(params['out']) / 'stats.json'}); pass --allow-empty "
+            raise click.ClickException(f"{empty} (see {params['out'].rstrip('/')}/stats.json); pass --allow-empty "
                                        "if that is expected")
 
     by_name = {p.name: p for p in params}

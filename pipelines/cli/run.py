@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cotforge.curate.config import ConfigError, blame_sets
+from cotforge.curate.core.config import ConfigError, blame_sets
 from cotforge.pipelines.config import RecipeError, find_recipe, load_raw, load_recipe, packaged_recipes
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
         raise click.ClickException(_blamed(str(e), recipe, overrides)) from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
-        from cotforge.curate.executors.lock import RunLocked
+        from cotforge.curate.io.lock import RunLocked
 
         if isinstance(e, JobsPending | JobsFailed | RunLocked):
             raise click.ClickException(str(e)) from e

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cotforge.curate.config import ConfigError, build, load
+from cotforge.curate.core.config import ConfigError, build, load
 from cotforge.pipelines.cli.fields import FlagSet, cotforge_fields
 from cotforge.pipelines.cli.lazy import LazyGroup
 
@@ -54,7 +54,7 @@ def _echo_dry_run(cfg: Any, checks: dict[str, Any]) -> None:
 
 def sft_command() -> click.Command:
     """`cotforge train sft`: TRL SFTTrainer on curated long-CoT shards (works under `accelerate launch`)."""
-    from cotforge.train.sft import CotSFTConfig, load_sft_config, preflight, run_sft
+    from cotforge.train.sft.trainer import CotSFTConfig, load_sft_config, preflight, run_sft
 
     flags = FlagSet(CotSFTConfig, "cfg", include=[*cotforge_fields(CotSFTConfig), "output_dir"],
                     exclude=("gradient_checkpointing",),
