@@ -307,7 +307,6 @@ def preflight(cfg: GPPOConfig) -> dict[str, Any]:
     `--dry-run` prints; raises PreflightError (a ConfigError) naming the flag."""
     import pyarrow.parquet as pq
 
-    from cotforge.train.rl.data import resolve_parquet, to_trl_row
     from cotforge.train.preflight import (
         PreflightError,
         check_data,
@@ -315,6 +314,7 @@ def preflight(cfg: GPPOConfig) -> dict[str, Any]:
         check_model,
         check_output_dir,
     )
+    from cotforge.train.rl.data import resolve_parquet, to_trl_row
 
     check_data(cfg.train_files, "--train-files (--data)")
     try:

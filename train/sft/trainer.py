@@ -43,6 +43,13 @@ from cotforge.curate.core.config import load
 from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, quiet_printer, train_stats
 from cotforge.train.defaults import fill_auto_defaults, resolve_resume
 from cotforge.train.distributed import check_training_args
+from cotforge.train.preflight import (
+    check_attention,
+    check_data,
+    check_max_length,
+    check_model,
+    check_output_dir,
+)
 from cotforge.train.sft.data import (
     MASK_MODES,
     OVERLONG_POLICIES,
@@ -50,13 +57,6 @@ from cotforge.train.sft.data import (
     PrepareStats,
     load_sft_dataset,
     prepare_sft_dataset,
-)
-from cotforge.train.preflight import (
-    check_attention,
-    check_data,
-    check_max_length,
-    check_model,
-    check_output_dir,
 )
 from cotforge.train.sft.model import (
     PACKING_FALLBACKS,
