@@ -83,7 +83,7 @@ def check_one_run(folders: list[Path], what: str) -> str | None:
 
 def write_lineage(out: str | Path, stage: str, inputs: list[str]) -> dict[str, Any]:
     """Record OUT/lineage.json for a finished stage (run id inherited from its input stage folders)."""
-    if "://" in str(out):  # a remote stage folder: no lineage (mix then needs --history)
+    if "://" in str(out) or not Path(out).is_dir():  # a remote stage folder: no lineage (mix needs --history)
         return {}
     ups = upstream(inputs)
     runs = {r for r in (run_of(u) for u in ups) if r is not None}
