@@ -94,6 +94,7 @@ def test_memory_filesystem_glob_and_folder():
     m.rm("/cf-test", recursive=True)
 
 
+@pytest.mark.slow
 def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog, monkeypatch):
     """Every curation stage through the command line (`cotforge curate STAGE ... -o s3://...`, the user's
     door): ingest -> decontaminate -> dedup -> verify -> difficulty -> profile -> select -> mix with every input
@@ -253,6 +254,7 @@ def _peak(repo: Path, cache: Path, streamed: bool) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_streamed_hub_input_does_not_materialise_the_dataset(tmp_path):
     """Streamed `hf:` reads of 3 and 9 Parquet files (3000 rows of ~1 kB each): the peak RSS is the same for
     3x the data and nothing is converted into the datasets cache; `streaming: false` converts the whole split
@@ -271,6 +273,7 @@ def test_streamed_hub_input_does_not_materialise_the_dataset(tmp_path):
     assert (big["peak_kb"] - s["peak_kb"]) / 1024 < 0.25 * extra_mb
 
 
+@pytest.mark.slow
 def test_run_with_an_s3_run_folder(s3, tmp_path, monkeypatch):
     """`cotforge run RECIPE --run-dir s3://...` (the command line): the stages publish to S3 what a local run
     publishes, the run folder holds the manifest and summary, and a second invocation skips every stage
