@@ -205,7 +205,7 @@ def test_cli_trains_unpacked_from_yaml(tiny_model_dir, shard, tmp_path):
             "--output-dir", str(out), "--set", "max_steps=2", "--set", "activation_checkpointing=true"]
     dry = runner.invoke(train, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    resolved = json.loads(dry.output)
+    resolved = json.loads(dry.stdout)  # the resolved config on stdout; what was checked goes to stderr
     assert resolved["max_steps"] == 2 and resolved["activation_checkpointing"] is True
     res = runner.invoke(train, args)
     assert res.exit_code == 0, res.output
