@@ -209,7 +209,7 @@ def test_cli_trains_unpacked_from_yaml(tiny_model_dir, shard, tmp_path):
     assert resolved["max_steps"] == 2 and resolved["activation_checkpointing"] is True
     res = runner.invoke(train, args)
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output.strip().splitlines()[-1])
+    summary = json.loads(res.stdout.strip().splitlines()[-1])  # stderr (progress bars) is not in stdout
     assert summary["global_step"] == 2 and summary["packed"] is False
     bad = runner.invoke(train, [*args, "--set", "no_such_key=1"])
     assert bad.exit_code != 0 and "no_such_key" in bad.output
