@@ -121,6 +121,27 @@ def test_walkthrough_is_there():
     assert any("my_data.jsonl" in c for c in cmds)
 
 
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@pytest.mark.parametrize("doc", [README, *sorted((REPO / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_doc_links_resolve(doc):
+    """Relative links in README.md and docs/*.md point at files (and headings) that exist."""
+    text = doc.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (doc.parent / path).resolve() if path else doc
+        assert dest.exists(), f"{doc.name}: link to missing {target}"
+        if anchor and dest.suffix == ".md":
+            headings = [_slug(h) for h in re.findall(r"^#+ (.+)$", dest.read_text(encoding="utf-8"), re.M)]
+            assert anchor in headings, f"{doc.name}: link to missing heading {target}"
+
+
 def _leaf_command(argv: list[str]) -> tuple[click.Command, str, list[str]]:
     from cotforge.pipelines.cli.main import main
 
