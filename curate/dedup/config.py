@@ -23,14 +23,14 @@ class DedupConfig:
     Why today's defaults: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) finds more reworded
     candidates than 20 x 5 at the same 100 permutations without losing precision; threshold 0.5 is the n-gram
     Jaccard of the prompts without their edge (wrapper) text; `max_reworded` 0.2 barely matters between 0.1
-    and 0.3. The number guard stays on (without it precision fell to <= 0.89: "the same problem with other
-    numbers" is the commonest look-alike). The graded pair check (curate/dedup/pairs.py) lets wrappers and
+    and 0.3. The number guard stays on (without it precision fell to <= 0.89 on the tuning part: prompts
+    that differ only in their numbers are different problems). The graded pair check (curate/dedup/pairs/text.py) lets wrappers and
     ordinary-word rewording merge, keeps changed numbers, variables, names and question words apart.
 
     `reword_content` is off because letting any content word be replaced merges look-alikes such as
     "numerator" vs "denominator". `word_relations` is `wordnet`: a replaced content word merges when WordNet
     relates the two words and nothing says the replacement changes the problem (antonyms, technical or
-    competition-math words, two members of one category, unknown words: curate/dedup/words.py). `flip`
+    competition-math words, two members of one category, unknown words: curate/dedup/pairs/words.py). `flip`
     (merge any two known words without such evidence) recalls more rewordings but, on a held-out set built by
     someone who had not read the rules, merged about a third of the object-changed pairs (precision 0.910 vs
     0.989), so it is an option, not the default.
@@ -38,7 +38,7 @@ class DedupConfig:
     `code_sections` is on: a code problem scraped twice (once with examples and constraints, once with a
     starter stub) has different numbers in those blocks, which salt the LSH bands, so without sections such
     pairs are never candidates. Code problems are compared by their statement section (curate/dedup/
-    sections.py, code_pairs.py), and differing constraints, examples or stub names keep an "I" and a "II"
+    pairs/sections.py, pairs/code.py), and differing constraints, examples or stub names keep an "I" and a "II"
     version apart; no math prompt of the labelled pools parses as code."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
@@ -49,7 +49,7 @@ class DedupConfig:
     number_guard: bool = field(default=True, metadata={
         "help": "Candidates whose prompts hold different numbers are different problems."})
     edit_guard: bool = field(default=True, metadata={
-        "help": "Graded pair check (curate/dedup/pairs.py) on candidates; off = n-gram Jaccard only."})
+        "help": "Graded pair check (curate/dedup/pairs/text.py) on candidates; off = n-gram Jaccard only."})
     max_reworded: float = field(default=0.2, metadata={"help": (
         "Graded pair check: most ordinary words that may change inside the common problem, as a share of its "
         "tokens (at least 2 always may); numbers, variables, names and question words never may.")})
@@ -65,7 +65,7 @@ class DedupConfig:
         "two members of one category; flip: also any two known words without such evidence.")})
     code_sections: bool = field(default=True, metadata={"help": (
         "Code problems (a starter stub, 'Example N: Input/Output' blocks, 'Constraints:' or Codeforces "
-        "'-----Input-----' headings; curate/dedup/sections.py) are compared by their statement section: its "
+        "'-----Input-----' headings; curate/dedup/pairs/sections.py) are compared by their statement section: its "
         "numbers make the number key, its shingles the MinHash, and the graded check runs on it; constraints "
         "and examples must agree where both prompts have them, and stub function names must share one. Off: "
         "whole prompts, as for math.")})
@@ -76,6 +76,8 @@ class DedupConfig:
         "help": "Source names (globs ok), best first: the first source of a cluster keeps the problem.",
         "sep": ",", "metavar": "A,B,..."})
     norm: NormConfig = field(default=DEFAULT_NORM, metadata={"help": "Text normalisation switches.", "cli": False})
+    document_steps: bool = field(default=False, metadata={
+        "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
     def __post_init__(self) -> None:
         self.validate()
