@@ -3,8 +3,8 @@
 The README's fenced blocks are read from the file itself, so an edited or broken command fails here:
 - the first `bash` block must be exactly the two setup commands. They are not run here: (1) installs cotforge
   into a fresh venv and runs the demo, which `tests/test_packaging.py` does from the built wheel (with
-  `--profile small`) and `tests/test_pipeline.py` does end to end; (2) is `.ci/run`, i.e. CI itself, which runs
-  this file;
+  `--profile small`) and `tests/test_pipeline.py` does end to end; (2) is `.ci/run`, i.e. CI itself, which
+  runs this file;
 - every other `bash` block runs, command by command and in README order, in one working folder that holds
   what the walkthrough says the user has: `my_data.jsonl` (written below, with a planted benchmark leak, an
   exact duplicate and wrong answers), `my_benchmarks/my_eval.jsonl`, the files of the README's `# file: NAME`
@@ -98,8 +98,8 @@ def _block_id(b: Block) -> str:
 
 
 def test_first_block_is_the_two_setup_commands():
-    """(1) and (2) stay exactly what the project promises; they are run by the packaging / pipeline tests and by
-    CI itself (see the module docstring), not here."""
+    """(1) and (2) stay exactly what the project promises; they are run by the packaging / pipeline tests
+    and by CI itself (see the module docstring), not here."""
     assert BASH, "README.md has no ```bash block"
     assert commands(BASH[0]) == SETUP_COMMANDS
 
@@ -110,7 +110,7 @@ def test_blocks_are_known_kinds_and_yaml_parses():
         if b.lang == "yaml":
             assert isinstance(yaml.safe_load(b.body), dict), f"README.md line {b.line}: YAML is not a mapping"
             name = _file_name(b)
-            assert name is None or not Path(name).is_absolute(), f"README.md line {b.line}: absolute file name"
+            assert name is None or not Path(name).is_absolute(), f"README.md line {b.line}: absolute path"
 
 
 def test_walkthrough_is_there():
@@ -168,8 +168,10 @@ def user_folder(tmp_path_factory) -> Path:
 COTFORGE_COMMANDS = [c for b in RUN_BLOCKS for c in commands(b) if c.startswith("cotforge ")]
 
 
-@pytest.mark.parametrize("cmd", COTFORGE_COMMANDS,
-                         ids=[f"{i}-{'_'.join(_strip_comment(c)[1:3])}" for i, c in enumerate(COTFORGE_COMMANDS)])
+COMMAND_IDS = [f"{i}-{'_'.join(_strip_comment(c)[1:3])}" for i, c in enumerate(COTFORGE_COMMANDS)]
+
+
+@pytest.mark.parametrize("cmd", COTFORGE_COMMANDS, ids=COMMAND_IDS)
 def test_cotforge_commands_parse(cmd, user_folder, monkeypatch):
     """Each README `cotforge ...` line goes through click's parser and type checks (nothing runs)."""
     monkeypatch.chdir(user_folder)
@@ -192,8 +194,8 @@ def _file_name(b: Block) -> str | None:
 
 
 def write_user_data(work: Path) -> None:
-    """The walkthrough's inputs: 40 generated word problems (every 5th answer wrong, a MATH-style `level`), one
-    exact duplicate, one row that copies an item of the user's benchmark; the benchmark file itself."""
+    """The walkthrough's inputs: 40 generated word problems (every 5th answer wrong, a MATH-style `level`),
+    one exact duplicate, one row that copies an item of the user's benchmark; the benchmark file itself."""
     rng = random.Random(0)
     names = ["Ava", "Ben", "Cleo", "Dan", "Eli", "Fay", "Gus", "Hana"]
     rows = []
@@ -206,8 +208,8 @@ def write_user_data(work: Path) -> None:
                                  f"The answer is $\\boxed{{{given}}}$.",
                      "answer": str(a + b), "level": 1 + i % 5})
     rows.append(dict(rows[3]))
-    rows.append({"question": LEAK, "solution": "<think>360 has 24 divisors, so 12 pairs.</think> $\\boxed{12}$",
-                 "answer": "12", "level": 5})
+    leak_solution = "<think>360 has 24 divisors, so 12 pairs.</think> $\\boxed{12}$"
+    rows.append({"question": LEAK, "solution": leak_solution, "answer": "12", "level": 5})
     (work / "my_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     bench = work / "my_benchmarks"
     bench.mkdir(exist_ok=True)
@@ -258,7 +260,8 @@ def readme_run(tmp_path_factory) -> ReadmeRun:
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(RUN_BLOCKS)), ids=[_block_id(b) for b in RUN_BLOCKS])
 def test_readme_block_runs(readme_run, index):
-    """Each bash block after the setup block runs without error (earlier blocks first: they make its inputs)."""
+    """Each bash block after the setup block runs without error (earlier blocks first: they make its
+    inputs)."""
     readme_run.through(index)
 
 
