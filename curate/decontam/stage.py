@@ -220,7 +220,7 @@ def _peak_rss_mb() -> float | None:
 def _open_streaming(path: str | Path) -> pq.ParquetFile:
     """A Parquet file read page by page (1 MiB reads, no pre-buffering): work shards of long-response rows
     have row groups of hundreds of MB, which the default reader buffers whole (about 100 MB more per
-    process on the long-CoT corpus, bench/decontam.py)."""
+    process on the long-CoT corpus, bench/decontam/measure.py)."""
     return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
 
 

@@ -16,10 +16,10 @@ WORD_RELATIONS = ("synonyms", "wordnet", "flip")
 
 @dataclass
 class DedupConfig:
-    """Knobs of problem-level dedup; defaults chosen on the *tuning* part of bench/labelled_sets.py only
+    """Knobs of problem-level dedup; defaults chosen on the *tuning* part of bench/dedup/labelled.py only
     (pairwise sweep of bands x rows 20x5/20x4/25x4/16x4/32x3, word 2/3-grams, threshold 0-0.6, max_reworded
-    0.1-0.3, the graded check's rules); the held-out part (hash in bench/dedup_heldout.sha256, recorded before
-    tuning) reports them: see the README's dedup section and `python bench/dedup.py`.
+    0.1-0.3, the graded check's rules); the held-out part (hash in bench/records/dedup_heldout.sha256, recorded before
+    tuning) reports them: see the README's dedup section and `python -m bench.dedup.quality`.
 
     Tuning part, pairwise: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) took recall from 0.974 (20x5)
     to 0.984 at the same 100 permutations and precision 0.997; threshold 0.5 (Jaccard of the prompts without
@@ -29,7 +29,7 @@ class DedupConfig:
 
     Round 2 (`reword_content`, off): the first round let any ordinary word be replaced, so content look-alikes
     merged ("numerator" vs "denominator": 114 of 120 question-changed pairs of the fresh set of
-    bench/dedup_fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/synonyms.py);
+    bench/dedup/fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/synonyms.py);
     the WordNet table (5 senses, one hypernym level for verbs and everyday nouns) was chosen on the tuning part:
     recall there 0.913 with synonyms only (3 senses) -> 0.960, precision unchanged.
 
@@ -40,7 +40,7 @@ class DedupConfig:
     and its phrases ("used up", "in all") find the counterparts. Pairwise on the three parts, round 2 ->
     round 3: see the README's dedup section.
 
-    Default `wordnet`, not `flip`: on the independent held-out set bench/dedup_fresh2.py (new pools, hash
+    Default `wordnet`, not `flip`: on the independent held-out set bench/dedup/fresh.py (new pools, hash
     recorded before any evaluation) flip merged 42 of 120 object-changed and 47 of 120 object+wrapper pairs
     (precision 0.910, recall 0.710); wordnet kept precision 0.989 at recall 0.668 (round 2's rule: 0.987 /
     0.589). That choice was made after measuring all three modes on fresh2 once each.
@@ -48,8 +48,8 @@ class DedupConfig:
     `code_sections` (on): fresh2's real LeetCode problems scraped twice were 0 of 108, all lost at the candidate
     stage (the examples' and constraints' numbers change the number key, so the pairs were never LSH
     candidates). Code problems are now compared by their statement section (curate/dedup/sections.py,
-    code_pairs.py); the rule was written on the tuning half of bench/dedup_code.py (sha256 parity of the
-    first text; the held-out half's hash in bench/dedup_code_heldout.sha256 was committed first) and on
+    code_pairs.py); the rule was written on the tuning half of bench/dedup/code_set.py (sha256 parity of the
+    first text; the held-out half's hash in bench/records/dedup_code_heldout.sha256 was committed first) and on
     hand-written II-version / same-template / signature negatives; no math prompt of the pools parses as code."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
