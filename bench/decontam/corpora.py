@@ -12,7 +12,7 @@
 (c) `short_clean`: as (a), from the five sources that are not model outputs on benchmark problems (about 35%
     of the real rows are, by construction: their rows hold benchmark items), for the cost when contamination
     is rare, as in real training data.
-All are written as Parquet in the row schema (`curate/schema.py`), so the decontaminate stage ingests
+All are written as Parquet in the row schema (`curate/core/schema.py`), so the decontaminate stage ingests
 them as they are. Deterministic for a given seed.
 
     python -m bench.decontam.corpora [--out DIR] [--rows-short 200000] [--rows-long 10000]
@@ -29,9 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.paths import SHARED
+from cotforge.curate.core.schema import SCHEMA
 from cotforge.curate.io.inputs import iter_input_rows
 from cotforge.curate.io.readers import InputSpec
-from cotforge.curate.schema import SCHEMA
 
 DEFAULT_OUT = Path("/tmp/cotforge_decontam_corpora")
 

@@ -1,5 +1,5 @@
 """Decontamination verdicts of two code versions are the same: removed rows (id, benchmark, benchmark_id,
-match_kind, side, match offsets) of `run_decontam` with its defaults on the speed corpora.
+match_kind, side, match offsets) of the decontaminate stage with its defaults on the speed corpora.
 
 A speed change must not change which rows are flagged or why. `--save REF` writes the verdicts of the code
 checked out now (run it on main first); `--against REF` runs the current code and lists every difference
@@ -27,20 +27,20 @@ KEY_COLUMNS = ("id", "benchmark", "benchmark_id", "match_kind", "side", "match_s
 
 def verdicts(path: Path, workers: int = 2) -> tuple[dict[str, list], dict]:
     """Removed rows as {id: [benchmark, benchmark_id, match_kind, side, match_start, match_end]} and the
-    stage's timings, from one `run_decontam` run with its defaults."""
+    stage's timings, from one decontaminate stage run with its defaults."""
     import pyarrow.parquet as pq
 
-    from cotforge.curate.benchmarks import local_benchmark_names
+    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.stage import run_decontam
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"))
     with tempfile.TemporaryDirectory() as d:
         t = time.time()
-        stats = run_decontam([InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
+        stats = run_stage("decontaminate", [InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
         wall = time.time() - t
         out: dict[str, list] = {}
         for f in sorted((Path(d) / "o" / "removed").glob("*.parquet")):

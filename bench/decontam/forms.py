@@ -58,7 +58,7 @@ from bench.decontam.render import (
     reordered,
     unicode_math,
 )
-from cotforge.curate.benchmarks import REGISTRY, BenchmarkItem, load_benchmarks
+from cotforge.curate.core.benchmarks import REGISTRY, BenchmarkItem, load_benchmarks
 from cotforge.curate.io.inputs import iter_input_rows
 from cotforge.curate.io.readers import InputSpec
 

@@ -9,7 +9,7 @@ flagged when it shares any.
 
 Speed (`--speed short|longcot|both`): the corpora of bench/decontam/corpora.py, each method in a fresh
 interpreter, timed from reading the input Parquet to writing the result:
-- cotforge: `run_decontam` with its defaults (whole responses, fuzzy tier on, 2 workers), all shared
+- cotforge: the decontaminate stage (`run_stage`) with its defaults (whole responses, fuzzy tier on, 2 workers), all shared
   benchmarks; ingest, index build, datatrove tasks, collect and report included;
 - baseline: one process: load the same benchmarks, build the 8-gram set, read the Parquet, for each row the
   set of 8-grams of the prompt and of the whole response (lower-case, split) and one set intersection,
@@ -149,7 +149,7 @@ def run_baseline(path: str, out: str) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
+    from cotforge.curate.core.benchmarks import load_benchmarks, local_benchmark_names
 
     names = local_benchmark_names(SHARED / "benchmarks")
     bm = load_benchmarks(names, SHARED / "benchmarks")
@@ -164,15 +164,15 @@ def run_baseline(path: str, out: str) -> dict:
 
 
 def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> dict:
-    from cotforge.curate.benchmarks import local_benchmark_names
-    from cotforge.curate.decontam.stage import run_decontam
+    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
                          **({"batch_bytes": batch_bytes} if batch_bytes else {}))
-    stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
+    stats = run_stage("decontaminate", [InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
             "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}

@@ -91,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     steps = args.steps.split(",")
     from bench.decontam.corpora import SHARED
-    from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
+    from cotforge.curate.core.benchmarks import load_benchmarks, local_benchmark_names
     from cotforge.curate.decontam.index import build_index
 
     names = local_benchmark_names(SHARED / "benchmarks")

@@ -23,7 +23,7 @@ import re
 import sys
 from functools import lru_cache
 
-from cotforge.curate.benchmarks import BenchmarkItem
+from cotforge.curate.core.benchmarks import BenchmarkItem
 
 _MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 REQUEST_RE = re.compile(r"^\s*Write (?:a |an )?(?:python )?function (?:to|that|for|which) ", re.I)

@@ -56,17 +56,17 @@ def _prf(pairs: list, merged: list[bool]) -> str:
 
 
 def _end_to_end(pairs: list, cfg, d: str) -> list[bool]:
-    """Every prompt of the pairs through run_dedup once; a pair is merged when both end in one cluster."""
+    """Every prompt of the pairs through the dedup stage once; a pair is merged when both end in one cluster."""
     import polars as pl
 
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     texts = sorted({x for p in pairs for x in (p.a, p.b)})
     ids = {x: f"t{i}" for i, x in enumerate(texts)}
     pl.DataFrame({"id": list(ids.values()), "problem": texts}).write_parquet(f"{d}/lab.parquet")
-    run_dedup([InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", cfg, ExecutorConfig(workers=1))
+    run_stage("dedup", [InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", cfg, ExecutorConfig(workers=1))
     rem = pl.read_parquet(f"{d}/out/removed/*.parquet")
     rep = dict(zip(rem["id"], rem["duplicate_of"], strict=True))
     return [rep.get(ids[p.a], ids[p.a]) == rep.get(ids[p.b], ids[p.b]) for p in pairs]
@@ -74,26 +74,26 @@ def _end_to_end(pairs: list, cfg, d: str) -> list[bool]:
 
 def _groups_kept(groups: list, cfg, d: str) -> tuple[int, int, int]:
     """(rows, rows that must be kept = distinct normalised (prompt, response), rows kept) for the response
-    groups run through run_dedup together."""
+    groups run through the dedup stage together."""
     import polars as pl
 
     from cotforge.curate.dedup.core import row_keys
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     rows = [(g.prompt, r) for g in groups for r in g.responses]
     expect = len({row_keys(p, r)[2] for p, r in rows})
     pl.DataFrame({"id": [f"g{i}" for i in range(len(rows))], "problem": [p for p, _ in rows],
                   "solution": [r for _, r in rows]}).write_parquet(f"{d}/groups.parquet")
-    stats = run_dedup([InputSpec(f"{d}/groups.parquet", source_name="groups")], f"{d}/gout", cfg,
+    stats = run_stage("dedup", [InputSpec(f"{d}/groups.parquet", source_name="groups")], f"{d}/gout", cfg,
                       ExecutorConfig(workers=1))
     return len(rows), expect, stats["kept"]
 
 
 def measure_set(ls: LabelledSet, cfg: DedupConfig, judge: PairJudge, title: str) -> tuple[list[str | None], list[bool]]:
     """One labelled (sub)set: the pairwise verdicts (None = merged; PairJudge on MinHash sketches) and the end-to-end
-    merges (run_dedup over every prompt), with precision / recall of both and whether the response groups keep
+    merges (the dedup stage over every prompt), with precision / recall of both and whether the response groups keep
     every distinct response printed under `title`."""
     texts = sorted({x for p in ls.pairs for x in (p.a, p.b)})
     sk = dict(zip(texts, judge.sketches(texts), strict=True))

@@ -5,12 +5,12 @@ labelled sets: bench/dedup/quality.py).
     python -m bench.dedup.speed --sizes 20000      # quick check
 
 Speed: rows/s (wall time of the whole call in a fresh
-subprocess, ingest and output included) of `run_dedup` vs a plain datasketch MinHashLSH loop doing the same
+subprocess, ingest and output included) of the dedup stage (`run_stage("dedup", ...)`) vs a plain datasketch MinHashLSH loop doing the same
 work (normalise, exact pair keys, MinHash + LSH on new problems; no guards, no clustering) on the same file.
 Memory: peak RSS of each subprocess (VmHWM: ru_maxrss would include the bench process's own RSS, which Linux
 carries across fork + exec) and ru_maxrss of its largest child (datatrove's executor manager, or the workers
-with --workers > 1; a forked child counts the pages it shares with its parent). run_dedup streams per task,
-key partition and band hash range, so its peak should stay near the 100k figure at 1M (run_dedup's docstring
+with --workers > 1; a forked child counts the pages it shares with its parent). The dedup stage streams per task,
+key partition and band hash range, so its peak should stay near the 100k figure at 1M (the stage docstring
 lists what still grows).
 """
 
@@ -94,11 +94,11 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
 
 def run_ours(path: str, out: str, workers: int) -> dict:
     from cotforge.curate.dedup.config import DedupConfig
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
-    stats = run_dedup([InputSpec(path, source_name="gen")], out, DedupConfig(),
+    stats = run_stage("dedup", [InputSpec(path, source_name="gen")], out, DedupConfig(),
                       ExecutorConfig(workers=workers, rows_per_task=25_000))
     return {"kept": stats["kept"], "removed": stats["removed_by_reason"], "timings": stats["dedup"]["timings"]}
 

@@ -5,7 +5,7 @@
     python -m bench.io.readers_throughput --rows 20000                          # quick
 
 Rows: the real rows of ../shared/data/sft_sources (or $COTFORGE_SHARED_DATA/sft_sources) (cycled with a numbered suffix on the prompt so none repeat)
-when present, else generated ones. Each configuration runs `run_ingest` in this process (best of --repeat);
+when present, else generated ones. Each configuration runs the ingest stage in this process (best of --repeat);
 the local run is the baseline measured in the same run. Load (`uptime`) is printed with the figures.
 """
 
@@ -68,8 +68,8 @@ def main() -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from cotforge.curate.io.ingest import run_ingest
         from cotforge.curate.io.readers import InputSpec
+        from cotforge.pipelines.stages import run_stage
 
         for _ in range(100):
             try:
@@ -102,7 +102,7 @@ def main() -> None:
                 best = None
                 for _ in range(args.repeat):
                     t = time.perf_counter()
-                    stats = run_ingest([InputSpec(src, "bench")], out)
+                    stats = run_stage("ingest", [InputSpec(src, "bench")], out)
                     dt = time.perf_counter() - t
                     assert stats["kept"] == len(data), stats
                     best = dt if best is None else min(best, dt)
