@@ -1,4 +1,5 @@
-"""A labelled contamination set built from ../shared/data, for choosing and checking decontam settings.
+"""A labelled contamination set built from ../shared/data, for choosing and checking decontam settings (the
+frozen set `decontam_first` of bench/frozen.py, split by bench/decontam/forms.py `assign_splits`).
 
 Positives are copies of benchmark items made the ways leaks happen: verbatim, case/whitespace
 changes, LaTeX re-spacing and delimiter swaps, wrapped in an instruction (not one of the stock
