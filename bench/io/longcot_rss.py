@@ -54,7 +54,7 @@ elif stage == "dedup":
 else:
     from cotforge.curate.verify.stage import VerifyConfig
     from cotforge.pipelines.stages import run_stage
-    stats = run_stage("verify", spec, out, VerifyConfig(workers=workers, memory_budget_mb=budget))
+    stats = run_stage("verify", spec, out, VerifyConfig(), ex)
 print(json.dumps({"wall_s": round(time.time() - t, 1), "rows_in": stats["rows_in"], "kept": stats["kept"],
                   "removed": stats["removed"], "tasks": stats.get("dedup", {}).get("tasks")}))
 """

@@ -28,6 +28,9 @@ full normalisation of the same rows (the whole-text steps of `prepare` and the b
 long-CoT responses and 78% (n=4) to 100% (n=2) of 4k-character ones, since 9.5k benchmark items share some
 4-token phrase with almost any long text; and the 17 shared benchmarks have 15 weak entries at n=2 (1,328
 at n=4), so it would vouch for no row there anyway.
+
+One module on purpose: the byte table, the token rule `keep` and `verify_tables` (which proves the rule safe
+against the normaliser's own tables) must change together.
 """
 
 from __future__ import annotations
