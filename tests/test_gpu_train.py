@@ -26,6 +26,7 @@ def described() -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # one interpreter that imports transformers: ~10 s on the loaded 2-core machine
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_shapes_have_qwen3s_published_sizes_and_flop_terms_count_the_real_modules(described, shape):
     """Model cards: 1.7B (1.4B non-embedding), 4.0B (3.6B), 8.2B (6.95B)."""
