@@ -200,19 +200,111 @@ def _put_b(out, pos, d, prev, b_off, b_pool):
 
 
 @_jit
-def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper):
-    """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text)."""
+def _is_letter(d):
+    return (97 <= d <= 122) or (65 <= d <= 90)
+
+
+@_jit
+def _command(mid, j, m, out, pos, prev, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+    """The LaTeX rules at the backslash mid[j] (the reference's FRAC_SHORT, ENVIRONMENT and COMMAND passes,
+    which never overlap: each starts at its own backslash). Returns (next index, pos, prev)."""
+    e = j + 1
+    while e < m and _is_letter(mid[e]):
+        e += 1
+    L = e - j - 1
+    if L == 0:  # a backslash before a non-letter is punctuation
+        pos, prev = _put(out, pos, 32, prev)
+        return j + 1, pos, prev
+    name0 = mid[j + 1] | 32
+    # \begin{...} / \end{...} with no brace inside: dropped whole
+    if (L == 5 and name0 == 98 and (mid[j + 2] | 32) == 101 and (mid[j + 3] | 32) == 103
+            and (mid[j + 4] | 32) == 105 and (mid[j + 5] | 32) == 110) or \
+            (L == 3 and name0 == 101 and (mid[j + 2] | 32) == 110 and (mid[j + 3] | 32) == 100):
+        k = e
+        while k < m and mid[k] == 32:
+            k += 1
+        if k < m and mid[k] == 123:
+            k += 1
+            while k < m and mid[k] != 123 and mid[k] != 125:
+                k += 1
+            if k < m and mid[k] == 125:
+                pos, prev = _put(out, pos, 32, prev)
+                return k + 1, pos, prev
+    # \frac12 (also d/t/c-frac): the two digits as words
+    f0 = j + 1 if L == 4 else j + 2
+    if (L == 4 or (L == 5 and (name0 == 100 or name0 == 116 or name0 == 99))) and (mid[f0] | 32) == 102 \
+            and (mid[f0 + 1] | 32) == 114 and (mid[f0 + 2] | 32) == 97 and (mid[f0 + 3] | 32) == 99:
+        k = e
+        while k < m and mid[k] == 32:
+            k += 1
+        if k < m and 48 <= mid[k] <= 57:
+            k2 = k + 1
+            while k2 < m and mid[k2] == 32:
+                k2 += 1
+            if k2 < m and 48 <= mid[k2] <= 57:
+                pos, prev = _put(out, pos, 32, prev)
+                pos, prev = _put(out, pos, mid[k], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                pos, prev = _put(out, pos, mid[k2], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                return k2 + 1, pos, prev
+    # any other command: its replacement from mathmap.COMMANDS, or its name
+    h = np.uint64(L)
+    for k in range(j + 1, e):
+        h = h * np.uint64(1099511628211) + np.uint64(mid[k])
+    lo = np.searchsorted(cmd_hash, h)
+    pos, prev = _put(out, pos, 32, prev)
+    while lo < len(cmd_hash) and cmd_hash[lo] == h:
+        ks = cmd_key_off[lo]
+        if cmd_key_off[lo + 1] - ks == L:
+            same = True
+            for k in range(L):
+                if cmd_keys[ks + k] != mid[j + 1 + k]:
+                    same = False
+                    break
+            if same:
+                for k in range(cmd_val_off[lo], cmd_val_off[lo + 1]):
+                    pos, prev = _put(out, pos, cmd_vals[k], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                return e, pos, prev
+        lo += 1
+    for k in range(j + 1, e):
+        pos, prev = _put(out, pos, mid[k], prev)
+    pos, prev = _put(out, pos, 32, prev)
+    return e, pos, prev
+
+
+@_jit
+def _fence_end(mid, j, m):
+    """Where the code-fence line starting with the backticks at mid[j] ends (the reference's CODE_FENCE:
+    three backticks, a language tag of [A-Za-z0-9_+-], spaces / tabs, then a newline or the end), or -1."""
+    if j + 2 >= m or mid[j + 1] != 96 or mid[j + 2] != 96:
+        return -1
+    k = j + 3
+    while k < m and (_is_letter(mid[k]) or 48 <= mid[k] <= 57 or mid[k] == 95 or mid[k] == 43 or mid[k] == 45):
+        k += 1
+    while k < m and (mid[k] == 32 or mid[k] == 9):
+        k += 1
+    return k if k == m or mid[k] == 10 else -1
+
+
+@_jit
+def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper,
+                      cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+    """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text).
+
+    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"),
+    stage B reads them with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
     n = len(offs) - 1
     out = np.empty(max(64, int((offs[n] - offs[0]) * 1.25) + 64), dtype=np.uint8)
+    mid = np.empty(1024, dtype=np.int32)
     out_offs = np.zeros(n + 1, dtype=np.int64)
     fallback = np.zeros(n, dtype=np.bool_)
     pos = 0
     for r in range(n):
-        row0 = pos
-        prev = 0
-        held = 0  # a pending '<' / '>' (60 / 62): "<=" / ">=" read as one symbol
-        ticks = 0
-        last_run = 0  # SUP / SUB: the run the previous code point belonged to
+        # stage A
+        m = 0
+        last_run = 0
         bad = False
         i = offs[r]
         end = offs[r + 1]
@@ -231,54 +323,57 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
                 cp = ((np.int64(b0 & 0x07) << 18) | (np.int64(data[i + 1] & 0x3F) << 12)
                       | (np.int64(data[i + 2] & 0x3F) << 6) | np.int64(data[i + 3] & 0x3F))
                 i += 4
-            if pos + maxper > len(out):
-                grown = np.empty(2 * len(out) + maxper, dtype=np.uint8)
-                grown[:pos] = out[:pos]
-                out = grown
             f = a_flag[cp]
             if f & 1:
                 bad = True
                 break
+            if m + 64 > len(mid):
+                grown_mid = np.empty(2 * len(mid), dtype=np.int32)
+                grown_mid[:m] = mid[:m]
+                mid = grown_mid
             run = f & 6
-            if run != 0 and run != last_run:  # the reference's "^" / "_" before a run: a word break
-                if held != 0:
-                    pos, prev = _put_b(out, pos, held, prev, b_off, b_pool)
-                    held = 0
-                ticks = 0
-                pos, prev = _put(out, pos, 32, prev)
+            if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
+                mid[m] = 94 if run == 2 else 95
+                m += 1
             last_run = run
             for k in range(a_off[cp], a_off[cp + 1]):
-                d = a_pool[k]
-                if held != 0:
-                    if d == 61:
-                        tab = le if held == 60 else ge
-                        for j in range(len(tab)):
-                            pos, prev = _put(out, pos, tab[j], prev)
-                        held = 0
-                        continue
-                    pos, prev = _put_b(out, pos, held, prev, b_off, b_pool)
-                    held = 0
-                if d == 92:  # a backslash: real LaTeX, context-dependent rules
-                    bad = True
-                    break
-                if d == 96:
-                    ticks += 1
-                    if ticks >= 3:  # a possible code fence
-                        bad = True
-                        break
-                else:
-                    ticks = 0
-                if d == 60 or d == 62:
-                    held = d
-                    continue
-                pos, prev = _put_b(out, pos, d, prev, b_off, b_pool)
-            if bad:
-                break
+                mid[m] = a_pool[k]
+                m += 1
         if bad:
-            pos = row0
             fallback[r] = True
-        elif held != 0:
-            pos, prev = _put_b(out, pos, held, prev, b_off, b_pool)
+            out_offs[r + 1] = pos
+            continue
+        # stage B
+        if pos + maxper * (m + 1) > len(out):
+            grown = np.empty(2 * len(out) + maxper * (m + 1), dtype=np.uint8)
+            grown[:pos] = out[:pos]
+            out = grown
+        prev = 0
+        j = 0
+        bol = True  # only spaces / tabs since the row's start or the last newline
+        while j < m:
+            d = mid[j]
+            if d == 96 and bol:
+                k = _fence_end(mid, j, m)
+                if k >= 0:  # a code-fence line: one space, the newline stays
+                    pos, prev = _put(out, pos, 32, prev)
+                    j = k
+                    continue
+            if d == 10:
+                bol = True
+            elif d != 32 and d != 9:
+                bol = False
+            if (d == 60 or d == 62) and j + 1 < m and mid[j + 1] == 61:
+                tab = le if d == 60 else ge
+                for k in range(len(tab)):
+                    pos, prev = _put(out, pos, tab[k], prev)
+                j += 2
+            elif d == 92:
+                j, pos, prev = _command(mid, j, m, out, pos, prev, cmd_hash, cmd_key_off, cmd_keys,
+                                        cmd_val_off, cmd_vals)
+            else:
+                pos, prev = _put_b(out, pos, d, prev, b_off, b_pool)
+                j += 1
         out_offs[r + 1] = pos
     return out[:pos], out_offs, fallback
 
@@ -396,12 +491,43 @@ def _buffers(arr) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=1)
-def _max_per_code_point() -> int:
-    """The most bytes one input code point can add to the output (sizes the kernel's buffer checks)."""
+def _max_per_char() -> int:
+    """A bound on the bytes one intermediate code point can add to the output (table B or a LaTeX rule, plus
+    the spaces the space rules insert): sizes the kernel's buffer."""
     t = tables()
-    a_len = np.diff(t["a_off"])
-    b_len = np.diff(t["b_off"])
-    return int(a_len.max()) * int(max(b_len.max(), len(t["le"]), len(t["ge"]))) * 2 + 8
+    longest = max(int(np.diff(t["b_off"]).max()), len(t["le"]), len(t["ge"]),
+                  max(len(v) for v in mathmap.COMMANDS.values()))
+    return 2 * longest + 8
+
+
+def _name_hash(name: bytes) -> int:
+    """The kernel's hash of a command name (FNV-style, 64-bit)."""
+    h = len(name)
+    for c in name:
+        h = (h * 1099511628211 + c) % 2**64
+    return h
+
+
+@lru_cache(maxsize=1)
+def _command_tables() -> tuple[np.ndarray, ...]:
+    """mathmap.COMMANDS for the kernel: name hashes (sorted), name bytes and replacement bytes by offsets."""
+    items = sorted(((_name_hash(k.encode()), k.encode(), v.encode()) for k, v in mathmap.COMMANDS.items()))
+    for _, k, v in items:
+        if not (k.isalpha() and (v == b"" or v.isalnum())):
+            raise ValueError(f"kernel: command {k!r} -> {v!r} is not a plain word")
+    hashes = np.array([h for h, _, _ in items], dtype=np.uint64)
+    key_off = np.cumsum([0] + [len(k) for _, k, _ in items]).astype(np.int64)
+    val_off = np.cumsum([0] + [len(v) for _, _, v in items]).astype(np.int64)
+    keys = np.frombuffer(b"".join(k for _, k, _ in items), dtype=np.uint8).astype(np.int32)
+    vals = np.frombuffer(b"".join(v for _, _, v in items) or b"\0", dtype=np.uint8)
+    return hashes, key_off, keys, val_off, vals
+
+
+def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data, offs = _buffers(arr)
+    t = tables()
+    return _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"], t["le"],
+                             t["ge"], _max_per_char(), *_command_tables())
 
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
@@ -414,10 +540,7 @@ def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
         vals = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else list(texts)
         return pa.array([normalize(x, cfg) for x in vals], pa.large_string())
     arr, bad = _as_arrow(texts)
-    data, offs = _buffers(arr)
-    t = tables()
-    out, out_offs, fallback = _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"],
-                                                t["b_pool"], t["le"], t["ge"], _max_per_code_point())
+    out, out_offs, fallback = _run_kernel(arr)
     res = pl.Series("t", pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(out_offs), pa.py_buffer(out)))
     res = strip_wrappers_series(res, cfg)
     fallback[bad] = True
@@ -441,9 +564,6 @@ def hash_words_ngrams(norm, n: int) -> tuple[np.ndarray, ...]:
 def fallback_share(texts) -> float:
     """The share of `texts` the kernel hands to `normalize` (LaTeX, code fences, composing Unicode)."""
     arr, bad = _as_arrow(texts)
-    data, offs = _buffers(arr)
-    t = tables()
-    fallback = _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"],
-                                 t["le"], t["ge"], _max_per_code_point())[2]
+    fallback = _run_kernel(arr)[2]
     fallback[bad] = True
     return float(fallback.mean()) if len(fallback) else 0.0
