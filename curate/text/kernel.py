@@ -49,7 +49,7 @@ N_CP = 0x110000
 FALLBACK = 1  # NFKC may combine this code point with a neighbour: the text takes `normalize`
 SUP = 2
 SUB = 4
-TABLE_VERSION = 1  # bump when a table rule changes (part of the cache file name)
+TABLE_VERSION = 2  # bump when a table rule changes (part of the cache file name)
 
 
 def _may_compose() -> set[int]:
@@ -101,15 +101,11 @@ def _build_tables() -> dict[str, np.ndarray]:
             a_flag[i] |= SUP
         if c in mathmap.SUBSCRIPTS:
             a_flag[i] |= SUB
-        if c in pre:
-            s = pre[c]
-        elif i < 0x80:
-            s = c
-        elif _unstable(c, maybe):
+        s = pre.get(c, c)  # the pre-NFKC maps' outputs go through NFKC too ("ẛ" -> "ſ" -> "s")
+        if any(not ch.isascii() and _unstable(ch, maybe) for ch in s):
             a_flag[i] |= FALLBACK
             continue
-        else:
-            s = unicodedata.normalize("NFKC", c)
+        s = unicodedata.normalize("NFKC", s)
         s = s.lower()
         a_pool.extend(map(ord, s))
         for ch in s:
