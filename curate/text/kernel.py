@@ -167,7 +167,12 @@ def _jit(fn):
     return njit(cache=True, nogil=True)(fn) if njit is not None else fn
 
 
-@_jit
+def _jit_inline(fn):
+    """A small helper inlined into its callers at numba's IR level (a call per byte costs more than the work)."""
+    return njit(cache=True, nogil=True, inline="always")(fn) if njit is not None else fn
+
+
+@_jit_inline
 def _put(out, pos, b, prev):
     """Append byte `b` with the reference's space rules: runs of spaces collapse, none at a row's start (the
     end is stripped by the caller dropping a pending space), a space between an ASCII letter and a digit.
@@ -188,14 +193,14 @@ def _put(out, pos, b, prev):
     return pos + 1, cls
 
 
-@_jit
+@_jit_inline
 def _put_b(out, pos, d, prev, b_off, b_pool):
     for k in range(b_off[d], b_off[d + 1]):
         pos, prev = _put(out, pos, b_pool[k], prev)
     return pos, prev
 
 
-@_jit
+@_jit_inline
 def _is_letter(d):
     return (97 <= d <= 122) or (65 <= d <= 90)
 
@@ -285,7 +290,7 @@ def _fence_end(mid, j, m):
 
 
 @_jit
-def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper,
+def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper, amax,
                       cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
     """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text).
 
@@ -298,7 +303,9 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
     fallback = np.zeros(n, dtype=np.bool_)
     pos = 0
     for r in range(n):
-        # stage A
+        # stage A (the buffer is sized per text: growing it inside the loop costs a reference count per byte)
+        if (offs[r + 1] - offs[r]) * amax > len(mid):
+            mid = np.empty((offs[r + 1] - offs[r]) * amax, dtype=np.int32)
         m = 0
         last_run = 0
         bad = False
@@ -306,10 +313,13 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
         end = offs[r + 1]
         while i < end:
             b0 = data[i]
-            if b0 < 0x80:
-                cp = np.int64(b0)
+            if b0 < 0x80:  # ASCII: lower-cased, never flagged, never in a run
+                mid[m] = b0 + 32 if 65 <= b0 <= 90 else b0
+                m += 1
+                last_run = 0
                 i += 1
-            elif b0 < 0xE0:
+                continue
+            if b0 < 0xE0:
                 cp = (np.int64(b0 & 0x1F) << 6) | np.int64(data[i + 1] & 0x3F)
                 i += 2
             elif b0 < 0xF0:
@@ -323,10 +333,6 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
             if f & 1:
                 bad = True
                 break
-            if m + 64 > len(mid):
-                grown_mid = np.empty(2 * len(mid), dtype=np.int32)
-                grown_mid[:m] = mid[:m]
-                mid = grown_mid
             run = f & 6
             if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
                 mid[m] = 94 if run == 2 else 95
@@ -367,6 +373,9 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
             elif d == 92:
                 j, pos, prev = _command(mid, j, m, out, pos, prev, cmd_hash, cmd_key_off, cmd_keys,
                                         cmd_val_off, cmd_vals)
+            elif d < 128:  # ASCII: itself when alphanumeric, else a space
+                pos, prev = _put(out, pos, b_pool[b_off[d]], prev)
+                j += 1
             else:
                 pos, prev = _put_b(out, pos, d, prev, b_off, b_pool)
                 j += 1
@@ -496,6 +505,12 @@ def _max_per_char() -> int:
     return 2 * longest + 8
 
 
+@lru_cache(maxsize=1)
+def _max_per_byte() -> int:
+    """The most intermediate code points one input byte can become (table A plus a run marker)."""
+    return int(np.diff(tables()["a_off"]).max()) + 1
+
+
 def _name_hash(name: bytes) -> int:
     """The kernel's hash of a command name (FNV-style, 64-bit)."""
     h = len(name)
@@ -523,7 +538,7 @@ def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data, offs = _buffers(arr)
     t = tables()
     return _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"], t["le"],
-                             t["ge"], _max_per_char(), *_command_tables())
+                             t["ge"], _max_per_char(), _max_per_byte(), *_command_tables())
 
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
