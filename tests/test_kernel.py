@@ -29,7 +29,8 @@ PIECES = [
     "\\α", "\\ﬁ", "\\<=", "```python\n", "  ```c++  \n", "```", "````x\n", "```py\r\n", "x ```\n", "\t```js",
     "<=", ">=", "<>=", "<==", "＜＝", "﹤=", "<²", "<₌", "≤", "≥", "≠", "x²³", "x² ³", "2²", "xⁿ", "a₁₂", "H₂O",
     "½", "¾x", "⅒", "e\u0304", "A̅B̅", "ẋ", "ā", "é", "e\u0301", "ΣΑΣ ς", "Σ.", "İstanbul", "ﬁnd", "ＡＢＣ１２",
-    "ᄀ", "ᅡ", "가", "ᆨ", "\u0cd5", "\U0001ccd6", "\ua7cb", "\u0378", "😀", "﷽", "㎏", "ǆ", "٣", "x٣y", "π", "√3",
+    "ᄀ", "ᅡ", "가", "ᆨ", "Å", "Å\u0301", "≠", "=\u0338", "≠\u0338", "ö", "o\u0308", "\ufe0f", "\u0344", "ǖ",
+    "\u0cd5", "\U0001ccd6", "\ua7cb", "\u0378", "😀", "﷽", "㎏", "ǆ", "٣", "x٣y", "π", "√3",
     "∛x", "°", "90°", "∠ABC", "→", "⇒", "×", "·", "…", "—", "\u00a0", "\u2028", "\x00", "\t", "\n", "\r\n", " ",
     "  ", "_", "__", "a_b", "3x", "x2", "holds420", "abc", "The", "Problem:", "Question:", "problem", "question",
     "step by step", "Find x.", "x = 1", "$", "$$", "{", "}", "[", "]", "^", "'", '"', "#", "**bold**",
@@ -78,9 +79,17 @@ def test_every_table_character_alone_and_in_context():
     _assert_same(texts)
 
 
+def test_every_bmp_code_point_between_letters_and_before_marks():
+    """Each BMP code point after a letter / Hangul lead jamo, and before a combining mark / vowel jamo: the
+    contexts in which NFKC joins characters."""
+    cps = [chr(i) for i in range(0x10000) if not 0xD800 <= i < 0xE000]
+    _assert_same([f"a{c}b" for c in cps] + [f"{c}\u0301" for c in cps[0x80::3]] + [f"\u1100{c}" for c in cps[0x80::5]]
+                 + [f"{c}\u1161x" for c in cps[0xA0::7]])
+
+
 def test_kernel_handles_most_texts_itself():
     """The fallback to `normalize` is for rare constructs: the pieces above that need it are few."""
-    texts = ["Let $x^2 \\le \\frac12$ and y ≤ ½.", "```python\nprint(1)\n```", "ΣΑΣ x²", "İ ﬁ ＡＢＣ"]
+    texts = ["Let $x^2 \\le \\frac12$ and y ≤ ½.", "```python\nprint(1)\n```", "ΣΑΣ x²", "İ ﬁ ＡＢＣ", "Å ≠ é 가"]
     assert kernel.fallback_share(texts) == 0.0
     assert kernel.fallback_share(["e\u0301", "가"]) == 1.0  # NFKC composes these: the reference decides
 

@@ -49,7 +49,7 @@ N_CP = 0x110000
 FALLBACK = 1  # NFKC may combine this code point with a neighbour: the text takes `normalize`
 SUP = 2
 SUB = 4
-TABLE_VERSION = 2  # bump when a table rule changes (part of the cache file name)
+TABLE_VERSION = 3  # bump when a table rule changes (part of the cache file name)
 
 
 def _may_compose() -> set[int]:
@@ -66,11 +66,11 @@ def _may_compose() -> set[int]:
 
 
 def _unstable(c: str, maybe: set[int]) -> bool:
-    """Whether NFKC of `c` may depend on its neighbours (so a per-character table is not enough)."""
-    for ch in c + unicodedata.normalize("NFKD", c):
-        if unicodedata.combining(ch) or unicodedata.category(ch).startswith("M") or ord(ch) in maybe:
-            return True
-    return False
+    """Whether NFKC of `c` may depend on its neighbours (so a per-character table is not enough): `c`, or the
+    first character of its decomposition, is a non-starter (combining class > 0) or may compose with what
+    precedes it. A precomposed letter (é, Å, ≠) only ever meets a later mark, which is flagged itself."""
+    d = unicodedata.normalize("NFKD", c)
+    return any(unicodedata.combining(ch) or ord(ch) in maybe for ch in (c, d[:1] or c))
 
 
 def _b_output(d: str) -> str:
