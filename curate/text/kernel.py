@@ -427,8 +427,12 @@ def _hash_kernel(t, offs, n):
     nw = 0
     ng = 0
     q = np.uint64(0x9E3779B97F4A7C15)
+    qn = np.uint64(1)
+    for _ in range(n):
+        qn = qn * q
     for r in range(nrows):
         first_word = nw
+        acc = np.uint64(0)
         s = offs[r]
         end = offs[r + 1]
         i = s
@@ -440,10 +444,11 @@ def _hash_kernel(t, offs, n):
             wrow[nw] = r
             woff[nw] = i - s
             nw += 1
+            if n > 0:  # rolling: acc = sum of wh[k] * Q^(last - k) over the window (mod 2^64, as ngram_hashes)
+                acc = acc * q + wh[nw - 1]
+                if nw - first_word > n:
+                    acc = acc - wh[nw - 1 - n] * qn
             if n > 0 and nw - first_word >= n:
-                acc = np.uint64(0)
-                for k in range(nw - n, nw):
-                    acc = acc * q + wh[k]
                 gh[ng] = _fmix(acc)
                 grow[ng] = r
                 gstart[ng] = nw - n
