@@ -34,12 +34,20 @@ import os
 import sys
 import tempfile
 import unicodedata
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
 from cotforge.curate.text import mathmap
-from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig, normalize, strip_wrappers_series, words
+from cotforge.curate.text.normalize import (
+    DEFAULT_NORM,
+    NormConfig,
+    normalize,
+    normalize_arrow,
+    strip_wrappers_series,
+    words,
+)
 from cotforge.curate.text.unitables import cache_dir
 
 log = logging.getLogger(__name__)
@@ -548,17 +556,20 @@ def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
     """`normalize` of every text of a list / Arrow / polars string column, as a pyarrow LargeStringArray (one
-    compiled pass per text; the texts the kernel flags, and non-default switches, take `normalize`)."""
+    compiled pass per text; the texts the kernel flags take `normalize`; switches other than the defaults,
+    `wrappers` aside, take the polars batch path `normalize_arrow`)."""
     import polars as pl
     import pyarrow as pa
 
-    if cfg != DEFAULT_NORM or njit is None:
-        vals = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else list(texts)
-        return pa.array([normalize(x, cfg) for x in vals], pa.large_string())
+    if replace(cfg, wrappers=True) != DEFAULT_NORM or njit is None:  # other switches: the polars batch path
+        if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            texts = texts.to_pylist()
+        return normalize_arrow(texts if type(texts).__module__.startswith("polars") else list(texts), cfg)
     arr, bad = _as_arrow(texts)
     out, out_offs, fallback = _run_kernel(arr)
     res = pl.Series("t", pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(out_offs), pa.py_buffer(out)))
-    res = strip_wrappers_series(res, cfg)
+    if cfg.wrappers:
+        res = strip_wrappers_series(res, cfg)
     fallback[bad] = True
     if fallback.any():
         idx = np.flatnonzero(fallback)
