@@ -66,10 +66,12 @@ class Match:
     entry: int
     span: tuple[int, int] = (0, 0)
     words: list[str] | None = None  # the row side's normalised words (None: describe_matches normalises again)
+    detail: dict[str, Any] | None = None  # semantic matches: cosine, aligned numbers, both texts
 
     def as_dict(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
-                "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
+        d = {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
+             "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
+        return {**d, **self.detail} if self.detail else d
 
 
 # --------------------------------------------------------------------------- the copy check
@@ -279,6 +281,7 @@ class Matcher:
         self._rare_all: np.ndarray | None = None
         self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
+        self._semantic = None  # decontam/semantic.py's tier, loaded at first use
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
@@ -438,7 +441,17 @@ class Matcher:
                 en = self.index.entries[e]
                 ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e, span, words.get((i, side))))
             ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
+        if cfg.semantic:
+            self.semantic_matches(prompts, responses, out, cfg)
         return out
+
+    def semantic_matches(self, prompts, responses, out: list[list[Match]], cfg: DecontamConfig) -> None:
+        """The semantic tier (decontam/semantic.py) on the rows no other tier flagged."""
+        from cotforge.curate.decontam.semantic import SemanticTier, add_semantic_matches
+
+        if self._semantic is None:
+            self._semantic = SemanticTier(self.index.dir, [e.text for e in self.index.entries], cfg)
+        add_semantic_matches(self._semantic, self.index.entries, prompts, responses, out, cfg)
 
 
 def _byte_batches(s, cfg: DecontamConfig) -> list[tuple[int, int]]:

