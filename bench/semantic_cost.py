@@ -25,11 +25,10 @@ from decontam_corpora import SHARED, ensure_corpora  # noqa: E402
 from semantic_eval import BENCHMARKS  # noqa: E402
 
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
-from cotforge.curate.decontam.stage import run_decontam  # noqa: E402
 from cotforge.curate.dedup.config import DedupConfig  # noqa: E402
-from cotforge.curate.dedup.stage import run_dedup  # noqa: E402
 from cotforge.curate.engine import ExecutorConfig  # noqa: E402
 from cotforge.curate.io.readers import InputSpec  # noqa: E402
+from cotforge.pipelines.stages import run_stage  # noqa: E402
 
 
 def one(stage: str, path: Path, semantic: bool, workers: int) -> dict:
@@ -37,10 +36,11 @@ def one(stage: str, path: Path, semantic: bool, workers: int) -> dict:
         t = time.time()
         if stage == "decontam":
             cfg = DecontamConfig(benchmarks=list(BENCHMARKS), benchmarks_dir=str(SHARED / "benchmarks"), semantic=semantic)
-            st = run_decontam([InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
+            st = run_stage("decontaminate", [InputSpec(str(path), "corpus")], Path(d) / "o", cfg,
+                           ExecutorConfig(workers=workers))
             extra = {"removed": st["removed"], "timings": st.get("timings", {})}
         else:
-            st = run_dedup([InputSpec(str(path), "corpus")], Path(d) / "o", DedupConfig(semantic=semantic),
+            st = run_stage("dedup", [InputSpec(str(path), "corpus")], Path(d) / "o", DedupConfig(semantic=semantic),
                            ExecutorConfig(workers=workers))
             dd = st["dedup"]
             extra = {"removed": st["removed"], "timings": dd.get("timings", {}),

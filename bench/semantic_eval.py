@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from semantic_sets import SHARED, build_decontam, build_dedup, digest, recorded  # noqa: E402
 
-from cotforge.curate.benchmarks import load_benchmarks  # noqa: E402
+from cotforge.curate.core.benchmarks import load_benchmarks  # noqa: E402
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
 from cotforge.curate.decontam.index import DecontamIndex, build_index  # noqa: E402
 from cotforge.curate.decontam.match import Matcher  # noqa: E402

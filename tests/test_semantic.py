@@ -31,6 +31,8 @@ NUMBER_CHANGED = ("Janet has 3 apples and buys 7 more at the market. Each apple 
                   "How many dollars did she spend?")
 QUESTION_CHANGED = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "
                     "How many apples did she have at the market?")
+DEDUP_REPHRASED = ("Janet owns 3 apples and purchases 5 more at the market. Every apple is priced at $2. "
+                   "What amount of money did she pay, in dollars?")
 CLEAN = "A train travels 60 miles in 1.5 hours. What is its average speed in miles per hour?"
 
 
@@ -127,7 +129,7 @@ def test_decontaminate_semantic_from_the_cli(tmp_path, tiny_encoder):
 
 
 def test_matcher_embeds_the_response_opening_when_the_prompt_is_empty(tmp_path, tiny_encoder):
-    from cotforge.curate.benchmarks import BenchmarkItem
+    from cotforge.curate.core.benchmarks import BenchmarkItem
     from cotforge.curate.decontam.config import DecontamConfig
     from cotforge.curate.decontam.index import DecontamIndex, build_index
     from cotforge.curate.decontam.match import Matcher
@@ -154,9 +156,10 @@ def test_decontaminate_semantic_missing_model_is_a_clear_error(tmp_path):
 
 
 def test_dedup_semantic_from_the_cli(tmp_path, tiny_encoder):
-    """Dedup with the tier: the rephrased problem merges into the original (kept: the first); the number- and
-    question-changed look-alikes stay."""
-    rows = [{"id": "a", "prompt": ITEM, "response": "10"}, {"id": "r", "prompt": REPHRASED, "response": "10"},
+    """Dedup with the tier: the reworded problem merges into the original (kept: the first); the number- and
+    question-changed look-alikes stay. (REPHRASED, with its sentences moved and numbers in words, is one the
+    graded check keeps apart as `number_changed`: the stage does not let the semantic check overrule that.)"""
+    rows = [{"id": "a", "prompt": ITEM, "response": "10"}, {"id": "r", "prompt": DEDUP_REPHRASED, "response": "10"},
             {"id": "n", "prompt": NUMBER_CHANGED, "response": "14"}, {"id": "q", "prompt": QUESTION_CHANGED,
                                                                          "response": "8"},
             {"id": "c", "prompt": CLEAN, "response": "40"}]
@@ -175,7 +178,6 @@ def test_dedup_semantic_from_the_cli(tmp_path, tiny_encoder):
     assert stats["dedup"]["semantic_merged"] == 1
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None, reason="the semantic extra is not installed")
 def test_real_shipped_model_separates_rephrasing_from_look_alikes():
     """all-MiniLM-L6-v2 from the wheel: the rephrasing is close to the item, and the pair check (not the cosine)
@@ -185,7 +187,7 @@ def test_real_shipped_model_separates_rephrasing_from_look_alikes():
     cos = v @ v[0]
     q = emb.encode([question_of(t) for t in (ITEM, REPHRASED, QUESTION_CHANGED)])
     th = PairThresholds()
-    assert cos[1] > 0.8 and cos[4] < 0.5 and cos[2] > cos[1]
+    assert cos[1] > 0.8 and cos[4] < 0.5 and cos[2] > 0.9  # the look-alike is as close as the rephrasing
     assert pair_verdict(ITEM, REPHRASED, float(cos[1]), float(q[1] @ q[0]), th) is None
     assert pair_verdict(ITEM, NUMBER_CHANGED, float(cos[2]), 1.0, th) == "number_changed"
     assert pair_verdict(ITEM, QUESTION_CHANGED, float(cos[3]), float(q[2] @ q[0]), th) == "question_changed"

@@ -24,7 +24,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs import candidate_verdict
+from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
 from cotforge.curate.text.embed import Embedder
 from cotforge.curate.text.normalize import normalize

@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from cotforge.curate.dedup.lexicon import CARRIERS, FUNCTION_WORDS, STRICT_CATEGORIES
+from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FUNCTION_WORDS, STRICT_CATEGORIES
 
 _WORD_NUMBERS: dict[str, str] = {
     w: str(i) for i, w in enumerate("zero _ two three four five six seven eight nine ten eleven twelve thirteen "
