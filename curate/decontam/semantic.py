@@ -111,9 +111,22 @@ class SemanticTier:
         self.th = thresholds(cfg)
         self.emb = embedder or make_embedder(cfg)
         self.checked_pairs = 0
+        self._cache: dict[str, list[SemanticHit]] = {}
+
+    CACHE_SIZE = 100_000
 
     def match(self, texts: list[str]) -> list[list[SemanticHit]]:
-        """Per text: the entries it rephrases (best cosine first)."""
+        """Per text: the entries it rephrases (best cosine first). Verdicts of up to CACHE_SIZE distinct texts
+        are remembered (SFT data repeats each problem once per sampled response, across batches)."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for t, hits in zip(todo, self._match(todo), strict=True):
+            self._cache[t] = hits
+        out = [self._cache[t] for t in texts]
+        if len(self._cache) > self.CACHE_SIZE:
+            self._cache = {}
+        return out
+
+    def _match(self, texts: list[str]) -> list[list[SemanticHit]]:
         out: list[list[SemanticHit]] = [[] for _ in texts]
         if not texts or not len(self.vecs):
             return out
