@@ -33,9 +33,9 @@ from cotforge.curate.core.benchmarks import load_benchmarks  # noqa: E402
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
 from cotforge.curate.decontam.index import DecontamIndex, build_index  # noqa: E402
 from cotforge.curate.decontam.match import Matcher  # noqa: E402
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of  # noqa: E402
 from cotforge.curate.dedup.semantic import semantic_pairs  # noqa: E402
 from cotforge.curate.text.embed import Embedder  # noqa: E402
-from cotforge.curate.text.semantic import PairThresholds, pair_verdict, question_of  # noqa: E402
 
 BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
 DEDUP_DEFAULT = PairThresholds(min_cosine=0.85, min_question_cosine=0.80, max_extra_numbers=0)

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cotforge.curate.text.embed import Embedder, EmbedModelError, build_tiny_encoder, resolve_model_dir
-from cotforge.curate.text.semantic import (
+from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
     asks_other_quantity,
     carriers_differ,
@@ -21,6 +20,7 @@ from cotforge.curate.text.semantic import (
     pair_verdict,
     question_of,
 )
+from cotforge.curate.text.embed import Embedder, EmbedModelError, build_tiny_encoder, resolve_model_dir
 from cotforge.pipelines.cli.main import main
 
 ITEM = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "

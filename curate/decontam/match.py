@@ -449,12 +449,16 @@ class Matcher:
         return out
 
     def semantic_matches(self, prompts, responses, out: list[list[Match]], cfg: DecontamConfig) -> None:
-        """The semantic tier (decontam/semantic.py) on the rows no other tier flagged."""
-        from cotforge.curate.decontam.semantic import SemanticTier, add_semantic_matches
+        """The semantic tier (decontam/semantic.py) on the rows no other tier flagged: match kind `semantic`,
+        score = cosine, the aligned numbers and both texts in `detail`."""
+        from cotforge.curate.decontam.semantic import SemanticTier, hit_detail, semantic_hits
 
         if self._semantic is None:
             self._semantic = SemanticTier(self.index.dir, [e.text for e in self.index.entries], cfg)
-        add_semantic_matches(self._semantic, self.index.entries, prompts, responses, out, cfg)
+        for i, side, text, h in semantic_hits(self._semantic, prompts, responses, [bool(ms) for ms in out], cfg):
+            en = self.index.entries[h.entry]
+            out[i].append(Match(en.benchmark, en.item_id, en.part, "semantic", side, h.cosine, h.entry,
+                                detail=hit_detail(self._semantic, text, h)))
 
 
 def _byte_batches(s, cfg: DecontamConfig) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@ n-grams with the original for them. This tier embeds every benchmark problem onc
 under semantic/ and cached on disk by model and texts), then, for each row no other tier flagged, embeds its
 prompt (the first `semantic_response_chars` characters of the response when the prompt is empty), takes the
 `semantic_top_k` nearest items by cosine and lets the numbers- and question-aware pair check decide
-(`curate/text/semantic.py`: every number of the item in the row, the same question). A flagged row gets the
+(`curate/dedup/pairs/semantic.py`: every number of the item in the row, the same question). A flagged row gets the
 match kind `semantic`, score = the cosine, and in `matches` the aligned numbers and both texts.
 
 Off by default (`--semantic` turns it on): it costs a transformer forward pass per distinct prompt (see
@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cotforge.curate.text.embed import Embedder, _cache_dir
-from cotforge.curate.text.semantic import PairThresholds, number_verdict, pair_verdict, question_of
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
+from cotforge.curate.text.embed import Embedder, cache_dir
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.match import Match
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ def _cached_encode(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     h = hashlib.sha256(f"{emb.model_dir.resolve()}\0{emb.max_tokens}\0{tag}".encode())
     for t in texts:
         h.update(t.encode("utf-8", "replace") + b"\0")
-    path = _cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"
+    path = cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"
     if path.is_file():
         try:
             got = np.load(path)
@@ -167,35 +166,26 @@ def semantic_text(prompt: str | None, response: str | None, cfg: DecontamConfig)
     return None
 
 
-def add_semantic_matches(tier: SemanticTier, entries, prompts, responses, found: list[list[Match]],
-                         cfg: DecontamConfig) -> int:
-    """Append `semantic` matches to the rows of `found` that no other tier flagged; returns how many rows it
-    flagged. Each distinct text is embedded once."""
-    from cotforge.curate.decontam.match import Match
-
+def semantic_hits(tier: SemanticTier, prompts, responses, flagged: list[bool], cfg: DecontamConfig
+                  ) -> list[tuple[int, str, str, SemanticHit]]:
+    """(row, side, embedded text, hit) for the rows not `flagged` by another tier that rephrase an item. Each
+    distinct text is embedded once."""
     plist = prompts.to_pylist() if hasattr(prompts, "to_pylist") else list(prompts)
     rlist = (responses.to_pylist() if hasattr(responses, "to_pylist") else list(responses)) if responses is not None \
         else [None] * len(plist)
     todo: dict[str, list[tuple[int, str]]] = {}
-    for i, ms in enumerate(found):
-        if ms:
+    for i, done in enumerate(flagged):
+        if done:
             continue
         got = semantic_text(plist[i], rlist[i] if cfg.check_response else None, cfg)
         if got:
             todo.setdefault(got[1], []).append((i, got[0]))
-    if not todo:
-        return 0
     texts = list(todo)
-    flagged = 0
-    for text, hits in zip(texts, tier.match(texts), strict=True):
-        if not hits:
-            continue
-        for i, side in todo[text]:
-            for h in hits:
-                en = entries[h.entry]
-                found[i].append(Match(en.benchmark, en.item_id, en.part, "semantic", side, h.cosine, h.entry,
-                                      detail={"cosine": round(h.cosine, 4), "question_cosine": round(h.question_cosine, 4),
-                                              "numbers": h.numbers, "item_text": tier.items[h.entry][:SHOWN_CHARS],
-                                              "row_text": text[:SHOWN_CHARS]}))
-            flagged += 1
-    return flagged
+    return [(i, side, text, h) for text, hits in zip(texts, tier.match(texts), strict=True) if hits
+            for i, side in todo[text] for h in hits]
+
+
+def hit_detail(tier: SemanticTier, text: str, h: SemanticHit) -> dict:
+    """What the report shows of a semantic match: cosines, the aligned numbers, both texts."""
+    return {"cosine": round(h.cosine, 4), "question_cosine": round(h.question_cosine, 4), "numbers": h.numbers,
+            "item_text": tier.items[h.entry][:SHOWN_CHARS], "row_text": text[:SHOWN_CHARS]}

@@ -4,7 +4,7 @@ MinHash finds near-copies; a problem scraped twice with edited wording shares to
 embeds every distinct prompt (`curate/text/embed.py`), takes each prompt's `semantic_top_k` nearest prompts
 by cosine (exact search: blocks of a matrix product, `semantic_block` rows at a time), and keeps a pair only
 when the numbers- and question-aware pair check says it is one problem in other words
-(`curate/text/semantic.py`, both ways: the same numbers, the same question). The graded check of the
+(`curate/dedup/pairs/semantic.py`, both ways: the same numbers, the same question). The graded check of the
 MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges; a pair it keeps apart for a
 changed number, variable, name, question or code section stays apart; only a pair it rejects for rewording
 alone (`REWORDING_REASONS`: too many words replaced, too few shared n-grams, content words replaced) goes to the
@@ -24,11 +24,11 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
 from cotforge.curate.text.embed import Embedder
 from cotforge.curate.text.normalize import normalize
-from cotforge.curate.text.semantic import PairThresholds, pair_verdict, question_of
 
 log = logging.getLogger(__name__)
 

