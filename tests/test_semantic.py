@@ -82,6 +82,20 @@ def test_embedder_from_a_local_folder(tiny_encoder):
     assert emb.encode([]).shape == (0, emb.dim)
 
 
+def test_static_embedder_distilled_from_the_model(tiny_encoder, tmp_path, monkeypatch):
+    from cotforge.curate.text.embed import StaticEmbedder
+
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(tmp_path))
+    emb = Embedder(str(tiny_encoder))
+    st = StaticEmbedder(emb)
+    assert st.table.shape == (len(emb.tokenizer), emb.dim)
+    assert list((tmp_path / "semantic").glob("static-*.npy"))  # the token table is cached
+    st.fit_weights([ITEM, CLEAN])
+    v = st.encode([ITEM, REPHRASED, ""])
+    assert np.allclose(np.linalg.norm(v[:2], axis=1), 1.0, atol=1e-5) and not v[2].any()
+    assert np.allclose(StaticEmbedder(emb).table, st.table)  # read back from the cache
+
+
 def test_model_errors_name_the_path(tmp_path):
     with pytest.raises(EmbedModelError, match="no such folder"):
         resolve_model_dir(str(tmp_path / "missing"))
@@ -141,6 +155,11 @@ def test_matcher_embeds_the_response_opening_when_the_prompt_is_empty(tmp_path, 
     found = Matcher(DecontamIndex(tmp_path / "idx")).match_batch(
         ["", "", CLEAN], [REPHRASED + " So the answer is 10.", NUMBER_CHANGED, REPHRASED], cfg)
     assert [[(m.match_kind, m.side) for m in ms] for ms in found] == [[("semantic", "response")], [], []]
+    # the static fast path: a bound no row reaches keeps every row away from the transformer
+    strict = DecontamConfig(**{**cfg.__dict__, "semantic_prefilter": 1.0})
+    m = Matcher(DecontamIndex(tmp_path / "idx"))
+    assert m.match_batch(["", CLEAN], [REPHRASED + " So the answer is 10.", None], strict) == [[], []]
+    assert m._semantic.skipped == 2
 
 
 def test_decontaminate_semantic_missing_model_is_a_clear_error(tmp_path):

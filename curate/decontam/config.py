@@ -123,6 +123,9 @@ class DecontamConfig:
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_extra_numbers: int = field(default=0, metadata={
         "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
+    semantic_prefilter: float = field(default=-1.0, metadata={
+        "help": "Semantic tier fast path: rows whose nearest item by a static embedding distilled from the model "
+                "(mean token vectors) has a cosine below this skip the transformer; -1 (default) is off."})
     semantic_top_k: int = field(default=3, metadata={"help": "Semantic tier: nearest items checked per row."})
     semantic_response_chars: int = field(default=600, metadata={
         "help": "Semantic tier: rows without a prompt are embedded by this many first characters of the response."})
@@ -138,6 +141,8 @@ class DecontamConfig:
                      "max_item_df", "response_chars", "fuzzy_min_shingles", "short_item_words"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
+        if not -1.0 <= self.semantic_prefilter <= 1.0:
+            raise ValueError(f"semantic_prefilter: must be in [-1, 1] (got {self.semantic_prefilter})")
         if not -1.0 <= self.semantic_cosine <= 1.0:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
-from cotforge.curate.text.embed import Embedder, cache_dir
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
@@ -110,7 +110,13 @@ class SemanticTier:
         self.th = thresholds(cfg)
         self.emb = embedder or make_embedder(cfg)
         self.checked_pairs = 0
+        self.skipped = 0  # rows the static prefilter kept away from the transformer
         self._cache: dict[str, list[SemanticHit]] = {}
+        self.static: StaticEmbedder | None = None
+        if cfg.semantic_prefilter > -1.0:
+            self.static = StaticEmbedder(self.emb)
+            self.static.fit_weights(item_texts)
+            self.static_vecs = self.static.encode(item_texts)
 
     CACHE_SIZE = 100_000
 
@@ -128,6 +134,19 @@ class SemanticTier:
     def _match(self, texts: list[str]) -> list[list[SemanticHit]]:
         out: list[list[SemanticHit]] = [[] for _ in texts]
         if not texts or not len(self.vecs):
+            return out
+        if self.static is not None:  # the fast path: only rows whose nearest item is close enough statically
+            best = (self.static.encode(texts) @ self.static_vecs.T).max(axis=1)
+            keep = np.flatnonzero(best >= self.cfg.semantic_prefilter).tolist()
+            self.skipped += len(texts) - len(keep)
+            for i, hits in zip(keep, self._match_dense([texts[i] for i in keep]), strict=True):
+                out[i] = hits
+            return out
+        return self._match_dense(texts)
+
+    def _match_dense(self, texts: list[str]) -> list[list[SemanticHit]]:
+        out: list[list[SemanticHit]] = [[] for _ in texts]
+        if not texts:
             return out
         q = self.emb.encode(texts)
         sims = q @ self.vecs.T

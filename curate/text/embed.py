@@ -181,6 +181,74 @@ class Embedder:
         return torch.nn.functional.normalize(v, dim=-1) if self.normalise else v
 
 
+class StaticEmbedder:
+    """A static-embedding fast path distilled from an `Embedder` (model2vec's recipe, without its package: its
+    `distill` extra pins transformers < 5.4): every vocabulary token is embedded alone by the transformer
+    ([CLS] token [SEP], the model's pooling); a text is the normalised mean of its tokens' vectors. Thousands of
+    texts/s on a CPU, much less exact: the semantic tier uses it only to skip the transformer for rows whose
+    nearest item is far (`semantic_prefilter`). The token table is cached on disk per model."""
+
+    def __init__(self, emb: Embedder, batch_size: int = 512):
+        self.emb, self.tokenizer = emb, emb.tokenizer
+        path = cache_dir() / "semantic" / f"static-{emb.name}-{emb.dim}.npy"
+        table = None
+        if path.is_file():
+            try:
+                table = np.load(path)
+            except (OSError, ValueError):
+                table = None
+        if table is None or table.shape != (len(self.tokenizer), emb.dim):
+            table = self._distil(batch_size)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+                np.save(tmp, table)
+                tmp.rename(path)
+            except OSError:
+                pass
+        self.table = table - table.mean(axis=0)  # the component all token vectors share says nothing
+        self.special = np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64)
+        self.weights = np.ones(len(table), dtype=np.float32)
+
+    def fit_weights(self, texts: list[str]) -> None:
+        """Token weights log(N / (1 + document frequency)) over `texts` (the indexed items): words every item
+        holds ("the", "find") weigh little, as SIF weighting does in model2vec."""
+        df = np.zeros(len(self.table), dtype=np.float64)
+        for row in self.tokenizer([t or "" for t in texts], add_special_tokens=False)["input_ids"]:
+            df[np.unique(np.asarray(row, dtype=np.int64))] += 1
+        self.weights = np.log((len(texts) + 1) / (1 + df)).astype(np.float32)
+
+    def _distil(self, batch_size: int) -> np.ndarray:
+        import torch
+
+        tok, n = self.tokenizer, len(self.tokenizer)
+        cls, sep = tok.cls_token_id, tok.sep_token_id
+        out = np.zeros((n, self.emb.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for lo in range(0, n, batch_size):
+                ids = torch.arange(lo, min(lo + batch_size, n))[:, None]
+                parts = [p for p in (None if cls is None else torch.full_like(ids, cls), ids,
+                                     None if sep is None else torch.full_like(ids, sep)) if p is not None]
+                x = torch.cat(parts, dim=1).to(self.emb.device)
+                mask = torch.ones_like(x)
+                hidden = self.emb.model(input_ids=x, attention_mask=mask).last_hidden_state
+                out[lo:lo + len(ids)] = self.emb._pool(hidden, mask).float().cpu().numpy()
+        return out
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """[len(texts), dim] unit-length mean token vectors (special tokens left out)."""
+        ids = self.tokenizer([t or "" for t in texts], add_special_tokens=False, truncation=True,
+                             max_length=self.emb.max_tokens)["input_ids"]
+        out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
+        for i, row in enumerate(ids):
+            row = np.asarray(row, dtype=np.int64)
+            row = row[~np.isin(row, self.special)]
+            if len(row):
+                out[i] = self.weights[row] @ self.table[row]
+        norm = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norm, 1e-9)
+
+
 def build_tiny_encoder(out_dir: str | Path, *, corpus: list[str] | None = None, hidden_size: int = 32,
                        layers: int = 2, heads: int = 2, seed: int = 0) -> Path:
     """Save a tiny random BERT encoder + a WordPiece tokenizer trained on `corpus` as a sentence-transformers
