@@ -56,6 +56,9 @@ def test_question_checks():
     assert question_of(ITEM) == "How many dollars did she spend?"
     assert question_of("Let $x = 2$. Find $x^2$. It is small.") == "Find $x^2$."  # no "?": the last instruction
     assert question_of("Is it 10? No. Compute the product.") == "Is it 10?"  # a "?" sentence comes first
+    area = "What is the area of the region defined by\n$|x| + |y| \\le 1$?"
+    assert question_of(area).startswith("What is the area")  # display math on its own line ends no sentence
+    assert carriers_differ(question_of(area), question_of(area.replace("area", "perimeter")))
     assert carriers_differ("What is the sum of the roots?", "What is the product of the roots?")
     assert carriers_differ("Which is largest?", "Which is smallest?")
     assert carriers_differ("How many are divisible by 3?", "How many are not divisible by 3?")

@@ -34,7 +34,7 @@ _WORD_NUMBERS: dict[str, str] = {
     if w != "_"}  # "one" is left out: a pronoun or an article as often as a count
 _WORD_NUMBERS.update({w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 _NUM = re.compile(r"(?<![A-Za-z_])\d+(?:,\d{3})*(?:\.\d+)?|[A-Za-z]+")
-_SENT = re.compile(r"(?<=[.?!])\s+|\n+")
+_SENT = re.compile(r"(?<=[.?!])\s+|\n\s*\n")  # sentence ends and blank lines; a single newline (display math) is not one
 _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|evaluate|simplify|express|give|work out|"
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
@@ -61,7 +61,8 @@ def numbers_of(text: str) -> Counter:
 
 def question_of(text: str) -> str:
     """The sentence that asks: the last one ending in "?", else the last one opening like a question or an
-    instruction ("Find ...", "How many ..."), else the last sentence."""
+    instruction ("Find ...", "How many ..."), else the last sentence. A line break inside a sentence (display
+    math: "What is the area of the region defined by\n$|x| + |y| \\le 1$?") does not end it."""
     sents = [s.strip() for s in _SENT.split((text or "").strip()) if s and s.strip()]
     if not sents:
         return ""
