@@ -11,8 +11,11 @@ Shipped shapes read here:
   the tests and calls each; files that need pytest itself (fixtures, parametrize, `pytest.raises`) stay
   `{"kind": "pytest", "test": code}`, which the verifier runs with pytest in the sandbox's test jail
   (`cotforge.curate.verify.jailed.pytestrun`);
-- MBPP `test_list` (a list of assert lines).
-Unknown shapes are kept as JSON text.
+- MBPP `test_list` (a list of assert lines);
+- code-r1 / Klear-Reasoner verl `ground_truth` JSON: `{"functional": code}` (test code run after the program)
+  -> assert code, `{"pytest": code}` -> as a KodCode pytest file (their `timeout` / `max_test_cases` keys
+  are not test content and are dropped).
+Unknown shapes are kept as JSON text (the verifiers' `parse_tests` then names what is wrong).
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
             value = {k: v for k, v in value.items() if k != "setup"}  # no setup: the verifier's default applies
         if "kind" in value:
             return json.dumps(value, ensure_ascii=False)
+        if isinstance(value.get("functional"), str) and value["functional"].strip():
+            return json.dumps({"kind": "assert", "test": value["functional"], "entry_point": None}, ensure_ascii=False)
+        if isinstance(value.get("pytest"), str) and value["pytest"].strip():
+            return pytest_file(value["pytest"])
         ins, outs = value.get("inputs"), value.get("outputs")
         if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs):
             if value.get("fn_name"):

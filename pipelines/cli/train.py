@@ -56,6 +56,7 @@ def sft_command() -> click.Command:
 
 def rl_command() -> click.Command:
     """`cotforge train rl`: GPPO / PPO-clip / CISPO / GSPO on verl-style prompt shards."""
+    from cotforge.train.data.rl import RLDataError
     from cotforge.train.rl.config import GPPOConfig
     from cotforge.train.rl.trainer import run_rl
 
@@ -70,7 +71,10 @@ def rl_command() -> click.Command:
                        what="RL config key")
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
-        trainer = run_rl(cfg)
+        try:
+            trainer = run_rl(cfg)
+        except (RLDataError, FileNotFoundError) as e:
+            raise click.ClickException(str(e)) from e
         click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
                    f"logs in {Path(cfg.output_dir) / 'log.csv'}")
 

@@ -1,0 +1,177 @@
+"""Issue 32: the Klear RL recipe as the report ran it. Klear-format RL rows load (tests normalised and checked at
+load), the official and strict reward modes on hand-made completions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.train.rl.rewards import RewardConfig, code_rewards, make_reward_func, sample_tests  # noqa: E402
+
+PROMPT = [{"role": "user", "content": "You are an expert Python programmer. Read n, print 2n."}]
+
+
+def _klear_code_row(ground_truth, **extra) -> dict:
+    """A row in the released KlearReasoner-CodeSub-15K schema (verl: ground_truth a JSON string)."""
+    return {"data_source": "coder1_longcot", "prompt": PROMPT, "ability": "code",
+            "reward_model": {"style": "rule", "ground_truth": ground_truth}, "extra_info": {"index": 3, **extra}}
+
+
+def _write(tmp_path: Path, rows: list[dict]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rl" / "part-0.parquet"
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+STDIO_GT = json.dumps({"inputs": ["2\n", "3\n", "5\n"], "outputs": ["4\n", "6\n", "10\n"]})
+DOUBLE = "<think>double it</think>\n```python\nn = int(input())\nprint(n * 2)\n```"
+
+
+@pytest.mark.parametrize("gt,kind", [
+    (STDIO_GT, "stdio"),
+    (json.loads(STDIO_GT), "stdio"),                                           # a struct, not a JSON string
+    (json.dumps({"fn_name": "f", "inputs": [[1], [2]], "outputs": [2, 4]}), "assert"),  # APPS call-based
+    (json.dumps({"functional": "assert f(1) == 2"}), "assert"),                 # code-r1 functional
+    (json.dumps([{"input": "1\n", "output": "2\n"}]), "stdio"),
+])
+def test_klear_code_rows_are_normalised_at_load(tmp_path, gt, kind):
+    ds = load_rl_dataset(str(_write(tmp_path, [_klear_code_row(gt)])))
+    assert json.loads(ds[0]["tests"])["kind"] == kind and ds[0]["ability"] == "code"
+
+
+@pytest.mark.parametrize("gt,why", [
+    (json.dumps({"inputs": [], "outputs": []}), "non-empty list 'cases'"),
+    (json.dumps({"inputs": ["1"], "outputs": ["1", "2"]}), "unknown kind"),    # unequal lengths: not a test list
+    (json.dumps({"inputs_file": "in.txt", "outputs_file": "out.txt"}), "external files"),
+    ("{not json", "unknown kind|invalid JSON"),
+    (json.dumps({"weird": 1}), "unknown kind"),
+])
+def test_unparseable_code_tests_fail_at_load_naming_file_row_and_field(tmp_path, gt, why):
+    good = _klear_code_row(STDIO_GT)
+    path = _write(tmp_path, [good, _klear_code_row(gt)])
+    with pytest.raises(ValueError, match=rf"part-0\.parquet:1: field 'reward_model\.ground_truth'.*({why})"):
+        load_rl_dataset(str(path))
+    with pytest.raises(ValueError, match="code row without tests"):
+        to_trl_row(_klear_code_row(""), "f.parquet:7")
+
+
+def test_cli_names_the_bad_row(tmp_path, tiny_model_dir):
+    """From the user's door: `cotforge train rl` on a bad Klear row exits with the file:row and field, no traceback."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.train import train
+
+    path = _write(tmp_path, [_klear_code_row(json.dumps({"inputs": [], "outputs": []}))])
+    y = tmp_path / "c.yaml"
+    y.write_text(f"model: {tiny_model_dir}\nnum_generations: 2\nrollout_prompts: 2\nmini_batch_prompts: 1\n"
+                 "per_device_train_batch_size: 2\noversample: 1\nreport_to: []\n")
+    res = CliRunner().invoke(train, ["rl", "--config", str(y), "--data", str(path), "-o", str(tmp_path / "o"),
+                                     "--max-steps", "1"])
+    assert res.exit_code != 0
+    assert "part-0.parquet:0" in res.output and "reward_model.ground_truth" in res.output, res.output
+    assert "Traceback" not in res.output
+
+
+def test_klear_code_row_gets_a_reward(tmp_path):
+    """The loaded Klear row's tests reach the sandbox: a correct program scores +1 (official), not None."""
+    pytest.importorskip("cotforge.curate.verify.code")
+    ds = load_rl_dataset(str(_write(tmp_path, [_klear_code_row(STDIO_GT)])))
+    row = ds[0]
+    wrong = DOUBLE.replace("n * 2", "n + 2")  # passes 2 -> 4 only
+    out = make_reward_func(RewardConfig(mode="official", workers=2))(
+        completions=[DOUBLE, wrong], ability=[row["ability"]] * 2, ground_truth=[row["ground_truth"]] * 2,
+        tests=[row["tests"]] * 2)
+    assert out == [1.0, pytest.approx(2 * 1 / 3 - 1)]
+
+
+# ---------------------------------------------------------------- reward modes on hand-made completions
+MATH = ["<think>2+2</think> The answer is 4.",      # unboxed, correct
+        "<think>2+2</think> \\boxed{4}",              # boxed, correct
+        "<think>\\boxed{4}</think> so 5",             # the box is inside the reasoning; the answer part says 5
+        "<think>2+2</think> $4$",                     # a bare math span
+        "2+2 is 4 \\boxed{4}",                        # no </think>
+        "2+2 </think> \\boxed{4}"]                    # no <think>
+
+
+def test_math_reward_modes():
+    pytest.importorskip("cotforge.curate.verify.math")
+    n = len(MATH)
+    official = make_reward_func(RewardConfig(mode="official", workers=1))
+    strict = make_reward_func(RewardConfig(mode="strict", workers=1))
+    kw = dict(ability=["math"] * n, ground_truth=["4"] * n)
+    assert official(completions=MATH, **kw) == [1.0, 1.0, -1.0, 1.0, -0.5, -2.0]
+    assert strict(completions=MATH, **kw) == [-1.0, 1.0, -1.0, -1.0, -0.5, -2.0]
+    # a field set on its own overrides the mode
+    assert make_reward_func(RewardConfig(mode="official", math_mode="strict", workers=1))(
+        completions=MATH[:1], ability=["math"], ground_truth=["4"]) == [-1.0]
+    with pytest.raises(ValueError, match="'mode'"):
+        RewardConfig(mode="paper")
+
+
+def _fake_runner(monkeypatch, seen: list):
+    """Replace the sandbox: a test passes when its expected output is even; records the tests each program saw."""
+    import cotforge.curate.verify.code as verify
+
+    def fake_run(items, limits, workers):
+        out = []
+        for prog, tests in items:
+            spec = json.loads(tests)
+            seen.append(spec)
+            if not prog.strip():
+                out.append(verify.CodeVerdict("no_answer", 0, len(spec["cases"]), [], []))
+                continue
+            res = ["pass" if int(c["output"]) % 2 == 0 else "fail" for c in spec["cases"]]
+            out.append(verify.CodeVerdict("pass" if all(r == "pass" for r in res) else "fail",
+                                          res.count("pass"), len(res), res, [""] * len(res)))
+        return out
+
+    monkeypatch.setattr(verify, "run_tests_batch", fake_run)
+
+
+def test_code_reward_modes(monkeypatch):
+    """official: mean of +-1 over <= 16 sampled tests; strict: pass fraction over all tests. 40 cases, 10 of
+    them odd (failing). Format penalties and the no-program score per mode."""
+    seen: list = []
+    _fake_runner(monkeypatch, seen)
+    cases = [{"input": str(i), "output": str(i)} for i in range(40)]
+    tests = json.dumps({"kind": "stdio", "cases": cases})
+    ok = "<think>x</think>\n```python\nprint(1)\n```"
+    empty = "<think>x</think>\n```python\n\n```"
+    texts = [ok, empty, "<think>x</think> prose", "no think"]
+    strict = code_rewards(texts, [tests] * 4, RewardConfig(mode="strict"))
+    assert strict == [0.5, -1.0, -1.0, -0.5] and len(seen[0]["cases"]) == 40
+    seen.clear()
+    official = code_rewards(texts, [tests] * 4, RewardConfig(mode="official"), step=3)
+    sample = seen[0]["cases"]
+    assert len(sample) == 16 and all(c in cases for c in sample)
+    passed = sum(int(c["output"]) % 2 == 0 for c in sample)
+    assert official[0] == pytest.approx((passed - (16 - passed)) / 16)
+    assert official[1:] == [-1.0, -1.0, -0.5]
+    # the strict mode's reordering: a program failing every test vs a truncated (no </think>) response
+    seen.clear()
+    all_odd = json.dumps({"kind": "stdio", "cases": [{"input": "1", "output": "1"}] * 3})
+    assert code_rewards([ok], [all_odd], RewardConfig(mode="strict")) == [0.0]      # above -0.5
+    assert code_rewards([ok], [all_odd], RewardConfig(mode="official")) == [-1.0]   # below -0.5
+
+
+def test_test_sample_is_seeded_shared_within_a_rollout_and_redrawn_across():
+    tests = json.dumps({"kind": "stdio", "cases": [{"input": str(i), "output": str(i)} for i in range(40)]})
+    a = sample_tests(tests, 16, seed=0, step=5)
+    assert a == sample_tests(tests, 16, seed=0, step=5)               # same prompt, same rollout: same sample
+    assert a != sample_tests(tests, 16, seed=0, step=6)               # next rollout: a new sample
+    assert a != sample_tests(tests, 16, seed=1, step=5)
+    assert sample_tests(tests, 0, seed=0) == tests                    # 0 = all tests
+    few = json.dumps({"kind": "stdio", "cases": [{"input": "1", "output": "1"}] * 3})
+    assert sample_tests(few, 16, seed=0) == few
+    idx = [int(c["input"]) for c in json.loads(a)["cases"]]
+    assert idx == sorted(idx) and len(set(idx)) == 16
