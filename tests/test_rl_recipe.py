@@ -175,3 +175,38 @@ def test_test_sample_is_seeded_shared_within_a_rollout_and_redrawn_across():
     assert sample_tests(few, 16, seed=0) == few
     idx = [int(c["input"]) for c in json.loads(a)["cases"]]
     assert idx == sorted(idx) and len(set(idx)) == 16
+
+
+# ---------------------------------------------------------------- the policy_loss log
+def _parity(texts: list[str], truths: list[str]) -> list[float]:
+    """1.0 (correct: enters the SFT term) for even-length completions, 0.0 otherwise: mixed groups."""
+    return [1.0 if len(t) % 2 == 0 else 0.0 for t in texts]
+
+
+def _sevens_rows(n: int) -> list[dict]:
+    return [{"data_source": "s", "prompt": [{"role": "user", "content": f"Reply with the digit 7 ({i})."}],
+             "ability": "parity", "reward_model": {"style": "rule", "ground_truth": "7"},
+             "extra_info": {"id": f"s{i}", "tests": None}} for i in range(n)]
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+def test_logged_policy_loss_is_the_optimised_loss(tiny_model_dir, tmp_path, agg):
+    """With gradient accumulation 2, the logged policy_loss + sft_alpha * sft_nll equals the Trainer's `loss`
+    (the loss the step minimised); before issue 32 policy_loss was that loss / GA under token-mean."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import run_rl
+
+    path = _write(tmp_path, _sevens_rows(8))
+    cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / agg),
+                     num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
+                     oversample=1, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                     learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[], sft_alpha=0.5,
+                     loss_agg_mode=agg, seed=0)
+    assert cfg.gradient_accumulation_steps == 2
+    trainer = run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                         custom={"parity": _parity})])
+    logs = [r for r in trainer.state.log_history if "policy_loss" in r]
+    assert len(logs) == 2
+    for r in logs:
+        assert r["policy_loss"] + 0.5 * r["sft_nll"] == pytest.approx(r["loss"], rel=1e-4, abs=1e-6)
+    assert any(r["sft_nll"] > 0 for r in logs) and any(abs(r["policy_loss"]) > 1e-6 for r in logs)

@@ -191,7 +191,7 @@ class GPPOTrainer(GRPOTrainer):
             correct = inputs.get("rl_correct", torch.zeros_like(weight)).to(logps.dtype) * weight
             nll = masked_nll(logps, mask * correct[:, None])
             loss = loss + a.sft_alpha * nll / ga
-        self._accumulate(mode, metrics, entropies, loss_mask, pg, nll)
+        self._accumulate(mode, metrics, entropies, loss_mask, pg if token_norm is not None else pg / ga, nll / ga)
         return loss
 
     def _minibatch_tokens(self, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -215,7 +215,12 @@ class GPPOTrainer(GRPOTrainer):
         return self._mb_tokens[1].to(loss_mask.dtype) / self.accelerator.num_processes
 
     def _accumulate(self, mode: str, m: dict[str, float], entropies, mask, pg, nll) -> None:
-        """Pool the loss metrics over the micro-batches of one optimizer step; log them once at its last one."""
+        """Pool the loss metrics over the micro-batches of one optimizer step; log them once at its last one.
+
+        `pg` and `nll` are this micro-batch's shares of the optimised loss (already divided by the gradient
+        accumulation steps where compute_loss divides them), so their sum over the step's micro-batches, averaged
+        over processes (DDP averages the gradients), is the loss the optimizer step minimises:
+        loss = policy_loss + sft_alpha * sft_nll, the `loss` the Trainer logs."""
         acc = self._step_acc
         n = float(m["n_tokens"])
         ent = float((entropies.detach() * mask).sum())
@@ -238,8 +243,9 @@ class GPPOTrainer(GRPOTrainer):
         self._step_acc = {}
         out = self._metrics[mode]
         n_all = tot["n"]
-        out["policy_loss"].append(tot["pg"] / tot["micro"])
-        out["sft_nll"].append(tot["nll"] / tot["micro"])
+        procs = self.accelerator.num_processes
+        out["policy_loss"].append(tot["pg"] / procs)
+        out["sft_nll"].append(tot["nll"] / procs)
         out["tokens/trained"].append(n_all)
         out["entropy"].append(tot["ent"] / n_all if n_all else math.nan)
         for k in _COUNTS:
