@@ -4,6 +4,7 @@ load), the official and strict reward modes on hand-made completions."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,94 @@ def test_logged_policy_loss_is_the_optimised_loss(tiny_model_dir, tmp_path, agg)
     for r in logs:
         assert r["policy_loss"] + 0.5 * r["sft_nll"] == pytest.approx(r["loss"], rel=1e-4, abs=1e-6)
     assert any(r["sft_nll"] > 0 for r in logs) and any(abs(r["policy_loss"]) > 1e-6 for r in logs)
+
+
+# ---------------------------------------------------------------- warmup, prompt cap, two RL stages
+def test_warmup_in_rollout_batches_or_optimizer_steps():
+    from cotforge.train.rl.config import GPPOConfig
+
+    math = GPPOConfig(warmup_rollouts=10)                                   # 128 / 16 = 8 steps per rollout
+    code = GPPOConfig(warmup_rollouts=10, mini_batch_prompts=32)            # 4 steps per rollout
+    assert (math.warmup_steps, code.warmup_steps) == (80, 40)
+    assert GPPOConfig(warmup_steps=7).warmup_steps == 7                     # optimizer steps as given
+    assert "warmup 80 optimizer steps (10 rollout batches)" in math.describe_batches()
+    with pytest.raises(ValueError, match="warmup_rollouts: 10 and warmup_steps: 5 both set"):
+        GPPOConfig(warmup_rollouts=10, warmup_steps=5)
+
+
+def test_prompt_cap_left_truncates(tiny_model_dir, tmp_path):
+    """max_prompt_length keeps the last tokens of a long prompt (the question's end and the generation prompt)."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import build_trainer
+
+    path = _write(tmp_path, _sevens_rows(4))
+    kw = dict(model=str(tiny_model_dir), train_files=[str(path)], num_generations=2, rollout_prompts=2,
+              mini_batch_prompts=1, per_device_train_batch_size=2, oversample=1, report_to=[])
+    long = [[{"role": "user", "content": " ".join(["a b c"] * 40) + " Reply with 7."}],
+            [{"role": "user", "content": "Short?"}]]
+    full = build_trainer(GPPOConfig(output_dir=str(tmp_path / "a"), **kw))._tokenize_prompts(long)[0]
+    cap = len(full[1]) + 2  # the short prompt fits
+    capped_trainer = build_trainer(GPPOConfig(output_dir=str(tmp_path / "b"), max_prompt_length=cap, **kw))
+    capped_trainer.model.train()
+    capped = capped_trainer._tokenize_prompts(long)[0]
+    assert len(full[0]) > cap and list(capped[0]) == list(full[0])[-cap:]
+    assert list(capped[1]) == list(full[1])
+    assert capped_trainer._metrics["train"]["prompts/truncated_frac"] == [0.5]
+    with pytest.raises(ValueError, match="max_prompt_length"):
+        GPPOConfig(max_prompt_length=0)
+
+
+def test_abilities_pick_the_rows_of_one_domain(tmp_path):
+    math = {"data_source": "math_longcot_math_verify", "prompt": PROMPT, "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "4"}, "extra_info": {"index": 1}}
+    path = _write(tmp_path, [math, _klear_code_row(STDIO_GT), math])
+    assert [r["ability"] for r in load_rl_dataset(str(path), abilities=["math"])] == ["math", "math"]
+    assert [r["ability"] for r in load_rl_dataset(str(path), abilities=["code"])] == ["code"]
+    with pytest.raises(ValueError, match="no rows of abilities \\['science'\\]"):
+        load_rl_dataset(str(path), abilities=["science"])
+
+
+def test_klear_recipe_dry_run_shows_both_rl_stages_with_the_reports_numbers():
+    """`cotforge run pipelines/klear_math_code.yaml --dry-run`: math RL then code RL, each with the report's
+    mini-batch, lr, warmup (in rollout batches), epochs and prompt cap; official rewards; avg@64 with HMMT."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.main import main
+
+    recipe = Path(__file__).resolve().parents[1] / "pipelines" / "klear_math_code.yaml"
+    res = CliRunner().invoke(main, ["run", str(recipe), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    rl, code = out.index(". rl "), out.index(". rl_code ")
+    assert rl < code < out.index(". evaluate")
+    assert "in: mix, model, sft, rl\n" in out[code:]
+    math_line = re.search(r"batches: (.*)", out[rl:code]).group(1)
+    code_line = re.search(r"batches: (.*)", out[code:]).group(1)
+    assert "mini-batch 16 prompts; optimizer steps per rollout batch: 8; lr 1e-06, warmup 80" in math_line
+    assert "mini-batch 32 prompts; optimizer steps per rollout batch: 4; lr 5e-07, warmup 40" in code_line
+    for line in (math_line, code_line):
+        assert "rollout batch 128 prompts x 8 samples" in line and "prompts <= 4096 tokens" in line
+    from cotforge.pipelines.config import load_recipe
+    from cotforge.train.rl.trainer import config_from_dict
+
+    stages = load_recipe(recipe).stages
+    for name in ("rl", "rl_code"):
+        cfg = config_from_dict({k: v for k, v in stages[name].items() if k != "launch"}, name)
+        assert cfg.num_train_epochs == 5 and cfg.reward_config().mode == "official"
+        assert cfg.reward_config().code_max_tests == 16 and cfg.max_grad_norm == 1.0 and cfg.weight_decay == 0.1
+    assert stages["rl"]["abilities"] == ["math"] and stages["rl_code"]["abilities"] == ["code"]
+    assert {"aime2024:64", "aime2025:64", "hmmt_feb:64", "livecodebench_v5:8"} <= set(stages["evaluate"]["benchmarks"])
+
+
+def test_code_stage_starts_from_the_math_stages_model(tmp_path):
+    from cotforge.curate.context import StageContext
+    from cotforge.pipelines.stages import get_stage
+
+    stage = get_stage("rl_code")
+    ctx = StageContext(out_dir=tmp_path / "rl_code", earlier={"mix": str(tmp_path / "mix"), "sft": str(tmp_path / "sft"),
+                                                               "rl": str(tmp_path / "rl")})
+    filled = stage.fill({"abilities": ["code"]}, ctx)
+    assert filled["model"] == str(tmp_path / "rl" / "final") and filled["output_dir"] == str(tmp_path / "rl_code")
+    assert filled["train_files"] == [str(tmp_path / "mix" / "rl")]
+    assert get_stage("evaluate").fill({}, StageContext(out_dir=tmp_path / "e", earlier={
+        "rl": str(tmp_path / "rl"), "rl_code": str(tmp_path / "rl_code")}))["model"] == str(tmp_path / "rl_code" / "final")

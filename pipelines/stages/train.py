@@ -1,9 +1,14 @@
-"""The training and evaluation stages (sft, rl, eval_base, evaluate) as `Stage` objects; their configs and
-`run(cfg, ctx)` live in cotforge.train (`train/sft.py`, `train/rl/trainer.py`, `train/eval/run.py`).
+"""The training and evaluation stages (sft, rl, rl_code, eval_base, evaluate) as `Stage` objects; their configs
+and `run(cfg, ctx)` live in cotforge.train (`train/sft.py`, `train/rl/trainer.py`, `train/eval/run.py`).
 
 Their `fill` functions give the model, data and output paths from the run folder (the newest model
 before the stage, the mix's sft/ or rl/ shards, RUN/<stage>/); options the recipe sets win, except the
-output folder, which is always the stage's own. Importing this module imports torch and TRL (the config
+output folder, which is always the stage's own.
+
+RL runs in one or two stages ([P] §4.1: math RL, then code RL): `rl` and `rl_code` are the same trainer
+(`GPPOConfig`, `cotforge train rl`), each with its own options (the report's mini-batch and learning rate per
+domain; `abilities` picks the rows of the shared RL shards). `rl_code` starts from `rl`'s final model when `rl`
+ran before it, so the runner's skip-if-complete and resume apply to each stage on its own. Importing this module imports torch and TRL (the config
 classes subclass TRL's), so the registry loads it only for recipes that use these stages.
 """
 
@@ -23,16 +28,18 @@ from cotforge.train.eval.config import EvalConfig
 from cotforge.train.rl import trainer as rl
 from cotforge.train.rl.config import GPPOConfig
 
-MODEL_STAGES = ("model", "sft", "rl")  # stages that leave a model behind, oldest first
+MODEL_STAGES = ("model", "sft", "rl", "rl_code")  # stages that leave a model behind, oldest first
+RL_STAGES = ("rl", "rl_code")
 NEEDS_MODEL = Requirement(MODEL_STAGES, "model", "needs a model")
 
 
 def newest_model(ctx: StageContext) -> str | None:
-    """The newest model before this stage: RUN/rl/final, RUN/sft (saved in place), else RUN/model/model
-    (or the folder / hub id a `pretrained` model stage points to)."""
+    """The newest model before this stage: RUN/rl_code/final, RUN/rl/final, RUN/sft (saved in place), else
+    RUN/model/model (or the folder / hub id a `pretrained` model stage points to)."""
     found = ctx.earlier
-    if "rl" in found:
-        return str(Path(found["rl"]) / "final")
+    for name in reversed(RL_STAGES):
+        if name in found:
+            return str(Path(found[name]) / "final")
     if "sft" in found:
         return found["sft"]
     if "model" in found:
@@ -75,7 +82,12 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("rl", "train", GPPOConfig, rl.run, reads="folders", needs=("mix", "model", "sft"), fill=_trainer_fill("train_files", "rl"),
           requires=(NEEDS_MODEL, Requirement(("mix",), "train_files", "its input is missing")),
           launched=train_stats, outputs="final/, log.jsonl/.csv, curves.png"),
-    Stage("evaluate", "eval", EvalConfig, evaluation.run, reads="folders", needs=("model", "sft", "rl"), requires=(NEEDS_MODEL,),
+    Stage("rl_code", "train", GPPOConfig, rl.run, reads="folders", needs=("mix", "model", "sft", "rl"),
+          fill=_trainer_fill("train_files", "rl"),
+          requires=(NEEDS_MODEL, Requirement(("mix",), "train_files", "its input is missing")),
+          launched=train_stats, outputs="final/, log.jsonl/.csv, curves.png (second RL stage, from rl/final)"),
+    Stage("evaluate", "eval", EvalConfig, evaluation.run, reads="folders", needs=("model", "sft", *RL_STAGES),
+          requires=(NEEDS_MODEL,),
           defaults=_EVAL_DEFAULTS, fill=_eval_fill,
           outputs="samples.parquet, results.json, report.md (final model)"),
 )}

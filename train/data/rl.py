@@ -104,18 +104,30 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def load_rl_dataset(paths: list[str] | str, *, limit: int | None = None):
-    """Read verl-style parquet shards into a `datasets.Dataset` with RL_COLUMNS (deterministic order)."""
+def load_rl_dataset(paths: list[str] | str, *, limit: int | None = None, abilities: list[str] | None = None):
+    """Read verl-style parquet shards into a `datasets.Dataset` with RL_COLUMNS (deterministic order). Every row
+    is checked (RLDataError on the first bad one); with `abilities`, only rows of those abilities are kept (the
+    others counted in the log); an empty result is an error naming the files."""
     import pyarrow.parquet as pq
     from datasets import Dataset
 
+    files = resolve_parquet(paths)
     rows: list[dict[str, Any]] = []
-    for f in resolve_parquet(paths):
+    skipped: dict[str, int] = {}
+    for f in files:
         for i, row in enumerate(pq.read_table(f).to_pylist()):
-            rows.append(to_trl_row(row, f"{f}:{i}"))
+            out = to_trl_row(row, f"{f}:{i}")
+            if abilities is not None and out["ability"] not in abilities:
+                skipped[out["ability"]] = skipped.get(out["ability"], 0) + 1
+                continue
+            rows.append(out)
             if limit is not None and len(rows) >= limit:
                 break
         if limit is not None and len(rows) >= limit:
             break
-    log.info("loaded %d RL prompts", len(rows))
+    if abilities is not None and not rows:
+        raise RLDataError(f"{', '.join(files[:3])}{'...' if len(files) > 3 else ''}: no rows of abilities "
+                          f"{list(abilities)} (found {skipped or 'none'})")
+    log.info("loaded %d RL prompts%s", len(rows),
+             f" of abilities {list(abilities)}; skipped {skipped}" if abilities is not None else "")
     return Dataset.from_list(rows)

@@ -59,6 +59,9 @@ class GPPOConfig(GRPOConfig):
     train_files: list[str] = field(default_factory=list, metadata=_help(
         "verl-style RL parquet shards (files, folders or globs) written by the curation `mix` stage."))
     limit: int | None = field(default=None, metadata=_help("Use only the first N prompts (None: all)."))
+    abilities: list[str] | None = field(default=None, metadata=_help(
+        "Train only on rows of these abilities (e.g. [math] for the math RL stage, [code] for the code stage; "
+        "[P] §4.1 runs math RL, then code RL). None: every row."))
     reward: dict[str, Any] = field(default_factory=dict, metadata=_help(
         "Reward shaping: fields of train.rl.rewards.RewardConfig (Klear's ScoringConfig by default)."))
 
@@ -113,7 +116,15 @@ class GPPOConfig(GRPOConfig):
     gradient_checkpointing: bool | None = field(default=None, metadata=_help(
         "Deprecated alias of activation_checkpointing (transformers 5)."))
     weight_decay: float = field(default=0.1, metadata=_help("AdamW weight decay ([R]: 0.1)."))
-    warmup_steps: float = field(default=10, metadata=_help("LR warmup steps ([R]: 10)."))
+    warmup_steps: float = field(default=10, metadata=_help(
+        "LR warmup in optimizer steps. The official `lr_warmup_steps=10` counts rollout batches (verl steps its "
+        "scheduler once per update_actor): set warmup_rollouts instead to follow it."))
+    warmup_rollouts: float | None = field(default=None, metadata=_help(
+        "LR warmup in rollout batches ([R] lr_warmup_steps: 10); sets warmup_steps = warmup_rollouts x optimizer "
+        "steps per rollout batch (10 x 8 = 80 for math, 10 x 4 = 40 for code). None: warmup_steps as given."))
+    max_prompt_length: int | None = field(default=None, metadata=_help(
+        "Prompt cap in tokens, left-truncated (the start of a long prompt is cut; [R] max_prompt_length 4096, "
+        "truncation 'left'). None: no cap."))
     lr_scheduler_type: str = field(default="constant_with_warmup", metadata=_help(
         "LR schedule ([P] §4.1: constant 1e-6 for math, 5e-7 for code, after warmup)."))
     num_train_epochs: float = field(default=1.0, metadata=_help("Passes over the prompts (when max_steps <= 0)."))
@@ -131,6 +142,11 @@ class GPPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         self._check_own_fields()
         self._derive_batches()
+        if self.warmup_rollouts is not None:
+            if self.warmup_steps not in (0, 10) and self.warmup_steps != self._rollout_warmup():
+                raise ValueError(f"warmup_rollouts: {self.warmup_rollouts} and warmup_steps: {self.warmup_steps} both "
+                                 "set; give the warmup in one unit (rollout batches or optimizer steps)")
+            self.warmup_steps = self._rollout_warmup()
         if self.bf16 is None:
             self.bf16 = _bf16_available(self.use_cpu) and not self.fp16
         if self.activation_checkpointing is None and self.gradient_checkpointing is None:
@@ -139,6 +155,8 @@ class GPPOConfig(GRPOConfig):
             self.overlong_filter = (self.max_completion_length or 0) < OFFICIAL_MAX_LENGTH
         if isinstance(self.train_files, str):
             self.train_files = [self.train_files]
+        if isinstance(self.abilities, str):
+            self.abilities = [self.abilities]
         if self.report_to in ([], None):
             self.report_to = "none"
         super().__post_init__()
@@ -151,12 +169,17 @@ class GPPOConfig(GRPOConfig):
         """Optimizer steps one rollout batch feeds: (rollout_prompts / mini_batch_prompts) x num_iterations."""
         return self.rollout_prompts // self.mini_batch_prompts * self.num_iterations
 
+    def _rollout_warmup(self) -> int:
+        return int(round(float(self.warmup_rollouts or 0) * self.optimizer_steps_per_rollout()))
+
     def describe_batches(self) -> str:
         """One line for logs and the dry-run: the rollout and mini-batch structure in the report's terms."""
         return (f"rollout batch {self.rollout_prompts} prompts x {self.num_generations} samples "
                 f"(sampled from {self.oversample * self.rollout_prompts} prompts), mini-batch "
                 f"{self.mini_batch_prompts} prompts; optimizer steps per rollout batch: "
-                f"{self.optimizer_steps_per_rollout()}")
+                f"{self.optimizer_steps_per_rollout()}; lr {self.learning_rate:g}, warmup {self.warmup_steps:g} optimizer "
+                f"steps" + (f" ({self.warmup_rollouts:g} rollout batches)" if self.warmup_rollouts is not None else "")
+                + (f", prompts <= {self.max_prompt_length} tokens (left-truncated)" if self.max_prompt_length else ""))
 
     def _derive_batches(self) -> None:
         """Set TRL's gradient_accumulation_steps / steps_per_generation from the report's batch structure."""
@@ -204,6 +227,9 @@ class GPPOConfig(GRPOConfig):
                   ("delta", self.delta is None or self.delta > 1.0, "> 1 (or null: no dual-clip)"),
                   ("gppo_beta1", self.gppo_beta1 >= 0.0, ">= 0"), ("gppo_beta2", self.gppo_beta2 >= 0.0, ">= 0"),
                   ("sft_alpha", self.sft_alpha >= 0.0, ">= 0"), ("advantage_eps", self.advantage_eps > 0.0, "> 0"),
+                  ("warmup_rollouts", self.warmup_rollouts is None or self.warmup_rollouts >= 0, ">= 0 (or null)"),
+                  ("max_prompt_length", self.max_prompt_length is None or self.max_prompt_length >= 1,
+                   ">= 1 (or null: no cap)"),
                   ("oversample", self.oversample == 1 or self.filter_groups,
                    "1 when filter_groups is off (nothing to top up)"))
         for name, ok, want in checks:

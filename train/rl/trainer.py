@@ -89,6 +89,21 @@ class GPPOTrainer(GRPOTrainer):
                                     * self.args.oversample, sampler_fn=self._get_train_sampler, is_training=True)
 
     # ------------------------------------------------------------------ rollouts: wrap, never copy
+    def _tokenize_prompts(self, prompts: list):
+        """TRL's prompt tokenisation, then the `max_prompt_length` cap: a longer prompt keeps its last tokens
+        (left truncation, as [R]'s `truncation='left'`), so the question's end and the generation prompt stay."""
+        prompt_ids, images, fields = super()._tokenize_prompts(prompts)
+        cap = self.args.max_prompt_length
+        if cap:
+            long = sum(len(ids) > cap for ids in prompt_ids)
+            if long:
+                log.warning("%d of %d prompts longer than max_prompt_length=%d tokens: left-truncated", long,
+                            len(prompt_ids), cap)
+                prompt_ids = [list(ids)[-cap:] for ids in prompt_ids]
+            self._metrics["train" if self.model.training else "eval"]["prompts/truncated_frac"].append(
+                long / max(len(prompt_ids), 1))
+        return prompt_ids, images, fields
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's reward call; the gathered [rows, funcs] rewards (NaN = None) are kept for the group filter."""
         out = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -287,7 +302,7 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     if train_dataset is None:
         if not cfg.train_files:
             raise ValueError("train_files: empty, and no dataset was given")
-        train_dataset = load_rl_dataset(cfg.train_files, limit=cfg.limit)
+        train_dataset = load_rl_dataset(cfg.train_files, limit=cfg.limit, abilities=cfg.abilities)
     if model is None and not cfg.model:
         raise ValueError("model: empty, and no model was given")
     tok = processing_class or AutoTokenizer.from_pretrained(cfg.model)
