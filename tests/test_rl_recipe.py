@@ -302,3 +302,57 @@ def test_code_stage_starts_from_the_math_stages_model(tmp_path):
     assert filled["train_files"] == [str(tmp_path / "mix" / "rl")]
     assert get_stage("evaluate").fill({}, StageContext(out_dir=tmp_path / "e", earlier={
         "rl": str(tmp_path / "rl"), "rl_code": str(tmp_path / "rl_code")}))["model"] == str(tmp_path / "rl_code" / "final")
+
+
+# ---------------------------------------------------------------- balance over processes
+def _simulate(balance: str, seed: int, procs: int = 8, mixed_p: float = 0.6):
+    """The Klear recipe's shape on 8 processes: 256 groups sampled (32 per process) x 8 samples, 128 kept, 8
+    mini-batches x GA 8 = 64 micro-steps per rollout on each process (micro-batch 2 rows). Returns the rows
+    per micro-batch of each process, its filler rows, and its kept tokens."""
+    from cotforge.train.rl.groups import rows_to_train, select_groups
+
+    g, groups, micro_steps = 8, 256, 64
+    gen = torch.Generator().manual_seed(seed)
+    mixed = torch.rand(groups, generator=gen) < mixed_p
+    correct = torch.zeros(groups, g)
+    correct[mixed, 0] = 1.0  # one correct answer in a mixed group, none elsewhere
+    rewards = torch.where(correct > 0, 1.0, -1.0).reshape(-1)
+    tokens = torch.randint(500, 32768, (groups * g,), generator=gen)
+    sel = select_groups(rewards, g, max_groups=128, n_procs=procs, tokens=tokens, balance=balance)
+    per = groups * g // procs
+    out = []
+    for p in range(procs):
+        keep = sel.keep[p * per:(p + 1) * per]
+        rows = rows_to_train(keep, micro_steps)
+        out.append({"rows_per_micro": len(rows) // micro_steps, "filler": int((~keep[rows]).sum()),
+                    "kept_tokens": int(tokens[p * per:(p + 1) * per][keep].sum()),
+                    "mixed": int(mixed[p * 32:(p + 1) * 32].sum())})
+    assert sel.n_selected == 128
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_top_up_spreads_groups_over_processes(seed):
+    """'first' (the official batch[:128] with groups left where they were generated) fills the first processes:
+    micro-batches of 3-4 rows there (OOM risk at 32k), the last ones mostly filler. 'procs' keeps 16 groups on
+    every process that has 16 mixed ones: 2 rows per micro-batch, no filler, and kept tokens within the spread of
+    the row lengths themselves."""
+    first, procs = _simulate("first", seed), _simulate("procs", seed)
+    assert max(r["rows_per_micro"] for r in first) >= 3 and sum(r["filler"] for r in first) > 0
+    if all(r["mixed"] >= 16 for r in procs):
+        assert {r["rows_per_micro"] for r in procs} == {2} and sum(r["filler"] for r in procs) == 0
+    else:  # a process short of groups: the others take its share, at most one extra row per micro-batch here
+        assert max(r["rows_per_micro"] for r in procs) <= 3
+    spread = lambda rs: max(r["kept_tokens"] for r in rs) / max(1, min(r["kept_tokens"] for r in rs))  # noqa: E731
+    assert spread(procs) < spread(first) and spread(procs) < 1.6
+
+
+def test_balanced_top_up_is_first_order_on_one_process():
+    from cotforge.train.rl.groups import select_groups
+
+    rewards = torch.tensor([1.0, -1, 1, 1, -1, 1, 1, -1, -1, -1, 1, -1])  # 6 groups of 2; groups 0, 2, 3, 5 mixed
+    a = select_groups(rewards, 2, max_groups=2, balance="first")
+    b = select_groups(rewards, 2, max_groups=2, balance="procs", n_procs=1)
+    assert torch.equal(a.keep, b.keep) and a.keep.view(-1, 2).any(1).tolist() == [True, False, True] + [False] * 3
+    c = select_groups(rewards, 2, max_groups=2, balance="procs", n_procs=2)  # one from each process's 3 groups
+    assert c.keep.view(-1, 2).any(1).tolist() == [True, False, False, True, False, False]

@@ -33,7 +33,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from cotforge.train.rl.groups import FILTER_METRICS
+from cotforge.train.rl.groups import BALANCE_MODES, FILTER_METRICS
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES
 from cotforge.train.rl.rewards import RewardConfig
 
@@ -95,6 +95,11 @@ class GPPOConfig(GRPOConfig):
         "Prompts sampled per rollout batch = oversample x rollout_prompts; after group filtering the first "
         "rollout_prompts kept groups are trained on ([R]: 256 sampled for 128, never regenerated). 1 = no top-up "
         "(the paper's zero-advantage ablation, §5.2.5)."))
+
+    group_balance: str = field(default="procs", metadata=_help(
+        f"{' | '.join(BALANCE_MODES)}: which surviving groups the top-up keeps. procs: the same number from each "
+        "process (groups stay where they were generated), so every process trains on about the same rows; first: "
+        "the first in sampling order ([R] batch[:traj_bsz]), which with several processes fills the first ones."))
 
     # ---- filtering and advantages (train.rl.groups)
     filter_groups: bool = field(default=True, metadata=_help(
@@ -222,6 +227,7 @@ class GPPOConfig(GRPOConfig):
         checks = (("loss_type", self.loss_type in LOSS_TYPES, f"one of {LOSS_TYPES}"),
                   ("loss_agg_mode", self.loss_agg_mode in AGG_MODES, f"one of {AGG_MODES}"),
                   ("filter_groups_metric", self.filter_groups_metric in FILTER_METRICS, f"one of {FILTER_METRICS}"),
+                  ("group_balance", self.group_balance in BALANCE_MODES, f"one of {BALANCE_MODES}"),
                   ("epsilon", 0.0 <= self.epsilon < 1.0, "in [0, 1)"),
                   ("epsilon_high", self.epsilon_high is None or self.epsilon_high >= 0.0, ">= 0"),
                   ("delta", self.delta is None or self.delta > 1.0, "> 1 (or null: no dual-clip)"),

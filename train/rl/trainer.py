@@ -14,8 +14,8 @@ What this module overrides, and why:
     min/mean/max, the share of tokens PPO would have zeroed, and which mini-batch of the rollout it was.
   * `_generate_and_score_completions` is wrapped (super() is called, nothing copied): the gathered rewards (recorded
     by wrapping `_calculate_rewards`) go through `groups.select_groups` (unscorable and overlong rows dropped before
-    grouping, accuracy-based group filter, top-up from the oversampled prompts, advantages recomputed over what is
-    kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
+    grouping, accuracy-based group filter, top-up from the oversampled prompts spread evenly over the processes,
+    advantages recomputed over what is kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
   * `get_train_dataloader` / `_get_train_sampler`: the sampler yields `oversample` x rollout_prompts prompts per
     rollout batch (TRL's RepeatSampler with a larger batch), the prompts the top-up draws from.
 Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbacks).
@@ -36,7 +36,7 @@ from trl.trainer.utils import RepeatSampler
 from cotforge.curate.config import build
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
-from cotforge.train.rl.groups import select_groups
+from cotforge.train.rl.groups import rows_to_train, select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss
 from cotforge.train.rl.rewards import make_reward_func
 
@@ -156,25 +156,19 @@ class GPPOTrainer(GRPOTrainer):
         stop_ids = [t for t in (*self.eos_token_ids, self._tokenizer.pad_token_id) if t is not None]
         truncated = (lengths > 0) & ~torch.isin(last, torch.tensor(stop_ids, device=ids.device))
         truncated = self.accelerator.gather(truncated.int()).bool().cpu()
+        tokens = self.accelerator.gather(lengths).cpu()
         a = self.args
         sel = select_groups(self._total_rewards().cpu(), self.num_generations,
                             correct_score=a.reward_config().correct, truncated=truncated,
                             overlong_filter=bool(a.overlong_filter), filter_groups=a.filter_groups,
                             metric=a.filter_groups_metric, max_groups=a.rollout_prompts, scale=str(a.scale_rewards),
-                            eps=a.advantage_eps)
+                            eps=a.advantage_eps, n_procs=self.accelerator.num_processes, tokens=tokens,
+                            balance=a.group_balance)
         return sel, truncated
 
     def _rows_to_train(self, keep: torch.Tensor) -> torch.Tensor:
-        """Indices of the kept local rows, padded with zero-weight rows to a multiple of the micro-steps per rollout.
-
-        TRL splits the batch into `steps_per_generation` equal micro-batches and drops a remainder, so the kept rows
-        are padded (with rows that were dropped, weight 0: no loss, no NLL) to a multiple of it, at least one row per
-        micro-batch. Fewer kept rows mean smaller mini-batches, not fewer optimizer steps (verl would take fewer)."""
-        spg = self.args.steps_per_generation
-        kept = torch.nonzero(keep).squeeze(1)
-        pad = (-len(kept)) % spg if len(kept) else spg
-        filler = torch.nonzero(~keep).squeeze(1)[:pad]
-        return torch.cat([kept, filler])
+        """`groups.rows_to_train` with TRL's micro-steps per rollout (`steps_per_generation`)."""
+        return rows_to_train(keep, self.args.steps_per_generation)
 
     # ------------------------------------------------------------------ loss: the documented extension point
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
