@@ -356,3 +356,46 @@ def test_balanced_top_up_is_first_order_on_one_process():
     assert torch.equal(a.keep, b.keep) and a.keep.view(-1, 2).any(1).tolist() == [True, False, True] + [False] * 3
     c = select_groups(rewards, 2, max_groups=2, balance="procs", n_procs=2)  # one from each process's 3 groups
     assert c.keep.view(-1, 2).any(1).tolist() == [True, False, False, True, False, False]
+
+
+def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model_dir, tmp_path, monkeypatch):
+    """Old log-probs are computed after the group filter for the kept rows only (TRL computed them for all the
+    2x oversampled rows); the update is the same as computing them for every row."""
+    from safetensors.torch import load_file
+
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import GPPOTrainer, run_rl
+
+    path = _write(tmp_path, _sevens_rows(8))
+    rows_seen: dict[str, list[int]] = {}
+
+    def run(name: str, defer: bool):
+        monkeypatch.setattr(GPPOTrainer, "_defer_old", (lambda self: self.model.training) if defer
+                            else (lambda self: False))
+        seen = rows_seen.setdefault(name, [])
+        orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
+
+        def spy(self, model, input_ids, *a, **kw):
+            if not torch.is_grad_enabled():
+                seen.append(input_ids.size(0))
+            return orig(self, model, input_ids, *a, **kw)
+
+        monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                         num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
+                         oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                         learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[],
+                         sft_alpha=0.1, seed=0)
+        trainer = run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                             custom={"parity": _parity})])
+        monkeypatch.undo()
+        kept = [r["filter/kept_rows"] for r in trainer.state.log_history if "filter/kept_rows" in r]
+        return load_file(tmp_path / name / "final" / "model.safetensors"), kept
+
+    w_all, kept_all = run("all", defer=False)
+    w_kept, kept = run("kept", defer=True)
+    assert kept == kept_all and kept[0] <= 8
+    assert sum(rows_seen["all"]) == 16                    # 4 prompts x 4 samples, before the filter
+    assert sum(rows_seen["kept"]) == kept[0]              # only the kept rows
+    diff = max(float((w_all[k] - w_kept[k]).abs().max()) for k in w_all)
+    assert diff < 1e-5, diff

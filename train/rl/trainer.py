@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
 
 from cotforge.curate.config import build
@@ -61,6 +62,7 @@ class GPPOTrainer(GRPOTrainer):
         if not isinstance(args, GPPOConfig):
             raise TypeError(f"GPPOTrainer needs a GPPOConfig, got {type(args).__name__}")
         self._rewards_per_func: torch.Tensor | None = None
+        self._deferring_old = self._deferred_old = False
         self._step_acc: dict[str, float] = {}
         self._mb_tokens: tuple[int, torch.Tensor] | None = None
         super().__init__(model, reward_funcs, args=args, **kwargs)
@@ -110,10 +112,32 @@ class GPPOTrainer(GRPOTrainer):
         self._rewards_per_func = out
         return out
 
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's log-prob forward; during a rollout whose old log-probs are deferred (see `_defer_old`) the call
+        TRL makes for them returns a zero placeholder instead: they are computed after the group filter, for the
+        rows that train only (`_old_logps_for_kept`)."""
+        if self._deferring_old and not torch.is_grad_enabled():
+            self._deferred_old = True
+            return torch.zeros(input_ids.size(0), logits_to_keep, device=input_ids.device), None, None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                         *args, **kwargs)
+
+    def _defer_old(self) -> bool:
+        """Old log-probs wait for the group filter unless vLLM's sampler/trainer IS correction needs them for every
+        sampled row inside TRL's rollout (there TRL computes them for all rows, as before), or the model is
+        multimodal (extra forward inputs)."""
+        return (self.model.training and not getattr(self, "_is_vlm", False)
+                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+
     def _generate_and_score_completions(self, inputs):
-        """TRL's rollout, then `select_groups` on the gathered rewards and a cut of the batch to the kept rows."""
+        """TRL's rollout, then `select_groups` on the gathered rewards and a cut of the batch to the kept rows;
+        old log-probs are computed after the cut, for the kept rows only (`_defer_old`)."""
         self._rewards_per_func = None
-        out = super()._generate_and_score_completions(inputs)
+        self._deferring_old, self._deferred_old = self._defer_old(), False
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._deferring_old = False
         if not self.model.training:
             return out
         sel, truncated = self._select(out)
@@ -126,6 +150,8 @@ class GPPOTrainer(GRPOTrainer):
         cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
         cut["advantages"] = adv[rows].to(dev)
         cut["rl_weight"], cut["rl_correct"] = weight, correct[rows].to(torch.float32).to(dev)
+        if self._deferred_old and "old_per_token_logps" in cut:
+            cut["old_per_token_logps"] = self._old_logps_for_kept(cut, weight > 0)
         mask = _loss_mask(cut) * weight[:, None]
         cut["rl_num_tokens"] = self.accelerator.gather(mask.sum().reshape(1)).sum()
         cut["num_items_in_batch"] = cut["rl_num_tokens"]
@@ -139,6 +165,32 @@ class GPPOTrainer(GRPOTrainer):
         m["filter/unscorable_frac"].append(sel.n_unscorable / max(len(scored), 1))
         m["filter/kept_rows"].append(float(self.accelerator.gather(keep.sum().reshape(1).to(dev)).sum()))
         return cut
+
+    def _old_logps_for_kept(self, cut: dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        """Old log-probs of the kept rows (zeros on the zero-weight padding rows, which never enter the loss), in
+        forward chunks of per_device_train_batch_size. Every process runs the same number of forward passes (the
+        most any process needs; a process with fewer repeats a one-row pass and discards it): a sharded model's
+        forward is a collective."""
+        comp = cut["completion_ids"]
+        old = torch.zeros(comp.shape, dtype=torch.float32, device=comp.device)
+        idx = torch.nonzero(kept).squeeze(1)
+        bs = self.args.per_device_train_batch_size
+        chunks = [idx[i:i + bs] for i in range(0, len(idx), bs)]
+        most = int(self.accelerator.gather(torch.tensor([len(chunks)], device=comp.device)).max())
+        spare = torch.zeros(1, dtype=torch.long, device=comp.device)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            for k in range(most):
+                rows = chunks[k] if k < len(chunks) else spare
+                ids = torch.cat([cut["prompt_ids"][rows], comp[rows]], dim=1)
+                am = torch.cat([cut["prompt_mask"][rows], cut["completion_mask"][rows]], dim=1)
+                lp, _, _ = super()._get_per_token_logps_and_entropies(self.model, ids, am, comp.size(1),
+                                                                      batch_size=bs)
+                if k < len(chunks):
+                    old[rows] = lp.to(old.dtype)
+        m = self._metrics["train"]
+        m["rollout/old_logp_rows"].append(float(self.accelerator.gather(
+            torch.tensor([float(len(idx))], device=comp.device)).sum()))
+        return old
 
     def _total_rewards(self) -> torch.Tensor:
         """Weighted sum over reward functions of the gathered rewards; NaN where every function returned None."""
