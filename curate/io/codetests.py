@@ -99,3 +99,28 @@ def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
         if all(isinstance(t, str) for t in value) and any("assert" in t for t in value):  # MBPP test_list
             return json.dumps({"kind": "assert", "test": "\n".join(value), "entry_point": None})
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_ASSERT_LINE = re.compile(r"^\s*assert\b", re.M)
+
+
+def count_tests(tests: str | None) -> int:
+    """Test cases in normalised tests (the JSON `normalize_tests` writes): stdio cases, assert statements of an
+    assert script, `def test_*` functions of a pytest file; 0 for none or an unknown shape. What a minimum
+    such as Klear-Reasoner's "at least 16 test cases" counts."""
+    if not tests:
+        return 0
+    try:
+        spec = json.loads(tests)
+    except json.JSONDecodeError:
+        return 0
+    if not isinstance(spec, dict):
+        return 0
+    if spec.get("kind") == "stdio" and isinstance(spec.get("cases"), list):
+        return len(spec["cases"])
+    code = spec.get("test") if isinstance(spec.get("test"), str) else ""
+    if spec.get("kind") == "assert":
+        return len(_ASSERT_LINE.findall(code))
+    if spec.get("kind") == "pytest":
+        return len(re.findall(r"^\s*def\s+test_\w*\s*\(", code, re.M))
+    return 0
