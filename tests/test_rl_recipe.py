@@ -271,7 +271,7 @@ def test_klear_recipe_dry_run_shows_both_rl_stages_with_the_reports_numbers():
     out = res.output
     rl, code = out.index(". rl "), out.index(". rl_code ")
     assert rl < code < out.index(". evaluate")
-    assert "in: mix, model, sft, rl\n" in out[code:]
+    assert "in: mix, model, sft, rl_data, rl\n" in out[code:] and out.index(". rl_data ") < rl
     math_line = re.search(r"batches: (.*)", out[rl:code]).group(1)
     code_line = re.search(r"batches: (.*)", out[code:]).group(1)
     assert "mini-batch 16 prompts; optimizer steps per rollout batch: 8; lr 1e-06, warmup 80" in math_line
@@ -399,3 +399,16 @@ def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model
     assert sum(rows_seen["kept"]) == kept[0]              # only the kept rows
     diff = max(float((w_all[k] - w_kept[k]).abs().max()) for k in w_all)
     assert diff < 1e-5, diff
+
+
+def test_rl_stages_read_the_rl_data_branch_when_it_ran(tmp_path):
+    from cotforge.curate.context import StageContext
+    from cotforge.pipelines.stages import get_stage
+
+    earlier = {"mix": str(tmp_path / "mix"), "sft": str(tmp_path / "sft"), "rl_data": str(tmp_path / "rl_data")}
+    rl = get_stage("rl").fill({}, StageContext(out_dir=tmp_path / "rl", earlier=earlier))
+    assert rl["train_files"] == [str(tmp_path / "rl_data" / "rl_math")] and rl["model"] == str(tmp_path / "sft")
+    code = get_stage("rl_code").fill({}, StageContext(out_dir=tmp_path / "c", earlier={**earlier, "rl": str(tmp_path / "rl")}))
+    assert code["train_files"] == [str(tmp_path / "rl_data" / "rl_code")]
+    data = get_stage("rl_data").fill({"sources": []}, StageContext(out_dir=tmp_path / "d", earlier=earlier))
+    assert data["model"] == str(tmp_path / "sft")  # the pass-rate model: the SFT checkpoint
