@@ -88,7 +88,7 @@ def test_rl_data_branch_end_to_end(tmp_path, shared_data):
     removed = sum(sum(s["removed_by_reason"].values()) for s in steps.values()) + stats["removed"]
     assert steps["ingest"]["rows_in"] == 8 == removed + stats["kept"]
     # the RL loader takes the shards; the code row's 20 tests are there
-    from cotforge.train.data.rl import load_rl_dataset
+    from cotforge.train.rl.data import load_rl_dataset
 
     math = load_rl_dataset(str(out / "rl_math"))
     code = load_rl_dataset(str(out / "rl_code"))

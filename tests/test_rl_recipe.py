@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.train.rl.data import load_rl_dataset, to_trl_row  # noqa: E402
 from cotforge.train.rl.rewards import RewardConfig, code_rewards, make_reward_func, sample_tests  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "You are an expert Python programmer. Read n, print 2n."}]

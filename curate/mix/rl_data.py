@@ -213,9 +213,9 @@ def write_verl(out: Path, verl: dict[str, list[dict[str, Any]]]) -> None:
 def run(cfg: RLDataConfig, ctx: StageContext) -> dict[str, Any]:
     """The RL data branch: ingest -> exact dedup + tests rule -> decontamination -> pass rate by the SFT model ->
     OUT/rl_math, OUT/rl_code (verl rows), OUT/kept, OUT/removed, OUT/steps/<step>/, OUT/stats.json."""
+    from cotforge.curate import ingest
     from cotforge.curate.decontam import stage as decontam
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.io import ingest
     from cotforge.curate.select import difficulty
 
     out = Path(ctx.out_dir)

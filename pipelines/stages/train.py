@@ -1,5 +1,6 @@
-"""The training and evaluation stages (sft, rl, rl_code, eval_base, evaluate) as `Stage` objects; their configs
-and `run(cfg, ctx)` live in cotforge.train (`train/sft.py`, `train/rl/trainer.py`, `train/eval/run.py`).
+"""The training and evaluation stages (sft, rl_data, rl, rl_code, eval_base, evaluate) as `Stage` objects; their
+configs and `run(cfg, ctx)` live in cotforge.train (`train/sft/trainer.py`, `train/rl/trainer.py`,
+`train/eval/run.py`) and, for rl_data, in `curate/mix/rl_data.py`.
 
 Their `fill` functions give the model, data and output paths from the run folder (the newest model
 before the stage, the mix's sft/ or rl/ shards, RUN/<stage>/); options the recipe sets win, except the
@@ -26,12 +27,12 @@ from cotforge.curate.mix import rl_data
 from cotforge.curate.mix.rl_data import RLDataConfig
 from cotforge.pipelines.stages.model import MODEL_REF
 from cotforge.pipelines.stages.spec import RecipeDefault, Requirement, Stage
-from cotforge.train import sft
 from cotforge.train.callbacks import train_stats
 from cotforge.train.eval import run as evaluation
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.rl import trainer as rl
 from cotforge.train.rl.config import GPPOConfig
+from cotforge.train.sft import trainer as sft
 
 MODEL_STAGES = ("model", "sft", "rl", "rl_code")  # stages that leave a model behind, oldest first
 RL_STAGES = ("rl", "rl_code")

@@ -31,7 +31,7 @@ Klear-Reasoner's shaping (paper §3.2.4, official reward code), in two reward mo
   Per code status of a program that ran (`code_reward`): pass -> counts as passed; fail, timeout, memory,
   runtime_error, syntax_error -> counts as failed; sandbox_error (the sandbox failed before the program
   started), or a row without tests -> None (TRL: unscorable, advantage 0); the program cannot cause it.
-  Malformed tests are refused when the RL rows are loaded (`train.data.rl`), not here.
+  Malformed tests are refused when the RL rows are loaded (`train.rl.data`), not here.
 A rollout counts as *correct* (for the SFT term and accuracy) when its reward equals `correct` (1.0).
 
 `make_reward_func` returns a TRL reward function f(completions, completion_ids, ability, ground_truth, tests, ...)
