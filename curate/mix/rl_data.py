@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cotforge.curate.io import fs
 from cotforge.curate.io.codetests import count_tests
 from cotforge.curate.io.inputs import counted_rows, input_schema, resolve_inputs
 from cotforge.curate.io.spec import InputSpec
@@ -121,7 +122,7 @@ def _sub(ctx: StageContext, name: str, inputs: list[InputSpec]) -> StageContext:
     """The context of one step: its folder under OUT/steps, its inputs, the run's executor and generator."""
     from dataclasses import replace
 
-    return replace(ctx, out_dir=ctx.out_dir / "steps" / name, inputs=inputs, input_dirs=[])
+    return replace(ctx, out_dir=str(Path(ctx.out_dir) / "steps" / name), inputs=inputs, input_dirs=[])
 
 
 def _kept(folder: Path) -> list[InputSpec]:
@@ -218,6 +219,9 @@ def run(cfg: RLDataConfig, ctx: StageContext) -> dict[str, Any]:
     from cotforge.curate.decontam.config import DecontamConfig
     from cotforge.curate.select import difficulty
 
+    if fs.is_url(ctx.out_dir):
+        raise ValueError(f"rl_data: the output folder must be local (got {fs.shown(ctx.out_dir)}); the RL trainer "
+                         "reads its shards from disk")
     out = Path(ctx.out_dir)
     steps: dict[str, dict[str, Any]] = {}
     steps["ingest"] = ingest.run(ingest.IngestConfig(), _sub(ctx, "ingest", cfg.specs()))
