@@ -412,3 +412,12 @@ def test_rl_stages_read_the_rl_data_branch_when_it_ran(tmp_path):
     assert code["train_files"] == [str(tmp_path / "rl_data" / "rl_code")]
     data = get_stage("rl_data").fill({"sources": []}, StageContext(out_dir=tmp_path / "d", earlier=earlier))
     assert data["model"] == str(tmp_path / "sft")  # the pass-rate model: the SFT checkpoint
+
+
+def test_verl_reward_reads_klear_ground_truth():
+    """The verl entry point (train/verl_reward.py) normalises a Klear code row's ground truth too."""
+    pytest.importorskip("cotforge.curate.verify.code")
+    from cotforge.train.verl_reward import compute_score
+
+    out = compute_score("coder1_longcot", DOUBLE, STDIO_GT, {"index": 0}, mode="official")
+    assert out == {"score": 1.0, "acc": True}
