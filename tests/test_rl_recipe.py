@@ -421,3 +421,62 @@ def test_verl_reward_reads_klear_ground_truth():
 
     out = compute_score("coder1_longcot", DOUBLE, STDIO_GT, {"index": 0}, mode="official")
     assert out == {"score": 1.0, "acc": True}
+
+
+def test_trim_padding_cuts_only_padding():
+    from cotforge.train.rl.trainer import trim_padding
+
+    batch = {"prompt_ids": torch.tensor([[0, 0, 5, 6], [0, 7, 8, 9]]), "prompt_mask": torch.tensor([[0, 0, 1, 1],
+                                                                                                   [0, 1, 1, 1]]),
+             "completion_ids": torch.tensor([[1, 2, 0, 0, 0], [3, 4, 5, 6, 0]]),
+             "completion_mask": torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 1, 0]]),
+             "old_per_token_logps": torch.zeros(2, 5), "advantages": torch.tensor([1.0, -1.0]),
+             "rl_weight": torch.tensor([1.0, 0.0])}
+    out = trim_padding(batch)
+    assert out["completion_ids"].tolist() == [[1, 2], [3, 4]]        # row 2 is zero-weight padding
+    assert out["old_per_token_logps"].shape == (2, 2) and out["prompt_ids"].tolist() == [[0, 5, 6], [7, 8, 9]]
+    assert out["advantages"] is batch["advantages"]
+    only_padding = trim_padding({**batch, "rl_weight": torch.tensor([0.0, 0.0])})
+    assert only_padding["completion_ids"].shape == (2, 1)            # a micro-batch of padding rows: 1 column
+
+
+def test_trimmed_micro_batches_train_the_same(tiny_model_dir, tmp_path, monkeypatch):
+    """Training with per-micro-batch trimming equals training on TRL's padded width up to float rounding (loss,
+    policy loss and gradient norm of every step; the weights themselves are not compared: Adam turns rounding-level
+    differences of near-zero gradients into lr-sized steps), and compute_loss's forward passes run on fewer columns."""
+    import cotforge.train.rl.trainer as tr
+    from cotforge.train.rl.config import GPPOConfig
+
+    rows = _sevens_rows(8)
+    for i, r in enumerate(rows):  # prompts of different lengths: each micro-batch (one row) has its own width
+        r["prompt"] = [{"role": "user", "content": "Reply " + "with the digit 7 " * (1 + 3 * (i % 4))}]
+    path = _write(tmp_path, rows)
+
+    def run(name: str, trim: bool):
+        widths: list[int] = []
+        monkeypatch.setattr(tr, "trim_padding", tr.trim_padding if trim else (lambda b: b))
+        orig = tr.GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
+
+        def spy(self, model, input_ids, *a, **kw):
+            if torch.is_grad_enabled():
+                widths.append(input_ids.size(1))
+            return orig(self, model, input_ids, *a, **kw)
+
+        monkeypatch.setattr(tr.GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                         num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=1,
+                         oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=12,
+                         learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[],
+                         sft_alpha=0.1, seed=0)
+        t = tr.run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                          custom={"parity": _parity})])
+        monkeypatch.undo()
+        logs = [(r["loss"], r["grad_norm"], r["policy_loss"]) for r in t.state.log_history if "policy_loss" in r]
+        return widths, logs
+
+    widths_pad, logs_pad = run("padded", trim=False)
+    widths_trim, logs_trim = run("trimmed", trim=True)
+    assert len(widths_pad) == len(widths_trim) and sum(widths_trim) < sum(widths_pad)
+    assert len(logs_pad) == 2
+    for a, b in zip(logs_pad, logs_trim, strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6)

@@ -230,6 +230,7 @@ class GPPOTrainer(GRPOTrainer):
             raise ValueError("GPPOTrainer does not return outputs")
         mode = "train" if self.model.training else "eval"
         a = self.args
+        inputs = trim_padding(inputs)
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
         attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
@@ -319,6 +320,38 @@ class GPPOTrainer(GRPOTrainer):
             every = self.args.steps_per_generation * self.num_iterations
             out["rollout/minibatch"].append(float((self._step % every) // ga))
             out["rollout/index"].append(float(self._step // every))
+
+
+_PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
+              "ref_per_token_logps", "importance_sampling_ratio")
+
+
+def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
+    """One micro-batch without its all-padding columns: completions cut after the last token any *trained* row
+    (rl_weight > 0) has, prompts cut before the first real prompt token of any row. TRL pads every row to the
+    longest completion of the whole rollout, so a micro-batch of short completions (or only zero-weight padding
+    rows, which then cost one completion column) would otherwise run at that width. The loss is unchanged: the
+    cut columns are masked out, completions are causal, and rotary positions only enter as differences.
+    Multimodal batches are left as they are."""
+    if "pixel_values" in batch:
+        return batch
+    cmask = batch["completion_mask"]
+    width = cmask.size(1)
+    weight = batch.get("rl_weight")
+    live = cmask.bool() & (weight[:, None] > 0) if weight is not None else cmask.bool()
+    cols = live.any(0).nonzero()
+    keep_c = int(cols.max()) + 1 if len(cols) else 1
+    pcols = batch["prompt_mask"].bool().any(0).nonzero()
+    first_p = int(pcols.min()) if len(pcols) else 0
+    if keep_c == width and first_p == 0:
+        return batch
+    out = dict(batch)
+    for key in _PER_TOKEN:
+        v = out.get(key)
+        if isinstance(v, torch.Tensor) and v.dim() == 2 and v.size(1) == width:
+            out[key] = v[:, :keep_c]
+    out["prompt_ids"], out["prompt_mask"] = batch["prompt_ids"][:, first_p:], batch["prompt_mask"][:, first_p:]
+    return out
 
 
 def _loss_mask(batch: dict[str, Any]) -> torch.Tensor:
