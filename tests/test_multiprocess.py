@@ -133,11 +133,11 @@ run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False), cu
 
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2,
-                                    "group_balance": "first"}])
+                                    "group_balance": "first", "minibatch_rule": "ceil"}])
 def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
     """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. The second
     form keeps the first 2 of 4 sampled groups, both on process 0: process 1 has no row to compute old log-probs
-    for and still joins every forward pass (no hang)."""
+    for and no row in either mini-batch of the ceil rule, and still joins every forward and backward pass."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch

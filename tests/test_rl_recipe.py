@@ -278,6 +278,7 @@ def test_klear_recipe_dry_run_shows_both_rl_stages_with_the_reports_numbers():
     assert "mini-batch 32 prompts; optimizer steps per rollout batch: 4; lr 5e-07, warmup 40" in code_line
     for line in (math_line, code_line):
         assert "rollout batch 128 prompts x 8 samples" in line and "prompts <= 4096 tokens" in line
+        assert "ceil(kept groups / mini-batch) steps" in line
     from cotforge.pipelines.config import load_recipe
     from cotforge.train.rl.trainer import config_from_dict
 
@@ -480,3 +481,57 @@ def test_trimmed_micro_batches_train_the_same(tiny_model_dir, tmp_path, monkeypa
     assert len(logs_pad) == 2
     for a, b in zip(logs_pad, logs_trim, strict=True):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
+
+
+# ---------------------------------------------------------------- the official ceil(N / mini-batch) rule
+def test_ceil_schedule_fills_full_mini_batches_round_robin():
+    from cotforge.train.rl.groups import ceil_schedule
+
+    counts = [13, 13, 13, 13, 12, 12, 12, 12]  # 100 kept groups on 8 processes; mini-batch 16, 8 slots
+    sizes = ceil_schedule(counts, 0, 16, 8)[1]
+    assert sizes == [16] * 6 + [4, 0]  # ceil(100 / 16) = 7 steps, the last of 4 groups (scaled by 4/16)
+    per_slot = [[len(ceil_schedule(counts, p, 16, 8)[0][k]) for p in range(8)] for k in range(8)]
+    assert all(row == [2] * 8 for row in per_slot[:6]) and sum(per_slot[6]) == 4 and sum(per_slot[7]) == 0
+    assert sorted(j for k in range(8) for j in ceil_schedule(counts, 4, 16, 8)[0][k]) == list(range(12))
+    with pytest.raises(ValueError, match="exceed"):
+        ceil_schedule([20], 0, 4, 4)
+
+
+def _switch(texts: list[str], truths: list[str]) -> list[float]:
+    """Groups whose truth is 'mixed' get varying rewards (kept), 'flat' ones a constant (filtered)."""
+    return [(1.0 if len(t) % 2 == 0 else 0.0) if g == "mixed" else 0.0 for t, g in zip(texts, truths, strict=True)]
+
+
+@pytest.mark.parametrize("rule", ["ceil", "fixed"])
+def test_ceil_rule_trains_full_mini_batches_and_leaves_the_rest_out(tiny_model_dir, tmp_path, rule):
+    """4 prompts per rollout, mini-batches of 1 (4 optimizer steps), 2 groups survive. ceil: steps 1-2 train one
+    group each, steps 3-4 are left out (weights unchanged from checkpoint-2, though weight decay is on); fixed:
+    the 2 groups spread over all 4 steps, every step moves the weights."""
+    from safetensors.torch import load_file
+
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import run_rl
+
+    rows = _sevens_rows(4)
+    for i, r in enumerate(rows):
+        r["reward_model"]["ground_truth"] = "mixed" if i in (0, 2) else "flat"
+    path = _write(tmp_path, rows)
+    out = tmp_path / rule
+    cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(out), num_generations=4,
+                     rollout_prompts=4, mini_batch_prompts=1, per_device_train_batch_size=4, oversample=1,
+                     filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                     learning_rate=0.05, warmup_steps=0, max_steps=4, save_steps=2, report_to=[], sft_alpha=0.1,
+                     weight_decay=0.1, seed=0, minibatch_rule=rule, shuffle_dataset=False)
+    trainer = run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                         custom={"parity": _switch})])
+    logs = [r for r in trainer.state.log_history if "policy_loss" in r]
+    assert logs[0]["filter/groups_kept"] == 2
+    mid = load_file(out / "checkpoint-2" / "model.safetensors")
+    end = load_file(out / "final" / "model.safetensors")
+    same = all(torch.equal(mid[k], end[k]) for k in mid)
+    if rule == "ceil":
+        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 1, 1] and logs[0]["rollout/optimizer_steps"] == 2
+        assert [r["tokens/trained"] > 0 for r in logs] == [True, True, False, False]
+        assert same
+    else:
+        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 0, 0] and not same

@@ -34,7 +34,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from cotforge.train.defaults import fill_auto_defaults
-from cotforge.train.rl.groups import BALANCE_MODES, FILTER_METRICS
+from cotforge.train.rl.groups import BALANCE_MODES, FILTER_METRICS, MINIBATCH_RULES
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES
 from cotforge.train.rl.rewards import RewardConfig
 
@@ -101,6 +101,13 @@ class GPPOConfig(GRPOConfig):
         f"{' | '.join(BALANCE_MODES)}: which surviving groups the top-up keeps. procs: the same number from each "
         "process (groups stay where they were generated), so every process trains on about the same rows; first: "
         "the first in sampling order ([R] batch[:traj_bsz]), which with several processes fills the first ones."))
+
+    minibatch_rule: str = field(default="fixed", metadata=_help(
+        f"{' | '.join(MINIBATCH_RULES)}: how the kept groups of a rollout fill its optimizer steps when fewer than "
+        "rollout_prompts survive. fixed: every step of the rollout trains on a share (smaller mini-batches); ceil: "
+        "the official rule, mini-batches of mini_batch_prompts groups, ceil(N / mini_batch_prompts) steps, the last "
+        "one's loss scaled by its size / mini_batch_prompts, the rollout's remaining steps left out (no gradient, "
+        "no optimizer or weight-decay change; they still count in global_step)."))
 
     # ---- filtering and advantages (train.rl.groups)
     filter_groups: bool = field(default=True, metadata=_help(
@@ -182,7 +189,8 @@ class GPPOConfig(GRPOConfig):
                 f"{self.mini_batch_prompts} prompts; optimizer steps per rollout batch: "
                 f"{self.optimizer_steps_per_rollout()}; lr {self.learning_rate:g}, warmup {self.warmup_steps:g} optimizer "
                 f"steps" + (f" ({self.warmup_rollouts:g} rollout batches)" if self.warmup_rollouts is not None else "")
-                + (f", prompts <= {self.max_prompt_length} tokens (left-truncated)" if self.max_prompt_length else ""))
+                + (f", prompts <= {self.max_prompt_length} tokens (left-truncated)" if self.max_prompt_length else "")
+                + (", ceil(kept groups / mini-batch) steps" if self.minibatch_rule == "ceil" else ""))
 
     def _derive_batches(self) -> None:
         """Set TRL's gradient_accumulation_steps / steps_per_generation from the report's batch structure."""
@@ -226,6 +234,7 @@ class GPPOConfig(GRPOConfig):
                   ("loss_agg_mode", self.loss_agg_mode in AGG_MODES, f"one of {AGG_MODES}"),
                   ("filter_groups_metric", self.filter_groups_metric in FILTER_METRICS, f"one of {FILTER_METRICS}"),
                   ("group_balance", self.group_balance in BALANCE_MODES, f"one of {BALANCE_MODES}"),
+                  ("minibatch_rule", self.minibatch_rule in MINIBATCH_RULES, f"one of {MINIBATCH_RULES}"),
                   ("epsilon", 0.0 <= self.epsilon < 1.0, "in [0, 1)"),
                   ("epsilon_high", self.epsilon_high is None or self.epsilon_high >= 0.0, ">= 0"),
                   ("delta", self.delta is None or self.delta > 1.0, "> 1 (or null: no dual-clip)"),

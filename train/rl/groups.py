@@ -39,6 +39,7 @@ import torch
 
 FILTER_METRICS = ("acc", "reward")
 BALANCE_MODES = ("procs", "first")
+MINIBATCH_RULES = ("fixed", "ceil")
 SCALE_MODES = ("group", "batch", "none")
 
 
@@ -154,3 +155,21 @@ def rows_to_train(keep: torch.Tensor, micro_steps: int) -> torch.Tensor:
     pad = (-len(kept)) % micro_steps if len(kept) else micro_steps
     filler = torch.nonzero(~keep).squeeze(1)[:pad]
     return torch.cat([kept, filler])
+
+
+def ceil_schedule(counts: list[int], proc: int, mini_batch: int, steps: int) -> tuple[list[list[int]], list[int]]:
+    """The official mini-batch rule ([R] verl `update_actor`: the kept batch cut into mini-batches of `mini_batch`
+    groups, ceil(N / mini_batch) optimizer steps, the last one smaller) over `len(counts)` processes holding
+    `counts[p]` kept groups each. The groups are ordered round-robin over the processes (group j of every process,
+    then group j + 1), so every mini-batch draws evenly from them. Returns, for each of the `steps` mini-batch
+    slots, the positions (0..counts[proc]-1) of this process's groups in it, and the global group count of each
+    slot (mini_batch for full ones, less for the last, 0 for the slots beyond ceil(N / mini_batch))."""
+    order = [(p, j) for j in range(max(counts, default=0)) for p in range(len(counts)) if j < counts[p]]
+    if len(order) > mini_batch * steps:
+        raise ValueError(f"{len(order)} kept groups exceed {steps} mini-batches of {mini_batch}")
+    mine: list[list[int]] = [[] for _ in range(steps)]
+    for g, (p, j) in enumerate(order):
+        if p == proc:
+            mine[g // mini_batch].append(j)
+    sizes = [max(0, min(mini_batch, len(order) - k * mini_batch)) for k in range(steps)]
+    return mine, sizes

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
@@ -38,7 +39,7 @@ from cotforge.curate.core.config import build
 from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
-from cotforge.train.rl.groups import rows_to_train, select_groups
+from cotforge.train.rl.groups import ceil_schedule, rows_to_train, select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss
 from cotforge.train.rl.rewards import make_reward_func
 
@@ -66,7 +67,10 @@ class GPPOTrainer(GRPOTrainer):
         self._deferring_old = self._deferred_old = False
         self._step_acc: dict[str, float] = {}
         self._mb_tokens: tuple[int, torch.Tensor] | None = None
+        self._ceil_buffers: list[dict[str, Any]] | None = None
+        self._skip_step = False
         super().__init__(model, reward_funcs, args=args, **kwargs)
+        self.add_callback(_SkipEmptySteps(self))
 
     # ------------------------------------------------------------------ data: oversampled prompts
     def _get_train_sampler(self, dataset=None):
@@ -130,6 +134,15 @@ class GPPOTrainer(GRPOTrainer):
         return (self.model.training and not getattr(self, "_is_vlm", False)
                 and not (self.use_vllm and self.vllm_importance_sampling_correction))
 
+    def _prepare_inputs(self, generation_batch):
+        """TRL's buffering; under minibatch_rule ceil, the rollout's micro-batches are the ones `_ceil_micro_batches`
+        arranged (TRL's shuffled equal split of the same rows is discarded)."""
+        inputs = super()._prepare_inputs(generation_batch)
+        if self.model.training and self._ceil_buffers is not None:
+            self._buffered_inputs, self._ceil_buffers = self._ceil_buffers, None
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        return inputs
+
     def _generate_and_score_completions(self, inputs):
         """TRL's rollout, then `select_groups` on the gathered rewards and a cut of the batch to the kept rows;
         old log-probs are computed after the cut, for the kept rows only (`_defer_old`)."""
@@ -165,7 +178,40 @@ class GPPOTrainer(GRPOTrainer):
         m["filter/truncated_frac"].append(float(truncated.float().mean()))
         m["filter/unscorable_frac"].append(sel.n_unscorable / max(len(scored), 1))
         m["filter/kept_rows"].append(float(self.accelerator.gather(keep.sum().reshape(1).to(dev)).sum()))
+        if self.args.minibatch_rule == "ceil":
+            self._ceil_buffers = self._ceil_micro_batches(cut, rows, sel.keep)
         return cut
+
+    def _ceil_micro_batches(self, cut: dict[str, Any], rows: torch.Tensor, keep_all: torch.Tensor) -> list[dict]:
+        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_schedule`):
+        optimizer step k trains on the kept groups of mini-batch slot k, its loss scaled by the slot's group count
+        / mini_batch_prompts (`rl_scale`); each step's GA micro-batches split its local rows evenly; a micro-batch
+        without rows gets one zero-weight row (one completion column after `trim_padding`), and a step without
+        any rows on any process is left out (`_SkipEmptySteps`)."""
+        a, g = self.args, self.num_generations
+        ga = self.args.gradient_accumulation_steps
+        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        steps = a.steps_per_generation // ga
+        counts = keep_all.view(procs, -1, g).any(2).sum(1).tolist()
+        n_kept = int((cut["rl_weight"] > 0).sum())
+        groups = (rows[:n_kept] // g).tolist()  # the original group of each kept row of `cut`, in order
+        local_groups = list(dict.fromkeys(groups))
+        mine, sizes = ceil_schedule(counts, me, a.mini_batch_prompts, steps)
+        n = len(cut["completion_mask"])
+        spare = {k: _take_rows(v, torch.tensor([0]), n) for k, v in cut.items()}
+        spare["rl_weight"] = torch.zeros_like(spare["rl_weight"])
+        spare["rl_correct"] = torch.zeros_like(spare["rl_correct"])
+        buffers = []
+        for k in range(steps):
+            members = {local_groups[j] for j in mine[k]}
+            idx = torch.tensor([i for i, grp in enumerate(groups) if grp in members], dtype=torch.long)
+            scale = torch.tensor(sizes[k] / a.mini_batch_prompts, device=cut["completion_mask"].device)
+            for chunk in torch.tensor_split(idx, ga):
+                micro = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
+                micro["rl_scale"] = scale
+                buffers.append(micro)
+        self._metrics["train"]["rollout/optimizer_steps"].append(float(sum(1 for x in sizes if x)))
+        return buffers
 
     def _old_logps_for_kept(self, cut: dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
         """Old log-probs of the kept rows (zeros on the zero-weight padding rows, which never enter the loss), in
@@ -248,11 +294,13 @@ class GPPOTrainer(GRPOTrainer):
                                   eps_high=self.epsilon_high, beta1=a.gppo_beta1, beta2=a.gppo_beta2,
                                   dual_clip=a.delta, agg=a.loss_agg_mode, is_weights=is_w,
                                   token_normalizer=token_norm, norm_len=self.max_completion_length)
+        scale = inputs.get("rl_scale", 1.0)  # ceil rule: the last mini-batch's size / mini_batch_prompts
+        pg = pg * scale
         loss = pg if token_norm is not None else pg / ga
         nll = torch.zeros((), dtype=logps.dtype, device=logps.device)
         if a.sft_alpha > 0:
             correct = inputs.get("rl_correct", torch.zeros_like(weight)).to(logps.dtype) * weight
-            nll = masked_nll(logps, mask * correct[:, None])
+            nll = masked_nll(logps, mask * correct[:, None]) * scale
             loss = loss + a.sft_alpha * nll / ga
         self._accumulate(mode, metrics, entropies, loss_mask, pg if token_norm is not None else pg / ga, nll / ga)
         return loss
@@ -307,6 +355,9 @@ class GPPOTrainer(GRPOTrainer):
         out = self._metrics[mode]
         n_all = tot["n"]
         procs = self.accelerator.num_processes
+        if mode == "train":
+            self._skip_step = n_all == 0  # nothing trained in this step on any process: leave the weights alone
+            out["rollout/skipped_step"].append(float(self._skip_step))
         out["policy_loss"].append(tot["pg"] / procs)
         out["sft_nll"].append(tot["nll"] / procs)
         out["tokens/trained"].append(n_all)
@@ -320,6 +371,21 @@ class GPPOTrainer(GRPOTrainer):
             every = self.args.steps_per_generation * self.num_iterations
             out["rollout/minibatch"].append(float((self._step % every) // ga))
             out["rollout/index"].append(float(self._step // every))
+
+
+class _SkipEmptySteps(TrainerCallback):
+    """Leaves out an optimizer step that trained on no token on any process (the rollout's slots beyond
+    ceil(N / mini-batch), or a rollout whose groups were all filtered): the gradients are dropped before the
+    optimizer runs, so AdamW changes neither the weights (no weight decay, no momentum step) nor its state."""
+
+    def __init__(self, trainer: GPPOTrainer):
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.trainer._skip_step:
+            for p in self.trainer.model.parameters():
+                p.grad = None
+            self.trainer._skip_step = False
 
 
 _PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
