@@ -359,6 +359,7 @@ def test_balanced_top_up_is_first_order_on_one_process():
     assert c.keep.view(-1, 2).any(1).tolist() == [True, False, False, True, False, False]
 
 
+@pytest.mark.slow
 def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model_dir, tmp_path, monkeypatch):
     """Old log-probs are computed after the group filter for the kept rows only (TRL computed them for all the
     2x oversampled rows); the update is the same as computing them for every row."""
@@ -441,6 +442,7 @@ def test_trim_padding_cuts_only_padding():
     assert only_padding["completion_ids"].shape == (2, 1)            # a micro-batch of padding rows: 1 column
 
 
+@pytest.mark.slow
 def test_trimmed_micro_batches_train_the_same(tiny_model_dir, tmp_path, monkeypatch):
     """Training with per-micro-batch trimming equals training on TRL's padded width up to float rounding (loss,
     policy loss and gradient norm of every step; the weights themselves are not compared: Adam turns rounding-level
