@@ -126,7 +126,7 @@ def test_curation_commands_take_the_same_executor_flags():
         flags = {o for p in command.params for o in getattr(p, "opts", [])}
         assert {"-o", "--strict", "--rows-per-shard", "--config", "--set"} <= flags, name
         assert (executor <= flags) == CURATE_STAGES[name].datatrove, name
-    assert {"decontaminate", "dedup"} == {n for n, s in CURATE_STAGES.items() if s.datatrove}
+    assert {"decontaminate", "dedup", "verify"} <= {n for n, s in CURATE_STAGES.items() if s.datatrove}  # issue 29: verify on the engine
 
 
 def test_executor_options_reach_the_executor_config(tmp_path):
@@ -143,7 +143,8 @@ def test_executor_options_reach_the_executor_config(tmp_path):
     res = CliRunner().invoke(stage_command(spy), [str(src), "-o", str(tmp_path / "o"), "--executor", "slurm",
                                                   "--tasks", "3", "--executor-option", "partition=gpu",
                                                   "--executor-option", "cpus_per_task=4", "--bands", "10",
-                                                  "--no-number-guard", "--set", "threshold=0.5"])
+                                                  "--no-number-guard", "--set", "threshold=0.5",
+                                                      "--allow-empty"])
     assert res.exit_code == 0, res.output
     assert seen["ctx"].executor == ExecutorConfig(executor="slurm", tasks=3,
                                                   options={"partition": "gpu", "cpus_per_task": 4})
