@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 REWORDING_REASONS = frozenset({"reworded_too_much", "below_threshold", "content_changed"})
 # graded reasons the stage lets the semantic check overrule (its number and question checks do not depend on the
-# order of sentences, which a heavy rewording changes; chosen on bench/semantic_sets.py's tuning part)
+# order of sentences, which a heavy rewording changes; chosen on bench/semantic/sets.py's tuning part)
 RECHECK: frozenset[str] = frozenset()
 
 
