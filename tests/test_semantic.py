@@ -67,6 +67,16 @@ def test_question_checks():
     assert not asks_other_quantity(ITEM, question_of(ITEM), REPHRASED, question_of(REPHRASED))
 
 
+def test_math_regions_must_match():
+    th = PairThresholds()
+    odd = 'Let $f(x)$ be an odd function. Is $f(f(x))$ even, odd, or neither?'
+    assert pair_verdict(odd, 'Suppose $f(x)$ is an odd function. Then is $f(f(x))$ even or odd, or neither?', 0.95, 0.9,
+                        th) is None
+    assert pair_verdict(odd, odd.replace("f(f(x))", "f(f(f(x)))"), 0.95, 0.9, th) == "math_changed"
+    assert pair_verdict("Compute $\\arcsin(-\\frac{1}{2}).$", "Compute $\\arcsin \\frac{1}{\\sqrt{2}}$.", 0.93, 0.93,
+                        th) == "math_changed"  # the same numbers 1 and 2, another expression
+
+
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)
     assert pair_verdict(ITEM, REPHRASED, 0.9, 0.9, th) is None

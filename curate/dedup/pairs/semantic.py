@@ -9,7 +9,9 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    "$1,200" = 1200, "20 percent" = "20%" = 20); a pair is `number_changed` when the values of `a` are not all in
    `b` (as often as in `a`), or when `b` has more than `max_extra_numbers` values `a` lacks (symmetric use:
    dedup checks both ways);
-3. **question** (`question_of`): the question sentence of each text (the last sentence ending in "?", else the
+3. **math** (`math_of`): the tokens of the LaTeX math regions must be the same (`math_changed`: "$f(f(x))$" vs
+   "$f(f(g(x)))$", "$z = c$" vs "$\\phi = c$", which keep every number);
+4. **question** (`question_of`): the question sentence of each text (the last sentence ending in "?", else the
    last one opening with an imperative such as "Find"); `question_changed` when a carrier word of the two
    questions differs (dedup's closed word classes, `curate/dedup/lexicon.py`: sum / product, largest /
    smallest, even / odd, area / perimeter, ...; a strict one -- negation, comparison, parity, sign -- added or
@@ -26,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FUNCTION_WORDS, STRICT_CATEGORIES
+from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FORMAT_WORDS, FUNCTION_WORDS, STRICT_CATEGORIES
 
 _WORD_NUMBERS: dict[str, str] = {
     w: str(i) for i, w in enumerate("zero _ two three four five six seven eight nine ten eleven twelve thirteen "
@@ -39,6 +41,23 @@ _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|ev
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
+_MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
+_MATH_TOK = re.compile(r"\\[A-Za-z]+|[A-Za-z]|\d+|[^\s\w{}\\$.,;:]")  # sentence punctuation left out
+
+
+def math_of(text: str) -> Counter:
+    """The tokens of the LaTeX math regions of `text` (commands, letters, digits, operators; layout commands
+    such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
+    out: Counter = Counter()
+    for region in _MATH.findall(text or ""):
+        for tok in _MATH_TOK.findall(region):
+            if tok.startswith("\\"):
+                name = tok[1:]
+                if name in FORMAT_WORDS or name in ("dfrac", "tfrac", ","):
+                    continue
+                tok = "\\" + name
+            out[tok] += 1
+    return out
 
 
 def numbers_of(text: str) -> Counter:
@@ -156,13 +175,15 @@ def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False) -> t
 def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, th: PairThresholds,
                  symmetric: bool = False) -> str | None:
     """None when `b` is `a` in other words, else the reason it is not: `below_cosine`, `number_changed`,
-    `question_changed` (see the module docstring). `question_cosine`: the cosine of `question_of(a)` and
+    `math_changed`, `question_changed` (see the module docstring). `question_cosine`: the cosine of `question_of(a)` and
     `question_of(b)` (None: not computed; only the carrier words are compared)."""
     if cosine < th.min_cosine:
         return "below_cosine"
     ok, _ = number_verdict(a, b, th.max_extra_numbers, symmetric)
     if not ok:
         return "number_changed"
+    if math_of(a) != math_of(b):
+        return "math_changed"
     qa, qb = question_of(a), question_of(b)
     if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb):
         return "question_changed"
