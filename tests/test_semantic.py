@@ -15,6 +15,7 @@ from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
     asks_other_quantity,
     carriers_differ,
+    math_of,
     number_verdict,
     numbers_of,
     pair_verdict,
@@ -75,6 +76,8 @@ def test_math_regions_must_match():
     assert pair_verdict(odd, odd.replace("f(f(x))", "f(f(f(x)))"), 0.95, 0.9, th) == "math_changed"
     assert pair_verdict("Compute $\\arcsin(-\\frac{1}{2}).$", "Compute $\\arcsin \\frac{1}{\\sqrt{2}}$.", 0.93, 0.93,
                         th) == "math_changed"  # the same numbers 1 and 2, another expression
+    # "$" as currency: the prose between two of them is no formula
+    assert math_of("Eggs cost $2 each and she sells the rest for $3 a dozen.") == math_of("Eggs cost 2 dollars each.")
 
 
 def test_pair_verdict_reasons():

@@ -42,6 +42,7 @@ _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|ev
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
+_PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
 _MATH_TOK = re.compile(r"\\[A-Za-z]+|[A-Za-z]|\d+|[^\s\w{}\\$.,;:]")  # sentence punctuation left out
 
 
@@ -50,6 +51,8 @@ def math_of(text: str) -> Counter:
     such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
     out: Counter = Counter()
     for region in _MATH.findall(text or ""):
+        if _PROSE_RUN.search(region):
+            continue  # not math: prose between two currency signs ("costs $2 per egg ... sells for $3")
         for tok in _MATH_TOK.findall(region):
             if tok.startswith("\\"):
                 name = tok[1:]
