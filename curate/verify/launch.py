@@ -198,14 +198,24 @@ class TestServer:
         finally:
             os.close(spec_fd)
 
-    def cancel(self, token: str) -> None:
-        """Kill the test process of `token` (if it is still running)."""
+    def cancel(self, token: str, timeout: float = 10.0) -> None:
+        """End the test run of `token` and wait until the zygote says it is gone: its process group killed and
+        reaped, its folder removed (a zygote that does not answer is stopped, taking every test run with it)."""
         with self.lock:
-            if self.sock is not None:
+            if self.sock is None:
+                return
+            try:
+                self.sock.send(json.dumps({"op": "kill", "token": token}).encode())
+                self.sock.settimeout(timeout)
                 try:
-                    self.sock.send(json.dumps({"op": "kill", "token": token}).encode())
-                except OSError:
-                    pass
+                    if self.sock.recv(16) != b"done":
+                        raise OSError("the test server did not acknowledge")
+                finally:
+                    if self.sock is not None:
+                        self.sock.settimeout(None)
+            except OSError as e:
+                log.warning("sandbox: test server: %s; restarting it", e)
+                self._stop()
 
     def _stop(self) -> None:
         if self.sock is not None:

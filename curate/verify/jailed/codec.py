@@ -243,10 +243,12 @@ def make_exception(names: list, message: str) -> Exception:
 class Decoder:
     """JSON-able structure -> value, building only built-in values. `listnode`/`treenode`: the classes to
     build nodes with; `handle(id, type_name)` builds remote references (test side; None: refused);
-    `objects(cls_name, attrs)` builds test-side objects on the program side (None: refused)."""
+    `objects(cls_name, attrs)` builds test-side objects on the program side (None: refused); `array(ndarray)`
+    wraps decoded arrays (the test side's degenerate-comparison guard, `guards.py`)."""
 
-    def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None) -> None:
+    def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None, array=None) -> None:
         self.listnode, self.treenode, self.handle, self.objects = listnode, treenode, handle, objects
+        self.array = array
         self.items = 0
 
     def dec(self, v, depth: int = 0):  # noqa: C901
@@ -362,7 +364,8 @@ class Decoder:
         dt = np.dtype(dtype)
         if dt.kind not in NUMPY_KINDS:
             raise CodecError(f"refused numpy dtype {dtype}")
-        return np.array(flat, dtype=dt).reshape(shape)
+        arr = np.array(flat, dtype=dt).reshape(shape)
+        return arr if self.array is None else self.array(arr)
 
     def _list_node(self, rest, d):
         vals = rest[0] if rest and type(rest[0]) is list else []

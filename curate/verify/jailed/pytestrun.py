@@ -21,7 +21,7 @@ import builtins
 import os
 import sys
 
-from . import testrunner  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import guards, testrunner  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
 MAX_RESULTS = 1000
 
@@ -112,6 +112,7 @@ def run_file(ch: testrunner.Channel, names: dict, spec: dict) -> tuple[str, str,
     """Run the pytest file of `spec` against the program; (status, detail, per-test statuses)."""
     import pytest
 
+    guards.install_pytest_guard()
     module = spec["pytest_module"]
     sys.modules[module] = solution_module(ch, names, module, spec["test"])
     ch.forward = True
@@ -142,6 +143,6 @@ def _verdict(code: int, outcomes: _Outcomes) -> tuple[str, str]:
             f"{passed}/{len(results)} tests passed; first failure {message}"
     if code == 0 and passed:
         return "pass", f"{passed}/{len(results)} tests passed"
-    if code == 5 or not results:
-        return "no_tests", "the pytest file collected no tests"
+    if not passed:  # collected nothing, or every test skipped itself: no test ran, so no pass
+        return "fail", f"no test of the file ran (pytest exit status {code}, {len(results)} tests, all skipped)"
     return "runtime_error", f"pytest exit status {code} ({passed}/{len(results)} tests passed)"

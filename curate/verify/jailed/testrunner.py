@@ -7,7 +7,7 @@ proxies for the names the test needs, runs the test and reports the verdict on a
 
 Name resolution in the test namespace (who wins): the test's own definitions; then what the setup defines
 itself (def/class/assignment: a program cannot redefine `is_same_list` or `ListNode`); then the program's
-functions, classes and (re-imported here) modules, except that a builtin or a name the setup imports (the
+functions, classes and modules (only those of TRUSTED_MODULES: never a module the program names), except that a builtin or a name the setup imports (the
 LeetCode prelude star-imports `operator`, `math`...) keeps its binding unless the test only calls it on
 literals or passes it on as an argument (`overridable_names`): so a program cannot redefine `abs` or
 `isclose` for the test, while MBPP task 126's function `sum` (`assert sum(10, 15) == 6`) and a program's
@@ -26,14 +26,21 @@ import os
 import signal
 import socket
 import sys
+import threading
 
-from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, guards, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
 RUN_DIR = "/tmp/cf-run-{pid}"  # a pytest run's folder (`pytestrun`), removed when its process is reaped
 PYTEST_PRELOAD = ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.capture", "_pytest.tmpdir",
                   "_pytest.monkeypatch", "_pytest.fixtures", "_pytest.main", "_pytest.runner", "_pytest.terminal")
 PRELOAD = ("typing", "collections", "heapq", "bisect", "itertools", "functools", "math", "string", "operator",
            "re", "random", "datetime", "copy", "decimal", "fractions", "statistics", "cmath")
+# The only modules a program's module name may bind in the test namespace (`import numpy as np` in the
+# program, `np.array` in an MBPP test): a fixed list whose import has no side effect. The test process never
+# imports a name the program chose (issue 30: `__name__ = "venv.__main__"` ran a tool and exited 0).
+TRUSTED_MODULES = frozenset(PRELOAD) | frozenset({
+    "numpy", "sortedcontainers", "sys", "os", "time", "array", "json", "enum", "dataclasses", "abc", "numbers",
+    "textwrap", "unicodedata", "calendar", "hashlib", "struct", "types", "io", "collections.abc", "os.path"})
 
 
 class ProgramGone(BaseException):
@@ -51,13 +58,17 @@ class Channel:
 
     def __init__(self, fd_in: int, fd_out: int, cap: int, listnode: type, treenode: type) -> None:
         self.fd_in, self.fd_out, self.cap = fd_in, fd_out, cap
-        self.buf = b""
+        self.buf = bytearray()
+        self.scanned = 0  # bytes of `buf` known to hold no newline (the reader stays linear in the message)
         self.calls = 0
+        self.requests = 0  # every request the program answered: a pass needs at least one
+        self.lock = threading.RLock()  # one exchange at a time (tests calling the program from threads)
         self.broken: BaseException | None = None  # the first ProgramGone / ProtocolError: decides the verdict
         self.results: list[str] = []  # per-test statuses (pytest files)
         self.forward = False  # write the program's captured output of each call to this process's stdio
-        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None)
-        self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs)
+        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None, guards.program_array)
+        self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs,
+                                             guards.program_array)
 
     def fail(self, exc: BaseException) -> BaseException:
         """Remember the first channel failure (whatever the test does with the exception) and return it."""
@@ -75,14 +86,20 @@ class Channel:
         raise codec.CodecError(f"the test passes a value of type {type(x).__name__}, which cannot be sent")
 
     def recv(self) -> dict:
-        while b"\n" not in self.buf:
-            if len(self.buf) > self.cap:
+        """One message: read until its newline (each byte scanned once), refusing one over `cap` bytes."""
+        while (end := self.buf.find(b"\n", self.scanned)) < 0:
+            self.scanned = len(self.buf)
+            if self.scanned > self.cap:
                 raise self.fail(ProtocolError(f"message over {self.cap} bytes"))
             chunk = os.read(self.fd_in, 1 << 20)
             if not chunk:
                 raise self.fail(ProgramGone("the program's process ended"))
             self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
+        if end > self.cap:
+            raise self.fail(ProtocolError(f"message over {self.cap} bytes"))
+        line = bytes(self.buf[:end])
+        del self.buf[:end + 1]
+        self.scanned = 0
         try:
             msg = wire.loads(line)
         except codec.CodecError as e:
@@ -90,6 +107,14 @@ class Channel:
         if not isinstance(msg, dict):
             raise self.fail(ProtocolError("a message is not a mapping"))
         return msg
+
+    def exchange(self, msg: dict) -> dict:
+        """Send one request and read its answer, as one step for every thread of the test."""
+        with self.lock:
+            self.send(msg)
+            resp = self.recv()
+            self.requests += 1
+            return resp
 
     def send(self, msg: dict) -> None:
         data = memoryview(wire.frame(msg))
@@ -102,9 +127,8 @@ class Channel:
     def call(self, target: int | None, name: str, args: tuple, kwargs: dict):
         self.calls += 1
         enc = codec.Encoder(self.ref, objects=True)
-        self.send({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
-                   "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
-        resp = self.recv()
+        resp = self.exchange({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
+                              "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
         if self.forward:
             _forward_output(resp)
         try:
@@ -129,16 +153,14 @@ class Channel:
 
     def set_attr(self, target: int, name: str, value) -> None:
         """`obj.name = value` on a program object (test setups that build the program's data structures)."""
-        self.send({"op": "setattr", "target": target, "name": name,
-                   "value": codec.Encoder(self.ref, objects=True).enc(value)})
-        resp = self.recv()
+        resp = self.exchange({"op": "setattr", "target": target, "name": name,
+                              "value": codec.Encoder(self.ref, objects=True).enc(value)})
         if resp.get("op") == "raise":
             exc = self.ret_dec().dec(resp.get("exc"))
             raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))
 
     def attr(self, target: int, name: str):
-        self.send({"op": "getattr", "target": target, "name": name})
-        resp = self.recv()
+        resp = self.exchange({"op": "getattr", "target": target, "name": name})
         if resp.get("op") != "ret":
             exc = self.ret_dec().dec(resp.get("exc")) if resp.get("op") == "raise" else None
             raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("unexpected message"))
@@ -231,8 +253,6 @@ def _literal(node) -> bool:
 
 def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable, ch: Channel) -> None:
     """Bind the program's functions, classes and modules the test may use (see the module docstring)."""
-    import importlib
-
     for name, kind in list(names.items())[:codec.MAX_ITEMS]:
         if type(name) is not str or type(kind) is not str or name in protected:
             continue
@@ -241,13 +261,23 @@ def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable,
         if kind in ("function", "class"):
             ns[name] = Call(ch, None, name)
         elif kind.startswith("module:"):
-            modname = kind[len("module:"):]
-            top = modname.split(".")[0]
-            if top and not top.startswith("_") and (top in sys.stdlib_module_names or top in ALLOWED_PACKAGES):
-                try:
-                    ns[name] = importlib.import_module(modname)
-                except Exception:  # noqa: BLE001 - a name the program made up
-                    pass
+            module = trusted_module(kind[len("module:"):])
+            if module is not None:
+                ns[name] = module
+
+
+def trusted_module(modname: str):
+    """The module `modname` when it is one of TRUSTED_MODULES (imported here if it is not yet), else None:
+    a program chooses at most which of these side-effect-free modules a name stands for."""
+    import importlib
+
+    top = modname.split(".")[0]
+    if modname not in TRUSTED_MODULES or not (top in sys.stdlib_module_names or top in ALLOWED_PACKAGES):
+        return None
+    try:
+        return sys.modules.get(modname) or importlib.import_module(modname)
+    except ImportError:
+        return None
 
 
 ALLOWED_PACKAGES: set[str] = set()
@@ -300,8 +330,13 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
             data = data[os.write(report_fd, data):]
 
     lim = spec["limits"]
+    os.setsid()  # its own process group: whatever it starts dies with it (`_end_run`)
+    folder = RUN_DIR.format(pid=os.getpid())
+    os.makedirs(folder, exist_ok=True)
+    os.chdir(folder)  # files the test writes land in the run's folder, removed when the run ends
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
-    resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
+    grow = _address_space() + lim["memory"]  # the run's memory limit, over what the fork inherited
+    resource.setrlimit(resource.RLIMIT_AS, (grow, grow))
     signal.alarm(lim["wall"])
     deferred = None
     try:
@@ -321,16 +356,23 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
                  tn if isinstance(tn, type) else codec.TreeNode)
     report(phase="started")
     status, detail = _run_test(ch, ns, test, spec, protected, overridable, deferred)
-    if status == "no_tests":  # the test file's own fault (nothing the program does can collect nothing)
-        report(phase="setup", error=detail)
-        status = "runtime_error"
+    if status == "pass" and ch.requests == 0:  # the test ran without ever reaching the program: no evidence
+        status, detail = "fail", "the test never called the program"
     report(status=status, detail=detail[:1000], calls=ch.calls, results=ch.results)
+
+
+def _address_space() -> int:
+    """This process's current virtual size in bytes (from /proc/self/statm)."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _run_test(ch: Channel, ns: dict, test, spec: dict, protected: set, overridable,
               deferred=None) -> tuple[str, str]:
     try:
         status, detail = _run_test_code(ch, ns, test, spec, protected, overridable, deferred)
+    except MemoryError:  # decoding what the program sent, or the test's own work on it, over the limit
+        status, detail = "memory", "MemoryError in the test process"
     except BaseException as e:  # noqa: BLE001 - whatever the test let through
         status, detail = _status_of(e, spec["test"])
     return broken_status(ch) or (status, detail)
@@ -374,8 +416,8 @@ def _status_of(e: BaseException, test_source: str) -> tuple[str, str]:
         return "program_exited", str(e)
     if isinstance(e, ProtocolError):
         return "runtime_error", f"protocol: {e}"
-    if isinstance(e, SystemExit):
-        return ("pass", "") if e.code in (None, 0) else ("fail", f"the test exited with {e.code!r}")
+    if isinstance(e, SystemExit):  # never a pass: the test did not run to its end
+        return "runtime_error", f"the test ended with SystemExit({e.code!r}) before it finished"
     if isinstance(e, codec.CandidateError):
         return "runtime_error", f"the program raised {e}"
     return "runtime_error", f"{type(e).__name__}: {e}"
@@ -417,13 +459,14 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
         if not msg:
             os._exit(0)
         req = json.loads(msg)
-        if req.get("op") == "kill":
+        if req.get("op") == "kill":  # the host's verdict is in: end the run, then acknowledge
             pid = children.pop(req["token"], None)
             if pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _end_run(pid, wait=True)
+            try:
+                ctl.send(b"done")
+            except OSError:
+                os._exit(0)
             continue
         pid = os.fork()
         if pid == 0:
@@ -450,13 +493,23 @@ def _reap(children: dict[str, int]) -> None:
         for token, p in list(children.items()):
             if p == pid:
                 del children[token]
-        _remove_run_dir(pid)
+        _end_run(pid, wait=False)
 
 
-def _remove_run_dir(pid: int) -> None:
-    """The folder a pytest run wrote (see `pytestrun.run_dir`), once its process is gone."""
+def _end_run(pid: int, wait: bool) -> None:
+    """Kill a test run's process group (the run and anything it started), reap it (`wait`), and remove its
+    folder: nothing of the run is left running or on disk."""
     import shutil
 
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if wait:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
     shutil.rmtree(RUN_DIR.format(pid=pid), ignore_errors=True)
 
 
