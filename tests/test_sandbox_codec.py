@@ -17,7 +17,7 @@ from cotforge.curate.verify.jailed import codec, wire
 
 def _roundtrip(value, **dec):
     sent = json.loads(wire.dumps({"v": codec.Encoder(handle=lambda x: 7).enc(value)}))["v"]
-    return codec.Decoder(handle=lambda i, n: ("handle", i, n), **dec).dec(sent)
+    return codec.Decoder(handle=lambda i, n, _iterator=False: ("handle", i, n), **dec).dec(sent)
 
 
 @pytest.mark.parametrize("value", [

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 from cotforge.curate.verify import jail, launch, setups
+from cotforge.curate.verify.cgroups import cgroup_tree
 from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -91,9 +92,12 @@ class SandboxLimits:
         if not all(isinstance(p, str) and p for p in self.packages):
             raise ValueError(f"SandboxLimits.packages must be distribution names, got {self.packages!r}")
 
-    def rlimits(self) -> dict[str, int]:
-        """Per-process resource limits the harness sets before any user code (backstops of the run totals)."""
-        return {"RLIMIT_AS": self.memory_mb << 20, "RLIMIT_CPU": int(self.cpu_s) + 2,
+    def rlimits(self, cgroup: bool = False) -> dict[str, int]:
+        """Per-process resource limits the harness sets before any user code (backstops of the run totals).
+        With a cgroup holding the run's memory, the address space also has room for `nproc` thread stacks
+        (8 MiB each, reserved, not used): threads up to the process limit must fit."""
+        room = self.nproc * (8 << 20) if cgroup else 0
+        return {"RLIMIT_AS": (self.memory_mb << 20) + room, "RLIMIT_CPU": int(self.cpu_s) + 2,
                 "RLIMIT_FSIZE": self.fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0,
                 "RLIMIT_NPROC": self.nproc}
 
@@ -151,7 +155,7 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
-            "rlimits": limits.rlimits(), "chan": [chan[0][0], chan[1][1]] if chan else None}
+            "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
     host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
     child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1]] if chan else [])

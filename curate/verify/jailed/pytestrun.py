@@ -96,10 +96,18 @@ def solution_module(ch: testrunner.Channel, names: dict, module: str, source: st
     mod.__file__ = f"/sbx/{module}.py"
     ns = vars(mod)
     testrunner._bind_program_names(ns, names, set(), _Everything(), ch)
+    values = {k for k, kind in names.items() if kind == "value" and type(k) is str and k not in ns}
+
+    def __getattr__(name: str):  # noqa: N807 - module-level constants, fetched when the file imports them
+        if name in values:
+            return ch.attr(None, name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
     taken = test_bindings(source, module)
     overridable = testrunner.overridable_names(source)
-    mod.__all__ = sorted(k for k in ns if not k.startswith("_") and k not in taken and
+    mod.__all__ = sorted(k for k in set(ns) | values if not k.startswith("_") and k not in taken and
                          (not hasattr(builtins, k) or k in overridable))
+    ns["__getattr__"] = __getattr__
     return mod
 
 

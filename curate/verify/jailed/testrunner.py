@@ -28,7 +28,8 @@ import socket
 import sys
 import threading
 
-from . import codec, guards, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, guards, remote, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from .remote import Call, Remote  # noqa: TID251
 
 RUN_DIR = "/tmp/cf-run-{pid}"  # a pytest run's folder (`pytestrun`), removed when its process is reaped
 PYTEST_PRELOAD = ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.capture", "_pytest.tmpdir",
@@ -66,9 +67,13 @@ class Channel:
         self.broken: BaseException | None = None  # the first ProgramGone / ProtocolError: decides the verdict
         self.results: list[str] = []  # per-test statuses (pytest files)
         self.forward = False  # write the program's captured output of each call to this process's stdio
-        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None, guards.program_array)
+        self.classes: dict[str, type] = {}  # stand-ins of the program's classes and exception classes, by name
+        self.remotes: dict[int, Remote] = {}  # one reference per program object
+        self.handles: dict[str, int] = {}  # module-level program objects (classes) by name -> handle
+        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None, guards.program_array,
+                                             self.classes)
         self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs,
-                                             guards.program_array)
+                                             guards.program_array, self.classes)
 
     def fail(self, exc: BaseException) -> BaseException:
         """Remember the first channel failure (whatever the test does with the exception) and return it."""
@@ -76,13 +81,72 @@ class Channel:
             self.broken = exc
         return exc
 
-    def remote(self, i: int, type_name: str) -> Remote:
-        return Remote(self, i, type_name)
+    def remote(self, i: int, type_name: str, iterator: bool = False) -> Remote:
+        """The reference for program object `i` (the same one each time), an instance of the stand-in of
+        its class when the program announced that class."""
+        if i not in self.remotes:
+            cls = remote.RemoteIterator if iterator else self.classes.get(type_name)
+            if not (isinstance(cls, type) and issubclass(cls, Remote)):
+                cls = Remote
+            obj = object.__new__(cls)
+            cls.__init__(obj, self, i, type_name)
+            self.remotes[i] = obj
+        return self.remotes[i]
 
-    @staticmethod
-    def ref(x) -> int:
+    def encoder(self) -> codec.Encoder:
+        return codec.Encoder(self.ref, objects=True, refs=(Remote, Call, remote.ProgramType))
+
+    def handle_of(self, name: str) -> int:
+        """The reference id of the program's module-level object `name` (a class)."""
+        if name not in self.handles:
+            resp = self.exchange({"op": "handle", "target": None, "name": name})
+            value = resp.get("value")
+            if resp.get("op") != "ret" or type(value) is not list or len(value) < 2 or type(value[1]) is not int:
+                raise self.fail(ProtocolError("unexpected answer to a handle request"))
+            self.handles[name] = value[1]
+        return self.handles[name]
+
+    def dunder(self, target: int, name: str, args: tuple):
+        """A builtin operation (len, str, iter, in, [] ...) on a program object, run there."""
+        enc = self.encoder()
+        resp = self.exchange({"op": "dunder", "target": target, "name": name, "args": [enc.enc(a) for a in args]})
+        return self._result(resp)
+
+    def next_items(self, target: int, n: int) -> tuple[list, bool]:
+        """Up to `n` next items of a program iterator, and whether it ended."""
+        resp = self.exchange({"op": "next", "target": target, "name": "", "n": n})
+        items = self._result(resp)
+        if type(items) is not list:
+            raise self.fail(ProtocolError("malformed iterator items"))
+        return items, resp.get("done") is True
+
+    def data(self, target: int) -> dict:
+        """A program object's attributes as values (equality of references is computed on these)."""
+        state = self._result(self.exchange({"op": "data", "target": target, "name": ""}))
+        if type(state) is not dict:
+            raise self.fail(ProtocolError("malformed object data"))
+        return state
+
+    def _result(self, resp: dict):
+        if resp.get("op") == "raise":
+            exc = self.ret_dec().dec(resp.get("exc"))
+            raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))
+        if resp.get("op") != "ret":
+            raise self.fail(ProtocolError("unexpected message"))
+        try:
+            return self.ret_dec().dec(resp.get("value"))
+        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
+            raise self.fail(ProtocolError(f"undecodable answer: {e!r}")) from None
+
+    def ref(self, x) -> int:
+        """The reference id of a program object the test passes back (a reference, or a program function or
+        class by its module-level name)."""
         if isinstance(x, Remote):
             return object.__getattribute__(x, "_id")
+        if isinstance(x, Call) and x._target is None:
+            return self.handle_of(x._name)
+        if isinstance(x, remote.ProgramType):
+            return self.handle_of(x._cf_name)
         raise codec.CodecError(f"the test passes a value of type {type(x).__name__}, which cannot be sent")
 
     def recv(self) -> dict:
@@ -126,7 +190,7 @@ class Channel:
 
     def call(self, target: int | None, name: str, args: tuple, kwargs: dict):
         self.calls += 1
-        enc = codec.Encoder(self.ref, objects=True)
+        enc = self.encoder()
         resp = self.exchange({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
                               "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
         if self.forward:
@@ -154,7 +218,7 @@ class Channel:
     def set_attr(self, target: int, name: str, value) -> None:
         """`obj.name = value` on a program object (test setups that build the program's data structures)."""
         resp = self.exchange({"op": "setattr", "target": target, "name": name,
-                              "value": codec.Encoder(self.ref, objects=True).enc(value)})
+                              "value": self.encoder().enc(value)})
         if resp.get("op") == "raise":
             exc = self.ret_dec().dec(resp.get("exc"))
             raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))
@@ -170,44 +234,6 @@ class Channel:
             return self.ret_dec().dec(resp.get("value"))
         except (codec.CodecError, TypeError, ValueError) as e:
             raise self.fail(ProtocolError(f"undecodable answer: {e!r}")) from None
-
-
-class Call:
-    """A function, class or bound method of the program: calling it runs it in the program's process."""
-
-    __slots__ = ("_ch", "_target", "_name")
-
-    def __init__(self, ch: Channel, target: int | None, name: str) -> None:
-        self._ch, self._target, self._name = ch, target, name
-
-    def __call__(self, *args, **kwargs):
-        return self._ch.call(self._target, self._name, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<program callable {self._name}>"
-
-
-class Remote:
-    """An object that lives in the program's process (e.g. `Solution()`); attribute reads go there. It compares
-    by identity and is truthy, like a plain object: no behaviour of the program's class reaches the test."""
-
-    __slots__ = ("_ch", "_id", "_type")
-
-    def __init__(self, ch: Channel, i: int, type_name: str) -> None:
-        object.__setattr__(self, "_ch", ch)
-        object.__setattr__(self, "_id", i)
-        object.__setattr__(self, "_type", type_name)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return self._ch.attr(self._id, name)
-
-    def __setattr__(self, name: str, value) -> None:
-        self._ch.set_attr(self._id, name, value)
-
-    def __repr__(self) -> str:
-        return f"<program {self._type} object>"
 
 
 def overridable_names(test_source: str) -> set[str]:
@@ -251,15 +277,24 @@ def _literal(node) -> bool:
         return False
 
 
-def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable, ch: Channel) -> None:
-    """Bind the program's functions, classes and modules the test may use (see the module docstring)."""
-    for name, kind in list(names.items())[:codec.MAX_ITEMS]:
-        if type(name) is not str or type(kind) is not str or name in protected:
-            continue
-        if (hasattr(builtins, name) or name in ns) and name not in overridable:
+def _bind_program_names(ns: dict, names: dict, protected: set[str], overridable, ch: Channel,
+                        used=None) -> None:
+    """Bind the program's functions, classes (stand-ins, `remote.py`), exception classes, modules (trusted
+    ones only) and, when the test uses them (`used`), module-level values the test may use (see the module
+    docstring). Classes with fewer bases first, so a subclass's stand-in derives from its base's."""
+    items = [(n, k) for n, k in list(names.items())[:codec.MAX_ITEMS] if type(n) is str and type(k) is str]
+    for name, kind in sorted(items, key=lambda nk: nk[1].count(",")):
+        if name in protected or ((hasattr(builtins, name) or name in ns) and name not in overridable):
             continue
         if kind in ("function", "class"):
             ns[name] = Call(ch, None, name)
+        elif kind.startswith("class:"):
+            ns[name] = remote.program_class(ch, name, kind[len("class:"):].split(","), ch.classes)
+        elif kind.startswith("exception:"):
+            ns[name] = remote.program_exception(kind[len("exception:"):].split(","), ch.classes)
+        elif kind == "value":
+            if used is not None and name in used:
+                ns[name] = ch.attr(None, name)
         elif kind.startswith("module:"):
             module = trusted_module(kind[len("module:"):])
             if module is not None:
@@ -400,7 +435,8 @@ def _run_test_code(ch: Channel, ns: dict, test, spec: dict, protected: set, over
 
         status, detail, ch.results = pytestrun.run_file(ch, hello["names"], spec)
         return status, detail
-    _bind_program_names(ns, hello["names"], protected, overridable, ch)
+    _bind_program_names(ns, hello["names"], protected, overridable, ch,
+                        _Lazy(lambda: {n.id for n in ast.walk(ast.parse(spec["test"])) if isinstance(n, ast.Name)}))
     if deferred is not None:
         exec(deferred, ns)
     exec(test, ns)
