@@ -15,6 +15,7 @@ must now end in a non-pass status. The forgery cases run as one batch (module fi
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -195,13 +196,50 @@ def test_spinners_do_not_stretch_the_wall_clock():
 
 # --- resources of the test process -----------------------------------------------------------------------
 def test_huge_nested_message_stays_within_the_run_memory():
-    """~40 MB of nested empty lists as a return value: the test process may not grow past the run's memory
-    limit for it (it is the program's memory failure, or refused), and the verdict is not a pass."""
-    prog = ("def add(a, b):\n    import sys\n    sys.setrecursionlimit(10000)\n    return [[]] * 10_000_000\n")
-    t0 = time.monotonic()
-    v = run_tests(prog, MBPP, SandboxLimits(wall_s=8.0, cpu_s=4.0, memory_mb=256, nproc=16))
+    """The program writes its own 50 MB answer of nested empty lists on the channel (cheap for it, ~1 GiB of
+    lists when parsed): the test process may not grow past the run's memory limit for it, and the verdict
+    is not a pass (issue 30: ~1 GiB RSS for a run capped at 256 MiB)."""
+    prog = ("import os\n\n\ndef add(a, b):\n    msg = b'{\"op\": \"ret\", \"value\": [\"L\"' + b',[]' * 16_000_000 + b']}\\n'\n"
+            "    for fd in range(3, 64):\n        try:\n            os.write(fd, msg)\n        except OSError:\n"
+            "            pass\n    import time\n    time.sleep(30)\n")
+    lim = SandboxLimits(wall_s=8.0, cpu_s=4.0, memory_mb=256, nproc=16)
+    run_tests(WRONG, MBPP, LIM)  # the test server is up: its idle size is the baseline
+    base = max(_test_rss().values(), default=0)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max([peak[0], *_test_rss().values()])
+            time.sleep(0.02)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        v = run_tests(prog, MBPP, lim)
+    finally:
+        done.set()
+        t.join()
     assert v.status in ("memory", "runtime_error", "fail"), v
-    assert time.monotonic() - t0 < 30
+    assert peak[0] - base < (lim.memory_mb + 64) << 20, (peak[0] >> 20, base >> 20)
+
+
+def _test_rss() -> dict[int, int]:
+    """RSS in bytes of the test server's processes (its uid range)."""
+    from pathlib import Path
+
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if not UID_BASE + UID_SPAN <= d.stat().st_uid < UID_BASE + 2 * UID_SPAN:
+                continue
+            line = next(ln for ln in (d / "status").read_text().splitlines() if ln.startswith("VmRSS:"))
+            out[int(d.name)] = int(line.split()[1]) << 10
+        except (OSError, StopIteration, ValueError):
+            continue
+    return out
 
 
 def test_nothing_is_left_after_the_verdict():

@@ -30,11 +30,11 @@ from typing import Any
 from cotforge.curate.text.reasoning import REASONING_MARKERS
 from cotforge.curate.verify.math_compare import (
     MathCompare,
-    _install_numeric_hook,
     active,
     as_tuples,
     bare_lists_ordered,
     gold_list_ordered,
+    install_numeric_hook,
     is_set_literal,
     is_unordered_gold,
     localize,
@@ -68,7 +68,7 @@ class _DropTimeoutWarnings(logging.Filter):
 
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropTimeoutWarnings())
-_install_numeric_hook()
+install_numeric_hook()
 
 
 def _check_mode(mode: str) -> None:
@@ -216,4 +216,4 @@ def verify_math_batch(pairs: Sequence[tuple[str, str]], think_end: str | None = 
         return []
     cfg = MathCompare.from_value(compare)
     items = [(r, a, problems[i] if problems is not None else None) for i, (r, a) in enumerate(pairs)]
-    return get_pool(workers).run(items, (think_end, mode, cfg), timeout_s)
+    return get_pool(workers, verify_math).run(items, (think_end, mode, cfg), timeout_s)

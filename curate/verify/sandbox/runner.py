@@ -35,9 +35,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cotforge.curate.verify import jail, launch, setups
-from cotforge.curate.verify.cgroups import cgroup_tree
-from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
+import cotforge.curate.verify.sandbox.jail as jail
+import cotforge.curate.verify.sandbox.launch as launch
+import cotforge.curate.verify.sandbox.setups as setups
+from cotforge.curate.verify.sandbox.cgroups import cgroup_tree
+from cotforge.curate.verify.sandbox.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -357,7 +359,7 @@ def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
     if status == "program_exited":
         st, det = _exit_status(obs, err_tail)
         return ("runtime_error", f"the program's process ended during the test ({det})") if st == "pass" else (st, det)
-    return (status, detail) if status in ("pass", "fail", "runtime_error") else ("runtime_error", detail)
+    return (status, detail) if status in ("pass", "fail", "runtime_error", "memory") else ("runtime_error", detail)
 
 
 def _results(obs: _Observed, status: str) -> list[str]:

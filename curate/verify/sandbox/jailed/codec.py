@@ -1,5 +1,5 @@
 """Typed plain-data encoding for values crossing between the program's process and the test process.
-(Messages carrying these values: `wire.py`. Encoder and decoder stay in one module, ~430 lines: they are the
+(Messages carrying these values: `wire.py`. Encoder and decoder stay in one module, ~480 lines: they are the
 two halves of one type table.)
 
 Why: the test process must compare values the program computed without ever holding an object, class,
@@ -260,6 +260,8 @@ def make_exception(names: list, message: str, args: tuple | None = None, attrs: 
             except TypeError:  # e.g. UnicodeDecodeError needs five arguments: try its base
                 continue
             for k, v in (attrs or {}).items():
+                if k.startswith("_"):
+                    continue
                 try:
                     setattr(exc, k, v)
                 except (AttributeError, TypeError):

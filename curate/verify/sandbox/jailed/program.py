@@ -55,7 +55,7 @@ def _fail_setup(status_fd: int, why: str) -> None:
         os._exit(70)
 
 
-def _drop_privileges(uid: int) -> None:
+def drop_privileges(uid: int) -> None:
     """Leave the namespace's root for the run's uid; no capability may remain."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -95,7 +95,7 @@ def main() -> None:
     try:
         sys.path[:] = spec["sys_path"]
         if spec.get("drop_uid") is not None:
-            _drop_privileges(spec["drop_uid"])
+            drop_privileges(spec["drop_uid"])
         _set_limits(spec["rlimits"])
         builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
         mode = spec["mode"]

@@ -23,8 +23,8 @@ import subprocess
 import threading
 from collections.abc import Callable
 
-from cotforge.curate.verify import jail
-from cotforge.curate.verify.cgroups import RunCgroup, cgroup_tree
+import cotforge.curate.verify.sandbox.jail as jail
+from cotforge.curate.verify.sandbox.cgroups import RunCgroup, cgroup_tree
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +165,8 @@ class TestServer:
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
-
         spec = {"ctl_fd": theirs.fileno(), "allowed": list(self.packages), "status_fd": -1,
-                "warm": [LEETCODE_PRELUDE]}
+                "warm": list(WARM_SETUPS)}
         try:
             self.jail = _in_launcher_thread(lambda: Jail(
                 "testrunner", spec, packages=self.packages, tmp_mb=64, memory_bytes=None, max_pids=None,
@@ -230,6 +228,16 @@ class TestServer:
         """Stop the zygote and its test processes."""
         with self.lock:
             self._stop()
+
+
+WARM_SETUPS: list[str] = []  # setups a test server runs once and its test processes start from (`warm_setup`)
+
+
+def warm_setup(source: str) -> None:
+    """Have test servers started from now on run `source` (a common test setup, e.g. the LeetCode prelude)
+    once, so each test process starts from a copy instead of running it."""
+    if source not in WARM_SETUPS:
+        WARM_SETUPS.append(source)
 
 
 _SERVERS: dict[tuple[str, ...], TestServer] = {}
