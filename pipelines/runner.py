@@ -30,9 +30,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.config import build
 from cotforge.curate.context import StageContext
-from cotforge.curate.executors.lock import RunLock
+from cotforge.curate.core.config import build
+from cotforge.curate.io.lock import RunLock
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
 from cotforge.pipelines.planning import PlannedStage, check_source_input, plan, recipe_defaults
 from cotforge.pipelines.stages.spec import make_generator
@@ -272,12 +272,13 @@ def _launch(st: PlannedStage, options: dict[str, Any], ctx: StageContext) -> dic
     RUN/<stage>/stage_config.yaml; `{config}`, `{run_dir}` and `{out_dir}` in the command are replaced."""
     import yaml
 
-    path = ctx.out_dir / "stage_config.yaml"
+    out = Path(ctx.out_dir)
+    path = out / "stage_config.yaml"
     path.write_text(yaml.safe_dump(options, sort_keys=True))
-    cmd = st.launch.format(config=path, run_dir=ctx.out_dir.parent, out_dir=ctx.out_dir)  # type: ignore[union-attr]
+    cmd = st.launch.format(config=path, run_dir=out.parent, out_dir=out)  # type: ignore[union-attr]
     log.info("stage %s: launching %s", st.name, cmd)
     subprocess.run(cmd, shell=True, check=True)
-    return st.stage.launched(ctx.out_dir)  # type: ignore[misc]
+    return st.stage.launched(out)  # type: ignore[misc]
 
 
 @contextlib.contextmanager

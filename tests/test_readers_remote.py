@@ -18,6 +18,7 @@ import pytest
 
 from cotforge.curate.io import fs
 from cotforge.curate.io.readers import InputSpec, Quarantined, read_rows
+from cotforge.pipelines.stages import run_stage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "presets"
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz-SECRET"
@@ -97,17 +98,11 @@ def test_memory_filesystem_glob_and_folder():
 def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
     """ingest -> decontaminate -> dedup -> verify -> profile -> select -> mix with every input and output on
     S3; the published shards equal a local run's; the secret key appears in no log line and no stats.json."""
-    from cotforge.curate.benchmarks import BenchmarkItem
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.stage import run_decontam
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
-    from cotforge.curate.io.ingest import run_ingest
     from cotforge.curate.io.inputs import read_stats, resolve_inputs
-    from cotforge.curate.mix.stage import MixConfig, run_mix
-    from cotforge.curate.select.profile import run_profile
-    from cotforge.curate.select.sources import run_select
-    from cotforge.curate.verify.stage import VerifyConfig, run_verify
+    from cotforge.curate.mix.stage import MixConfig
+    from cotforge.curate.verify.stage import VerifyConfig
 
     s, bucket = s3
     leaky = "Let n be the number of ordered pairs of positive integers whose product is exactly 360; find n please"
@@ -125,19 +120,22 @@ def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
             f.write(data)
         (local / rel).parent.mkdir(parents=True, exist_ok=True)
         (local / rel).write_bytes(data)
-    bench = {"synth": [BenchmarkItem("b0", leaky, "24", benchmark="synth")]}
-    cfg = DecontamConfig(benchmarks=["synth"])
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "synth.jsonl").write_text(json.dumps({"id": "b0", "problem": leaky, "answer": "24"}) + "\n")
+    (bench / "registry.yaml").write_text("benchmarks:\n  synth:\n    domain: math\n    solution_field: null\n")
+    cfg = DecontamConfig(benchmarks=["synth"], benchmarks_dir=str(bench), registry_yaml=str(bench / "registry.yaml"))
     ex = ExecutorConfig(workers=1, rows_per_task=8)
 
     def curate(root: str, run: str) -> None:
-        run_ingest([InputSpec(fs.join(root, "raw/openr1.jsonl.gz"), "openr1"),
+        run_stage("ingest", [InputSpec(fs.join(root, "raw/openr1.jsonl.gz"), "openr1"),
                     InputSpec(fs.join(root, "raw/plain/*.jsonl*"), "plain")], fs.join(run, "ingest"))
-        run_decontam(resolve_inputs([fs.join(run, "ingest")]), fs.join(run, "decontaminate"), cfg, ex, benchmarks=bench)
-        run_dedup(resolve_inputs([fs.join(run, "decontaminate")]), fs.join(run, "dedup"), exec_cfg=ex)
-        run_verify(resolve_inputs([fs.join(run, "dedup")]), fs.join(run, "verify"), VerifyConfig(workers=1))
-        run_profile(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "profile"))
-        run_select(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "select"))
-        run_mix(resolve_inputs([fs.join(run, "select")]), fs.join(run, "mix"), MixConfig(card=False))
+        run_stage("decontaminate", resolve_inputs([fs.join(run, "ingest")]), fs.join(run, "decontaminate"), cfg, ex)
+        run_stage("dedup", resolve_inputs([fs.join(run, "decontaminate")]), fs.join(run, "dedup"), executor=ex)
+        run_stage("verify", resolve_inputs([fs.join(run, "dedup")]), fs.join(run, "verify"), VerifyConfig(workers=1))
+        run_stage("profile", resolve_inputs([fs.join(run, "verify")]), fs.join(run, "profile"))
+        run_stage("select", resolve_inputs([fs.join(run, "verify")]), fs.join(run, "select"))
+        run_stage("mix", resolve_inputs([fs.join(run, "select")]), fs.join(run, "mix"), MixConfig(card=False))
 
     with caplog.at_level(logging.DEBUG):
         curate(f"s3://{bucket}", f"s3://{bucket}/run")

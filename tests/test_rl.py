@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from cotforge.curate.config import load, parse_set  # noqa: E402
-from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.curate.core.config import load, parse_set  # noqa: E402
 from cotforge.train.rl.config import GPPOConfig  # noqa: E402
+from cotforge.train.rl.data import load_rl_dataset, to_trl_row  # noqa: E402
 from cotforge.train.rl.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
 from cotforge.train.rl.trainer import config_from_dict, run_rl  # noqa: E402
 

@@ -15,8 +15,9 @@ import pytest
 from engine_cases import assert_same_outputs, make_data, recipe, shard_bytes
 
 from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending, Step, run_steps
-from cotforge.curate.executors import slurm as slurm_mod
+from cotforge.curate.engine import slurm as slurm_mod
 from cotforge.pipelines.runner import run_recipe
+from cotforge.pipelines.stages import run_stage
 
 SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
 SLURM = {"executor": "slurm", "workers": 2, "rows_per_task": 30, "poll_s": 0.3,
@@ -79,7 +80,7 @@ def test_two_stage_pipeline_on_slurm_matches_local(slurm, local_run, tmp_path):
 def test_stage_returns_then_second_invocation_publishes(slurm, local_run, tmp_path, monkeypatch):
     """wait=false: submit and return; the next invocation finds the jobs (queued, running or done), submits
     nothing again, and publishes what the local executor publishes."""
-    from cotforge.curate.decontam.stage import DecontamConfig, run_decontam
+    from cotforge.curate.decontam.stage import DecontamConfig
     from cotforge.curate.io.inputs import resolve_inputs
 
     root, data = local_run
@@ -87,17 +88,17 @@ def test_stage_returns_then_second_invocation_publishes(slurm, local_run, tmp_pa
     cfg = DecontamConfig(ngram=8, threshold=0.5, benchmarks=["demo_olympiad"],
                          benchmarks_dir=str(data / "benchmarks"), registry_yaml=str(data / "benchmarks/registry.yaml"))
     ref = tmp_path / "local"
-    run_decontam(specs, ref, cfg, ExecutorConfig(workers=1, rows_per_task=30))
+    run_stage("decontaminate", specs, ref, cfg, ExecutorConfig(workers=1, rows_per_task=30))
     out = tmp_path / "decontaminate"
     with pytest.raises(JobsPending, match="run the same command again"):
-        run_decontam(specs, out, cfg, ExecutorConfig(**{**SLURM, "wait": False}))
+        run_stage("decontaminate", specs, out, cfg, ExecutorConfig(**{**SLURM, "wait": False}))
     assert not (out / "stats.json").exists() and (out / "_work" / "decontaminate" / "_state.json").exists()
     import datatrove.executor.slurm as dt_slurm
 
     sbatch_calls: list[tuple] = []
     real = dt_slurm.launch_slurm_job
     monkeypatch.setattr(dt_slurm, "launch_slurm_job", lambda *a: sbatch_calls.append(a) or real(*a))
-    run_decontam(specs, out, cfg, ExecutorConfig(**SLURM))  # waits for the same jobs, then publishes
+    run_stage("decontaminate", specs, out, cfg, ExecutorConfig(**SLURM))  # waits for the same jobs, then publishes
     assert sbatch_calls == []  # nothing submitted twice: queued jobs were waited for, finished ranks kept
     assert shard_bytes(out) == shard_bytes(ref) and shard_bytes(ref)
     assert (out / "stats.json").exists() and not (out / "_work" / "decontaminate").exists()

@@ -27,16 +27,14 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.io.inputs import counted_rows, input_schema
-from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import load_meta
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -167,13 +165,16 @@ def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None,
 
 
 @remote_output
-def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyConfig | None = None, *,
-                   generator: Any = None, verifier: Callable[[list[dict]], list[dict]] | None = None,
-                   strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
-    """Label every row with pass_rate / difficulty / difficulty_n; all rows kept (malformed removed)."""
+def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
+
+    The reference model's generator comes from `ctx.make_generator` (injected by the caller).
+
+    Label every row with pass_rate / difficulty / difficulty_n; all rows kept (malformed removed)."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
     from cotforge.curate.select.profile import problem_key
 
-    cfg = cfg or DifficultyConfig()
     labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}
     to_sample: dict[str, dict[str, Any]] = {}
     for row in counted_rows(specs, None, strict):  # pass 1: which problems need sampling
@@ -187,8 +188,7 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
         raise ValueError(f"difficulty: {len(to_sample)} problems need sampling from {cfg.model!r} but no generator "
                          "was given (the pipeline and `cotforge curate difficulty` build one for `model`)")
     if to_sample and generator is not None:
-        if verifier is None:
-            from cotforge.curate.verify import verify_rows as verifier
+        from cotforge.curate.verify import verify_rows as verifier
         keys = list(to_sample)
         rates = sample_pass_rates([to_sample[k] for k in keys], generator, verifier, cfg)
         for k, p in zip(keys, rates, strict=True):
@@ -219,12 +219,3 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
         writer.keep(row)
     return writer.close({"difficulty_bins": dict(sorted(by_bin.items())), "difficulty_methods": dict(by_method),
                          "problems_sampled": len(labels)})
-
-
-def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
-    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
-
-    The reference model's generator comes from `ctx.make_generator` (injected by the caller)."""
-    generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
-    return run_difficulty(ctx.inputs, ctx.out_dir, cfg, generator=generator, strict=ctx.strict,
-                          rows_per_shard=ctx.rows_per_shard)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cotforge.curate.text.reasoning import REASONING_MARKERS
+from cotforge.curate.core.reasoning import REASONING_MARKERS
 from cotforge.curate.verify.math_compare import (
     MathCompare,
     active,

@@ -11,14 +11,12 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cotforge.curate.executors.budget import DEFAULT_BUDGET_MB, MemoryBudget, row_bytes
+from cotforge.curate.io.budget import DEFAULT_BUDGET_MB, MemoryBudget, row_bytes
 from cotforge.curate.io.inputs import counted_rows, input_schema
-from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.verify import verify_rows
@@ -102,10 +100,10 @@ def _flush(batch: list[dict[str, Any]], cfg: VerifyConfig, writer: StageWriter,
 
 
 @remote_output
-def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | None = None, *,
-               strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
-    """Run the verify stage over `specs` into `out_dir`; returns the stats dict."""
-    cfg = cfg or VerifyConfig()
+def run(cfg: VerifyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row: math rows by `answer`
+    (math-verify), code rows by `tests` (sandboxed execution)."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     cfg = replace(cfg, limits=cfg.limits or SandboxLimits())
     config = asdict(cfg)
     writer = StageWriter(out_dir, STAGE, schema=output_schema(input_schema(specs)), rows_per_shard=rows_per_shard,
@@ -126,9 +124,3 @@ def run_verify(specs: list[InputSpec], out_dir: str | Path, cfg: VerifyConfig | 
     extra = {"verify": {"by_status": dict(sorted(by_status.items())),
                         "by_source": {s: dict(sorted(c.items())) for s, c in sorted(by_source.items())}}}
     return writer.close(extra)
-
-
-def run(cfg: VerifyConfig, ctx: StageContext) -> dict[str, Any]:
-    """Add `correct`, `verify_status`, `tests_passed`, `tests_total` to every row: math rows by `answer`
-    (math-verify), code rows by `tests` (sandboxed execution)."""
-    return run_verify(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -52,7 +52,7 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
         raise click.ClickException(str(e)) from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
-        from cotforge.curate.executors.lock import RunLocked
+        from cotforge.curate.io.lock import RunLocked
 
         if isinstance(e, JobsPending | JobsFailed | RunLocked):
             raise click.ClickException(str(e)) from e
