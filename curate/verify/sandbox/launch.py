@@ -177,7 +177,8 @@ class TestServer:
         self.sock = ours
 
     def submit(self, token: str, spec: dict, fds: list[int]) -> None:
-        """Start one test run: `fds` = [channel from the program, channel to the program, report pipe]."""
+        """Start one test run: `fds` = [channel from the program, channel to the program, report pipe, "done"
+        pipe (the zygote closes it once the run is gone: `wait_gone`)]."""
         spec_fd = data_fd(json.dumps(spec).encode())
         try:
             with self.lock:
@@ -196,24 +197,24 @@ class TestServer:
         finally:
             os.close(spec_fd)
 
-    def cancel(self, token: str, timeout: float = 10.0) -> None:
-        """End the test run of `token` and wait until the zygote says it is gone: its process group killed and
-        reaped, its folder removed (a zygote that does not answer is stopped, taking every test run with it)."""
+    def cancel(self, token: str) -> None:
+        """End the test run of `token` (its process group killed and reaped, its folder removed; `wait_gone`
+        waits for that)."""
         with self.lock:
-            if self.sock is None:
-                return
-            try:
-                self.sock.send(json.dumps({"op": "kill", "token": token}).encode())
-                self.sock.settimeout(timeout)
+            if self.sock is not None:
                 try:
-                    if self.sock.recv(16) != b"done":
-                        raise OSError("the test server did not acknowledge")
-                finally:
-                    if self.sock is not None:
-                        self.sock.settimeout(None)
-            except OSError as e:
-                log.warning("sandbox: test server: %s; restarting it", e)
-                self._stop()
+                    self.sock.send(json.dumps({"op": "kill", "token": token}).encode())
+                except OSError:
+                    pass
+
+    def wait_gone(self, done_fd: int, timeout: float = 10.0) -> None:
+        """Wait (without holding the server's lock) until the zygote closed a run's "done" pipe; a zygote
+        that does not within `timeout` is stopped, taking its test runs with it."""
+        ready, _, _ = select.select([done_fd], [], [], timeout)
+        if ready:
+            return
+        log.error("sandbox: a test run did not end within %.0f s of its verdict; stopping the test server", timeout)
+        self.stop()
 
     def _stop(self) -> None:
         if self.sock is not None:

@@ -154,13 +154,14 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     pipes: dict[str, tuple[int, int]] = {k: os.pipe2(os.O_CLOEXEC) for k in ("out", "err", "status")}
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
+    done = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None  # EOF once the test run is gone
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
             "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
-    host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
-    child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1]] if chan else [])
+    host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0], done[0]] if chan else [])
+    child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1], done[1]] if chan else [])
     jailed = None
     token = None
     try:
@@ -179,7 +180,7 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
                      "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "memory": limits.memory_mb << 20,
                                 "wall": int(limits.wall_s + limits.wall_allowance_s + 5)}}
             try:
-                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1]])
+                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1], done[1]])
             except SandboxUnavailable:
                 raise
             except OSError as e:
@@ -208,6 +209,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         if jailed is not None:
             jailed.kill()
             jailed.close()
+        if token is not None:  # the test run is gone too before the verdict is returned
+            launch.test_server(test_packages).wait_gone(done[0])
         for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
             try:
                 os.close(fd)

@@ -73,6 +73,8 @@ def bind_program_names(ns: dict, names: dict, protected: set[str], overridable, 
     docstring). Classes with fewer bases first, so a subclass's stand-in derives from its base's."""
     items = [(n, k) for n, k in list(names.items())[:codec.MAX_ITEMS] if type(n) is str and type(k) is str]
     for name, kind in sorted(items, key=lambda nk: nk[1].count(",")):
+        if kind == "value" and (used is None or name not in used):  # before the overridable check: cheap
+            continue
         if name in protected or ((hasattr(builtins, name) or name in ns) and name not in overridable):
             continue
         if kind in ("function", "class"):
@@ -82,8 +84,7 @@ def bind_program_names(ns: dict, names: dict, protected: set[str], overridable, 
         elif kind.startswith("exception:"):
             ns[name] = remote.program_exception(kind[len("exception:"):].split(","), ch.classes)
         elif kind == "value":
-            if used is not None and name in used:
-                ns[name] = ch.attr(None, name)
+            ns[name] = ch.attr(None, name)
         elif kind.startswith("module:"):
             module = trusted_module(kind[len("module:"):])
             if module is not None:

@@ -19,7 +19,6 @@ ListNode/TreeNode, or an opaque reference whose methods run in the program's pro
 
 from __future__ import annotations
 
-import ast
 import builtins
 import json
 import os
@@ -155,14 +154,24 @@ def _run_test_code(ch: Channel, ns: dict, test, spec: dict, protected: set, over
     if spec.get("pytest_module"):
         status, detail, ch.results = pytestrun.run_file(ch, hello["names"], spec)
         return status, detail
-    bind_program_names(ns, hello["names"], protected, overridable, ch,
-                        _Lazy(lambda: {n.id for n in ast.walk(ast.parse(spec["test"])) if isinstance(n, ast.Name)}))
+    bind_program_names(ns, hello["names"], protected, overridable, ch, _global_names(test))
     if deferred is not None:
         exec(deferred, ns)
     exec(test, ns)
     if spec.get("entry_point"):
         ns["check"](Call(ch, None, spec["entry_point"]))
     return "pass", ""
+
+
+def _global_names(code) -> set[str]:
+    """Names the compiled test (and the functions it defines) look up as globals or attributes: the module
+    values of the program it may use (`co_names`, no parsing)."""
+    out, todo = set(), [code]
+    while todo:
+        c = todo.pop()
+        out.update(c.co_names)
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return out
 
 
 def _status_of(e: BaseException, test_source: str) -> tuple[str, str]:
@@ -196,7 +205,7 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
         except Exception:  # noqa: BLE001 - reported per run instead
             pass
     ctl = socket.socket(fileno=ctl_fd)
-    children: dict[str, int] = {}
+    children: dict[str, tuple[int, int]] = {}  # token -> (pid, the run's "done" fd: closed once it is gone)
     while True:
         _reap(children)
         try:
@@ -206,30 +215,27 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
         if not msg:
             os._exit(0)
         req = json.loads(msg)
-        if req.get("op") == "kill":  # the host's verdict is in: end the run, then acknowledge
-            pid = children.pop(req["token"], None)
-            if pid:
-                _end_run(pid, wait=True)
-            try:
-                ctl.send(b"done")
-            except OSError:
-                os._exit(0)
+        if req.get("op") == "kill":  # the host's verdict is in: end the run (its "done" fd tells the host)
+            child = children.pop(req["token"], None)
+            if child:
+                _end_run(*child, wait=True)
             continue
         pid = os.fork()
         if pid == 0:
             try:
                 ctl.close()
+                os.close(fds[4])
                 with os.fdopen(fds[0], "rb") as f:
                     spec = json.loads(f.read())
                 run_one(spec, fds[1], fds[2], fds[3])
             finally:
                 os._exit(0)
-        children[req["token"]] = pid
-        for fd in fds:
+        children[req["token"]] = (pid, fds[4])
+        for fd in fds[:4]:
             os.close(fd)
 
 
-def _reap(children: dict[str, int]) -> None:
+def _reap(children: dict[str, tuple[int, int]]) -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -237,15 +243,18 @@ def _reap(children: dict[str, int]) -> None:
             return
         if pid == 0:
             return
-        for token, p in list(children.items()):
+        done = -1
+        for token, (p, fd) in list(children.items()):
             if p == pid:
                 del children[token]
-        _end_run(pid, wait=False)
+                done = fd
+        _end_run(pid, done, wait=False)
 
 
-def _end_run(pid: int, wait: bool) -> None:
-    """Kill a test run's process group (the run and anything it started), reap it (`wait`), and remove its
-    folder: nothing of the run is left running or on disk."""
+def _end_run(pid: int, done: int, wait: bool) -> None:
+    """Kill a test run's process group (the run and anything it started), reap it (`wait`), remove its
+    folder, then close its "done" fd (the host waits for that EOF before it returns the verdict): nothing of
+    the run is left running or on disk."""
     import shutil
 
     try:
@@ -258,6 +267,8 @@ def _end_run(pid: int, wait: bool) -> None:
         except ChildProcessError:
             pass
     shutil.rmtree(RUN_DIR.format(pid=pid), ignore_errors=True)
+    if done >= 0:
+        os.close(done)
 
 
 def main() -> None:
