@@ -3,7 +3,8 @@ program, and a wrong program must still fail the same test (so the pass is not v
 
 Program classes for `isinstance` / `pytest.raises` / `except`, exceptions with their args and attributes,
 dataclass `==`, `len` / `str` / `iter` on program objects, static methods and class constants, Enum
-members, returned closures and program functions passed as arguments, lazy (infinite) generators, tests
+members, returned closures, program functions passed as arguments and test functions (lambdas,
+decorated functions) passed to the program, lazy (infinite) generators, tests
 calling the program from threads, module-level constants (`from solution import CONSTANT`), many threads
 in the program, `multiprocessing` with spawn.
 """
@@ -95,6 +96,15 @@ FORMS: dict[str, tuple[str, str, dict]] = {
         "def make_adder(n):\n    return lambda x: x\n\n\ndef double(x):\n    return 2 * x\n\n\n"
         "def apply_twice(f, x):\n    return f(x)\n",
         _assert("add2 = make_adder(2)\nassert add2(3) == 5\nassert apply_twice(double, 3) == 12\n")),
+    "test_functions_passed_to_the_program": (
+        "def apply(f, x):\n    return f(x)\n\n\ndef sort_by(xs, key):\n    return sorted(xs, key=key)\n\n\n"
+        "def twice(f):\n    def wrapper(*a):\n        return f(f(*a))\n    return wrapper\n\n\n"
+        "def square(x):\n    return x * x\n",
+        "def apply(f, x):\n    return x\n\n\ndef sort_by(xs, key):\n    return sorted(xs)\n\n\n"
+        "def twice(f):\n    return f\n\n\ndef square(x):\n    return x * x\n",
+        _assert("assert apply(lambda v: v + 1, 3) == 4\nassert sort_by(['bb', 'a', 'ccc'], key=len) == ['a', 'bb', 'ccc']\n"
+                "@twice\ndef inc(v):\n    return v + 1\n\n\nassert inc(1) == 3\n"
+                "assert apply(lambda v: square(v) + 1, 3) == 10\n")),
     "infinite_generator_read_lazily": (
         "def naturals():\n    n = 0\n    while True:\n        yield n\n        n += 1\n",
         "def naturals():\n    n = 0\n    while True:\n        yield n\n        n += 2\n",

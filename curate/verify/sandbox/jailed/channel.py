@@ -37,6 +37,7 @@ class Channel:
         self.forward = False  # write the program's captured output of each call to this process's stdio
         self.classes: dict[str, type] = {}  # stand-ins of the program's classes and exception classes, by name
         self.remotes: dict[int, Remote] = {}  # one reference per program object
+        self.callbacks: list = []  # the test's functions passed to the program, by id
         self.handles: dict[str, int] = {}  # module-level program objects (classes) by name -> handle
         self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None, guards.program_array,
                                              self.classes)
@@ -62,7 +63,7 @@ class Channel:
         return self.remotes[i]
 
     def encoder(self) -> codec.Encoder:
-        return codec.Encoder(self.ref, objects=True, refs=(Remote, Call, remote.ProgramType))
+        return codec.Encoder(self.ref, objects=True, refs=(Remote, Call, remote.ProgramType), callback=self.register)
 
     def handle_of(self, name: str) -> int:
         """The reference id of the program's module-level object `name` (a class)."""
@@ -141,12 +142,43 @@ class Channel:
         return msg
 
     def exchange(self, msg: dict) -> dict:
-        """Send one request and read its answer, as one step for every thread of the test."""
+        """Send one request and read its answer, as one step for every thread of the test; calls the program
+        makes meanwhile of the test's own functions (callbacks) are run here and answered."""
         with self.lock:
             self.send(msg)
-            resp = self.recv()
+            while True:
+                resp = self.recv()
+                if resp.get("op") != "callback":
+                    break
+                self.run_callback(resp)
             self.requests += 1
             return resp
+
+    def register(self, fn) -> int:
+        """A test function the program may call back: its id."""
+        self.callbacks.append(fn)
+        return len(self.callbacks) - 1
+
+    def run_callback(self, req: dict) -> None:
+        """Run the test's function `req["id"]` on the program's arguments; send back its value or exception
+        (a channel failure inside it stays a channel failure)."""
+        i = req.get("id")
+        if type(i) is not int or not 0 <= i < len(self.callbacks) or type(req.get("args")) is not list \
+                or type(req.get("kwargs")) is not dict:
+            raise self.fail(ProtocolError("malformed callback request"))
+        try:
+            dec = self.ret_dec()
+            args = [dec.dec(a) for a in req["args"]]
+            kwargs = {str(k): dec.dec(v) for k, v in req["kwargs"].items()}
+        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
+            raise self.fail(ProtocolError(f"undecodable callback arguments: {e!r}")) from None
+        try:
+            reply = {"op": "cbret", "value": self.encoder().enc(self.callbacks[i](*args, **kwargs))}
+        except (ProgramGone, ProtocolError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the test function's exception goes to its caller
+            reply = {"op": "cbraise", "exc": codec.exception_value(e)}
+        self.send(reply)
 
     def send(self, msg: dict) -> None:
         data = memoryview(wire.frame(msg))

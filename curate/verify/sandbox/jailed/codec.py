@@ -23,6 +23,7 @@ trusted test -> program direction (`wire.py`).
     program object      ["H", handle id, type name]   (program -> test only: a remote reference)
     program iterator    ["HI", handle id, type name]  (program -> test only: read lazily, in chunks)
     test-side object    ["O", class name, [[attr, value], ...]]   (test -> program only)
+    test-side function  ["CB", id]   (test -> program only: the program's calls of it run in the test process)
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ class Encoder:
     (program side; the test side uses it for its remote references); `objects=True` encodes objects that have
     attributes by their attributes (test-side arguments, and arguments sent back after a call)."""
 
-    def __init__(self, handle=None, objects: bool = False, lazy: bool = False, refs: tuple | None = None) -> None:
+    def __init__(self, handle=None, objects: bool = False, lazy: bool = False, refs: tuple | None = None,
+                 callback=None) -> None:
         self.handle = handle
+        self.callback = callback  # the test side: its own functions pass as callbacks (["CB", id])
         self.refs = refs  # the test side's reference class: passed back as the reference it is
         self.objects = objects
         self.lazy = lazy  # iterators as references (program side), not read to the end here
@@ -167,6 +170,8 @@ class Encoder:
             if self.lazy and self.handle is not None:  # an infinite generator must not be read here
                 return ["HI", self.handle(x), t.__name__]
             return ["IT", *[self.enc(v, d) for v in x]]
+        if self.callback is not None and callable(x) and not isinstance(x, type):
+            return ["CB", self.callback(x)]
         if self.objects and hasattr(x, "__dict__") and not callable(x):
             return ["O", t.__name__, [[str(k), self.enc(v, d)] for k, v in vars(x).items()]]
         if self.handle is not None:
@@ -279,9 +284,9 @@ class Decoder:
     wraps decoded arrays (the test side's degenerate-comparison guard, `guards.py`)."""
 
     def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None, array=None,
-                 exceptions=None) -> None:
+                 exceptions=None, callbacks=None) -> None:
         self.listnode, self.treenode, self.handle, self.objects = listnode, treenode, handle, objects
-        self.array, self.exceptions = array, exceptions
+        self.array, self.exceptions, self.callbacks = array, exceptions, callbacks
         self.items = 0
 
     def dec(self, v, depth: int = 0):  # noqa: C901
@@ -364,6 +369,8 @@ class Decoder:
             return make_exception(names, str(rest[1]) if len(rest) > 1 else "", args, attrs, self.exceptions)
         if tag in ("H", "HI") and self.handle is not None:
             return self.handle(self._int(rest[0]), str(rest[1]), tag == "HI")
+        if tag == "CB" and self.callbacks is not None:
+            return self.callbacks(self._int(rest[0]))
         if tag == "O" and self.objects is not None:
             return self.objects(str(rest[0]), {str(k): self.dec(val, d) for k, val in rest[1]})
         raise CodecError(f"unknown or refused tag {tag!r}")

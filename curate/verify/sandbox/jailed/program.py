@@ -233,15 +233,51 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
         return obj
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
-    while True:
-        req = wire.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
+
+    def decoder():
+        ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
+        return codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
+                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build,
+                             callbacks=lambda i: _Callback(i, serve_one))
+
+    def serve_one(req: dict | None = None) -> dict | None:
+        """Read the next request (unless given) and answer it; a callback's answer is returned instead."""
+        req = wire.unframe(reader.read) if req is None else req  # trusted direction: marshal is fine
         if req is None:
             sys.stdout.flush()
             os._exit(0)
-        ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
-        dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
-                            tn if isinstance(tn, type) else codec.TreeNode, lookup, build)
-        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, dec, store, codec)))
+        if req.get("op") in ("cbret", "cbraise"):
+            return req
+        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, decoder(), store, codec)))
+        return None
+
+    _Callback.send = staticmethod(lambda msg: _write_all(chan_out, wire.dumps(msg)))
+    _Callback.codec, _Callback.store, _Callback.decoder = codec, staticmethod(store), staticmethod(decoder)
+    while True:
+        serve_one()
+
+
+class _Callback:
+    """A function of the test (a lambda, a decorated function) the program calls: the call goes to the test
+    process, which runs it and answers; requests the test makes meanwhile are served here."""
+
+    send = codec = store = decoder = None  # set by `_serve`
+
+    def __init__(self, i: int, serve_one) -> None:
+        self.i, self.serve_one = i, serve_one
+
+    def __call__(self, *args, **kwargs):
+        enc = self.codec.Encoder(self.store, lazy=True)
+        self.send({"op": "callback", "id": self.i, "args": [enc.enc(a) for a in args],
+                   "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
+        while True:
+            answer = self.serve_one()
+            if answer is None:
+                continue
+            value = self.decoder().dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
+            if answer["op"] == "cbraise":
+                raise value
+            return value
 
 
 def _captured(limit: int, answer, *args) -> dict:

@@ -1,6 +1,7 @@
 """The test process's stand-ins for what lives in the program's process (references, not copies).
 
-- `Call`: a program function or bound method; calling it runs it there.
+- `Call`: a program function or bound method; calling it runs it there. (The other way, the test's own
+  functions passed to the program are callbacks: `channel.Channel.run_callback`.)
 - `Remote`: a program object. Attribute reads, `len`, `str`, `repr`, `iter`, `in`, indexing and calls run
   there (their RESULTS are values the test then compares itself). Equality is never the program's `__eq__`:
   two references are equal when they are the same object or objects of the same class whose data (their
