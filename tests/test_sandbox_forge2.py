@@ -107,6 +107,30 @@ CASES["pytest_importorskip"] = ("def nothing():\n    return 0\n", {"kind": "pyte
     "import pytest\nsol = pytest.importorskip('solution_missing')\n\n\ndef test_add():\n"
     "    assert sol.add(1, 2) == 3\n")})
 
+# --- class 5: the references and stand-ins of the honest forms cannot decide a verdict ------------------------
+REFS = {
+    # a program object whose __eq__ is always true, against a plain expected value and against a program object
+    "always_equal_object": ("class Any:\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n\n\n"
+                            "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+                            "    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n\n\n"
+                            "def f(x):\n    return Any()\n\n\ndef mid(a, b):\n    return Point(0, 0)\n",
+                            "assert f(1) == 3\nassert mid(Point(0, 0), Point(4, 6)) == Point(2, 3)\n"),
+    "always_equal_point_only": ("class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+                                "    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n\n\n"
+                                "def mid(a, b):\n    return Point(0, 0)\n",
+                                "assert mid(Point(0, 0), Point(4, 6)) == Point(2, 3)\n"),
+    # an exception claiming to be the one the test expects by its attributes and message
+    "exception_attrs_forged": ("class E(Exception):\n    pass\n\n\ndef f(x):\n    e = E('ValueError')\n"
+                               "    e.__class__name = 'ValueError'\n    e._cf_message = 'boom'\n    raise e\n",
+                               "try:\n    f(1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no')\n"),
+    # an endless generator where the test reads it whole
+    "endless_generator": ("def f(x):\n    while True:\n        yield [0] * 1000\n", "assert list(f(1)) == [1, 2, 3]\n"),
+    # a truthy stand-in: the program's 'function' is an exception class (constructing it runs nothing)
+    "exception_class_as_function": ("class f(Exception):\n    pass\n", "assert f(1)\nassert f(2)\n"),
+}
+for _name, (_prog, _test) in REFS.items():
+    CASES[f"refs-{_name}"] = (_prog, {"kind": "assert", "entry_point": None, "test": _test})
+
 
 @pytest.fixture(scope="module")
 def forged():
@@ -142,6 +166,11 @@ def test_program_that_leaves_never_passes(forged, route, style):
 @pytest.mark.parametrize("form", list(EMPTY_TESTS) + list(PYTEST_EMPTY))
 def test_empty_array_never_equals_a_scalar(forged, form):
     _check(forged, f"empty_array-{form}")
+
+
+@pytest.mark.parametrize("form", list(REFS))
+def test_references_cannot_decide_a_verdict(forged, form):
+    _check(forged, f"refs-{form}")
 
 
 @pytest.mark.parametrize("case", ["pytest_skips_itself", "pytest_importorskip"])
