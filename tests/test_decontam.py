@@ -253,6 +253,7 @@ def _table(out: Path, part: str) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_stage_outputs_report_and_determinism(tmp_path):
     bench = _bench_dir(tmp_path)
     src = tmp_path / "cotforge.train.jsonl"

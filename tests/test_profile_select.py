@@ -190,6 +190,7 @@ def test_select_cli_and_same_output_twice(tmp_path):
     assert bad.exit_code != 0 and "SOURCE=WEIGHT" in bad.output
 
 
+@pytest.mark.slow
 def test_profile_select_real_sources(shared_data, tmp_path):
     files = [str(shared_data / "sft_sources" / f) for f in (
         "skyt1_longcot_eval_traces.jsonl.gz", "gsm8k_gpt3_model_solutions.jsonl.gz", "marco_o1_cot_demo.jsonl.gz")]

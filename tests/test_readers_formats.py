@@ -125,6 +125,7 @@ def test_malformed_line_in_each_compressed_kind_is_quarantined_with_file_and_lin
         list(read_rows(InputSpec(str(p)), strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("comp", sorted(COMPRESS))
 def test_truncated_stream_keeps_rows_before_the_break(tmp_path, comp):
     rng = random.Random(0)  # incompressible text: the stream has many blocks (bz2 blocks are 900 kB)
@@ -156,6 +157,7 @@ def test_corrupt_gzip_block_is_a_break_with_its_offset(tmp_path):
     assert "gzip" in out[-1].reason and 0 <= out[-1].origin.index <= mid
 
 
+@pytest.mark.slow
 def test_truncated_input_never_aborts_the_cli(tmp_path):
 
     from cotforge.pipelines.cli.main import main

@@ -203,6 +203,7 @@ def test_dedup_keeps_every_response_of_a_problem(tmp_path):
 
 def test_verify_uses_shipped_correctness(tmp_path, monkeypatch):
     import cotforge.curate.verify.stage as vs
+    from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.inputs import read_table, resolve_inputs
 
     rows = fixture("openr1_math")["rows"] + [{"problem": "What is 2+2?", "answer": "4",
@@ -216,14 +217,15 @@ def test_verify_uses_shipped_correctness(tmp_path, monkeypatch):
         return [{"correct": True, "verify_status": "ok", "tests_passed": None, "tests_total": None} for _ in batch]
 
     monkeypatch.setattr(vs, "verify_rows", recorder)
-    stats = run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver")
+    one = ExecutorConfig(workers=1)  # tasks in this process: the recorder sees every verified row
+    stats = run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver", None, one)
     t = read_table(tmp_path / "ver")
     assert len(seen) == 1 and t.filter(pl.col("id") == seen[0])["source"][0] == "p"  # only the unlabeled row ran
     shipped = t.filter(pl.col("source") == "o")
     assert shipped["verify_status"].unique().to_list() == ["shipped"]
     assert shipped["correct"].to_list() == [True, True, False, True, False]
     assert stats["verify"]["by_status"] == {"ok": 1, "shipped": 5}
-    run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver2", vs.VerifyConfig(recompute=True))
+    run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver2", vs.VerifyConfig(recompute=True), one)
     assert len(seen) == 1 + 6  # recompute=True verifies every row again
 
 

@@ -53,6 +53,7 @@ def _reward():
     return [make_reward_func(RewardConfig(require_think=False), custom={"sevens": sevens_score})]
 
 
+@pytest.mark.slow
 def test_e2e_all_params_change_rewards_logged_and_resume(tiny_model_dir, rl_parquet, tmp_path):
     """2 GPPO steps (one rollout batch, two mini-batches) change every trainable parameter and log rewards and
     clip/ratio metrics; a resume from checkpoint-2 adds step 3 (a new rollout, at an epoch boundary)."""

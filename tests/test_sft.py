@@ -167,6 +167,7 @@ def test_loss_falls_on_a_small_shard_and_outputs_are_written(tiny_model_dir, sha
     AutoModelForCausalLM.from_pretrained(out)  # the final model loads back like a hub id
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_trajectory(tiny_model_dir, shard, tmp_path):
     from transformers import TrainerCallback
 
@@ -243,6 +244,7 @@ def test_csv_json_logger_and_plot(tmp_path):
 # --------------------------------------------------------------------------- real templates, GPU defaults
 
 
+@pytest.mark.slow
 def test_saved_generation_config_stops_at_the_templates_end_of_turn(shard, tmp_path):
     """Qwen-base style (eos <|endoftext|>, turns end with <|im_end|>): the trained model must stop at <|im_end|>."""
     from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList

@@ -5,6 +5,7 @@ why) where Slurm cannot run: not root, or slurm-wlm/munge not installed (.ci/run
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -68,12 +69,33 @@ def local_run(tmp_path_factory):
 def test_two_stage_pipeline_on_slurm_matches_local(slurm, local_run, tmp_path):
     root, data = local_run
     result = run_recipe(recipe(data, SLURM), tmp_path / "run")
-    assert result.statuses == {"ingest": "ran", "decontaminate": "ran", "dedup": "ran"}
+    assert result.statuses == {"ingest": "ran", "decontaminate": "ran", "dedup": "ran", "verify": "ran"}
     assert_same_outputs(root / "local", tmp_path / "run")
-    for st in ("decontaminate", "dedup"):
+    for st in ("decontaminate", "dedup", "verify"):
         assert not (tmp_path / "run" / st / "_work").exists()  # published, work folder cleaned up
     launch = (tmp_path / "run" / "decontaminate").glob("**/launch_script.slurm")
     assert not list(launch)
+
+
+@pytest.mark.slow
+def test_verify_cli_on_slurm_matches_local(slurm, local_run, tmp_path):
+    """`cotforge curate verify --executor slurm` (the user's door: the command line) publishes the rows and
+    verdict counts a local run publishes; sandboxed code tests run inside the Slurm jobs."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.curate import curate
+
+    root, _ = local_run
+    common = ["verify", str(root / "local" / "dedup"), "--verify-workers", "1", "--rows-per-task", "30"]
+    local = CliRunner().invoke(curate, [*common, "-o", str(tmp_path / "local"), "--workers", "1"])
+    assert local.exit_code == 0, local.output
+    opts = [x for k, v in SLURM["options"].items() for x in ("--executor-option", f"{k}={v}")]
+    res = CliRunner().invoke(curate, [*common, "-o", str(tmp_path / "slurm"), "--executor", "slurm", "--workers", "2",
+                                      "--poll-s", "0.3", *opts])
+    assert res.exit_code == 0, res.output
+    assert shard_bytes(tmp_path / "slurm") == shard_bytes(tmp_path / "local") and shard_bytes(tmp_path / "local")
+    stats = [json.loads((tmp_path / d / "stats.json").read_text())["verify"] for d in ("local", "slurm")]
+    assert stats[0] == stats[1] and stats[0]["by_status"].get("pass", 0) > 0
 
 
 @pytest.mark.slow
@@ -125,9 +147,9 @@ def test_jobs_still_running_are_waited_for_not_resubmitted(tmp_path, monkeypatch
         seen.append(list(names))
         return queue.pop(0) if queue else []
 
-    monkeypatch.setattr("cotforge.curate.engine.active_jobs", fake_active)
+    monkeypatch.setattr("cotforge.curate.engine.executor.active_jobs", fake_active)
     monkeypatch.setattr(slurm_mod, "active_jobs", fake_active)
-    monkeypatch.setattr("cotforge.curate.engine.make_executor",
+    monkeypatch.setattr("cotforge.curate.engine.executor.make_executor",
                         lambda *a, **k: pytest.fail("submitted again while jobs were queued"))
     d = tmp_path / "logs" / "1_x"
     (d / "completions").mkdir(parents=True)

@@ -30,6 +30,9 @@ How a row is judged (prompt side, and separately the whole response):
    is another problem).
 
 The index is built once per run (`index.build_index`) and loaded by every task.
+
+One module on purpose: the tiers share one `Matcher` (its index arrays, batch hashes and per-item caches) and
+the copy check's alignment helpers; split, each half would need the other's private state.
 """
 
 from __future__ import annotations

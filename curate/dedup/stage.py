@@ -138,10 +138,8 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
     Each cluster of near-duplicate prompts keeps one problem (first by source_priority, then input order)
     with all its distinct responses; other rows go to OUT/removed with `duplicate_of`.
 
-    Dedup `specs` into OUT/kept, OUT/removed (reason, duplicate_of) and OUT/stats.json; returns the stats.
-
-    `exec_cfg.tasks` (if given) replaces `exec_cfg.rows_per_task` so that the input is split into ~`tasks`
-    tasks; `exec_cfg.keep_work` keeps OUT/_work. `document_steps` runs the signature and filter steps on
+    The executor's `tasks` (if given) replaces its `rows_per_task` so that the input is split into ~`tasks`
+    tasks; `keep_work` keeps OUT/_work. `document_steps` runs the signature and filter steps on
     datatrove Documents (slower; same output).
 
     What grows with the input: on disk, the work folder (shards, ~24 B of keys per row, band files); in

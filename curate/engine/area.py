@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,7 @@ class WorkArea:
 
 def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cfg: ExecutorConfig, *,
                 removed_extra: list[pa.Field] | None = None, strict: bool = False, rows_per_shard: int = 50_000,
-                config: dict | None = None) -> WorkArea:
+                config: dict | None = None, kept_schema: Callable[[pa.Schema], pa.Schema] | None = None) -> WorkArea:
     """Lock OUT, open the stage writer and ingest `specs` into work shards of at most `exec_cfg.rows_per_task`
     rows and the budget's bytes per task (call `exec_cfg.for_inputs(specs)` first to honour `tasks`).
 
@@ -67,7 +68,8 @@ def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cf
     try:
         work = out / "_work" / stage
         schema = input_schema(specs)
-        writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
+        writer = StageWriter(out, stage, schema=kept_schema(schema) if kept_schema else schema,
+                             removed_extra=removed_extra, rows_per_shard=rows_per_shard,
                              config=config)
         budget = exec_cfg.budget()
         writer.kept.buffer_bytes = writer.removed.buffer_bytes = budget.batch_bytes  # bounded row groups

@@ -20,15 +20,17 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
                         build_steps: Callable[[Path, pa.Schema], list], *,
                         removed_extra: list[pa.Field] | None = None, exec_cfg: ExecutorConfig | None = None,
                         strict: bool = False, rows_per_shard: int = 50_000, config: dict | None = None,
-                        extra_stats: Callable[[], dict] | None = None) -> dict:
+                        extra_stats: Callable[[], dict] | None = None,
+                        kept_schema: Callable[[pa.Schema], pa.Schema] | None = None) -> dict:
     """Ingest `specs`, run `[reader, *build_steps(removed_dir, removed_schema), kept_writer]` with
     datatrove, and publish deterministic OUT/kept, OUT/removed and OUT/stats.json.
 
     `build_steps(removed_dir, removed_schema)` returns the stage's datatrove steps; filters among
-    them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer."""
+    them should use `schema_writer(removed_dir, removed_schema)` as their exclusion writer. `kept_schema` maps
+    the input schema to the output's when the steps add columns (metadata keys of the same names)."""
     exec_cfg = (exec_cfg or ExecutorConfig()).for_inputs(specs)
     area = start_stage(specs, out_dir, stage, exec_cfg, removed_extra=removed_extra, strict=strict,
-                       rows_per_shard=rows_per_shard, config=config)
+                       rows_per_shard=rows_per_shard, config=config, kept_schema=kept_schema)
     with area:
         work = area.work
         if area.tasks:
@@ -39,7 +41,7 @@ def run_datatrove_stage(specs: list[InputSpec], out_dir: str | Path, stage: str,
                 w = getattr(st, "exclusion_writer", None)
                 if isinstance(w, ParquetWriter):
                     w.batch_size = min(w.batch_size, rows)
-            pipeline = [schema_reader(work / "input", rows), *steps, schema_writer(work / "kept", area.schema, rows)]
+            pipeline = [schema_reader(work / "input", rows), *steps, schema_writer(work / "kept", area.writer.kept.schema, rows)]
             run_steps(work, [Step(stage, pipeline, area.tasks)], exec_cfg, stage)
             collect_tables(area.writer, work, area.tasks, area.exec_cfg.budget().batch_bytes)
         return finish_stage(area, extra_stats() if extra_stats else None)

@@ -221,7 +221,8 @@ def run(cfg: MixConfig, ctx: StageContext) -> dict[str, Any]:
 
     The card reports `history`, else every earlier stage folder of the run that holds a stats.json.
 
-    Draw the mix and write sft/, rl/, removed/, stats.json and README.md (the card)."""
+    Not a datatrove pipeline: the seeded budget draw is one decision over the whole pool (ratios, budget),
+    made in polars; writing the drawn rows is a single pass."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     if not cfg.history:
         cfg = replace(cfg, history=[d for d in ctx.earlier.values() if fs.exists(fs.join(d, "stats.json"))])

@@ -168,9 +168,8 @@ def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None,
 def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
     """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
 
-    The reference model's generator comes from `ctx.make_generator` (injected by the caller).
-
-    Label every row with pass_rate / difficulty / difficulty_n; all rows kept (malformed removed)."""
+    The reference model's generator comes from `ctx.make_generator` (injected by the caller). Every row is
+    kept with pass_rate / difficulty / difficulty_n (malformed input rows removed)."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
     from cotforge.curate.select.profile import problem_key

@@ -254,7 +254,8 @@ def run(cfg: ProfileConfig, ctx: StageContext) -> dict[str, Any]:
 
     Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES.
 
-    Profile the inputs; writes profile.parquet/.md, plots and stats.json (and kept/ when passthrough)."""
+    Not a datatrove pipeline: per-source statistics need every row at once, and one polars pass over the
+    columns it reads takes seconds per million rows on one core."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     if not cfg.stats_dirs:
         cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))

@@ -193,7 +193,8 @@ def run(cfg: SelectConfig, ctx: StageContext) -> dict[str, Any]:
 
     Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES.
 
-    The select stage: profile, score, rank, top-k, difficulty policy; kept/removed/stats + selection."""
+    Not a datatrove pipeline: ranking sources needs the whole corpus's per-source statistics first, and the
+    decision per row is one polars join (seconds per million rows on one core)."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     if not cfg.stats_dirs:
         cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))

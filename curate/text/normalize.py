@@ -18,6 +18,9 @@ NFKC; lower case; Unicode math symbols and `<=`/`>=` to LaTeX commands; code-fen
 (`\\frac12`, environments, every `\\command` mapped, aliased or dropped); punctuation; ASCII letters and
 digits split apart (`3x` = `3 x`, `x2` = `x_2` = `x²`, `holds420` = `holds 420` from a dropped `$`); numbers
 (optional); instruction wrappers (at the start or end, and long ones anywhere).
+
+One module on purpose: the plain-Python definition and the batched polars path of each step sit side by
+side, so a step cannot change in one path without the other (tests/test_normalize.py compares them).
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     RecipeDefault("registry_yaml", "benchmarks", "registry", path=True)),
           report=_decontam_report),
     Stage("dedup", "curate", DedupConfig, dedup.run, after=CURATE_STAGES, datatrove=True, report=counts_line),
-    Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES,
+    Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
     Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES,
           outputs="kept/ (+pass_rate, difficulty), stats.json", report=_difficulty_report),
