@@ -1,21 +1,24 @@
 """The test process: runs assert-style test code (MBPP asserts, HumanEval `check(candidate)`, LeetCode
-`check(Solution().method)`) against proxies of the program, which lives in another sandbox.
+`check(Solution().method)`) against stand-ins of the program, which lives in another sandbox.
 
-A zygote (`serve`) preloads the modules tests use and forks one child per test run (`run_one`). The child:
-compiles and runs the test's trusted `setup`, reports "started", reads the program's list of names, binds
-proxies for the names the test needs, runs the test and reports the verdict on a pipe only the host reads.
+A zygote (`serve`) preloads the modules tests use and forks one child per test run (`run_one`, in its own
+process group and folder, both ended before the host returns the verdict). The child: compiles and runs the
+test's trusted `setup`, reports "started", reads the program's list of names, binds stand-ins for the names
+the test needs (`names.py`), runs the test and reports the verdict on a pipe only the host reads.
 
 Name resolution in the test namespace (who wins): the test's own definitions; then what the setup defines
 itself (def/class/assignment: a program cannot redefine `is_same_list` or `ListNode`); then the program's
-functions, classes and modules (only those of TRUSTED_MODULES: never a module the program names), except that a builtin or a name the setup imports (the
-LeetCode prelude star-imports `operator`, `math`...) keeps its binding unless the test only calls it on
-literals or passes it on as an argument (`overridable_names`): so a program cannot redefine `abs` or
-`isclose` for the test, while MBPP task 126's function `sum` (`assert sum(10, 15) == 6`) and a program's
-`add` under the prelude (`check(add)`) are still the program's, as they would be in Python.
+functions, classes, exception classes, module-level values the test looks up, and modules (only those of
+`names.TRUSTED_MODULES`: never a module the program names), except that a builtin or a name the setup
+imports (the LeetCode prelude star-imports `operator`, `math`...) keeps its binding unless the test only
+calls it on literals or passes it on as an argument (`overridable_names`): so a program cannot redefine
+`abs` or `isclose` for the test, while MBPP task 126's function `sum` (`assert sum(10, 15) == 6`) and a
+program's `add` under the prelude (`check(add)`) are still the program's, as they would be in Python.
 
 Every value the test sees comes back through `codec.Decoder`: built-in values, the setup's own
-ListNode/TreeNode, or an opaque reference whose methods run in the program's process.
-"""
+ListNode/TreeNode, or a reference whose operations run in the program's process (`remote.py`). The verdict:
+`pass` only when the test ran to its end and called the program at least once; SystemExit or any other
+BaseException is never a pass; a channel failure decides the verdict whatever the test caught."""
 
 from __future__ import annotations
 
