@@ -375,9 +375,10 @@ class WorkArea:
 
 def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cfg: ExecutorConfig, *,
                 removed_extra: list[pa.Field] | None = None, strict: bool = False, rows_per_shard: int = 50_000,
-                config: dict | None = None) -> WorkArea:
+                config: dict | None = None, kept_extra: list[pa.Field] | None = None) -> WorkArea:
     """Lock OUT, open the stage writer and ingest `specs` into work shards of at most `exec_cfg.rows_per_task`
     rows and the budget's bytes per task (call `exec_cfg.for_inputs(specs)` first to honour `tasks`).
+    `kept_extra`: columns the stage adds to its kept rows (work shards keep the input schema).
 
     A work folder left by an earlier invocation of the same stage on the same inputs and config (Slurm jobs
     still running or a failed task) is reused: ingest is replayed from its log, finished ranks are kept."""
@@ -386,8 +387,12 @@ def start_stage(specs: list[InputSpec], out_dir: str | Path, stage: str, exec_cf
     try:
         work = out / "_work" / stage
         schema = input_schema(specs)
-        writer = StageWriter(out, stage, schema=schema, removed_extra=removed_extra, rows_per_shard=rows_per_shard,
-                             config=config)
+        kept_schema = schema
+        for f in kept_extra or []:
+            i = kept_schema.get_field_index(f.name)
+            kept_schema = kept_schema.set(i, f) if i >= 0 else kept_schema.append(f)
+        writer = StageWriter(out, stage, schema=kept_schema, removed_extra=removed_extra,
+                             rows_per_shard=rows_per_shard, config=config)
         budget = exec_cfg.budget()
         writer.kept.buffer_bytes = writer.removed.buffer_bytes = budget.batch_bytes  # bounded row groups
         cut = {"rows_per_task": exec_cfg.rows_per_task, "bytes_per_task": budget.task_bytes,
