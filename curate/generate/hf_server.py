@@ -83,7 +83,7 @@ class State:
 
     def __init__(self, model: Model, log_path: str | None, pause_after: int | None):
         self.model, self.log_path, self.pause_after = model, log_path, pause_after
-        self.answered = 0
+        self.answered = self.admitted = 0
         self.count_lock = threading.Lock()
 
 
@@ -117,8 +117,9 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             except (ValueError, TypeError) as e:
                 self._send(400, {"error": {"message": f"bad request: {e}", "type": "BadRequestError"}})
                 return
-            with state.count_lock:
-                paused = state.pause_after is not None and state.answered >= state.pause_after
+            with state.count_lock:  # requests are admitted in arrival order; past pause_after they hang
+                state.admitted += 1
+                paused = state.pause_after is not None and state.admitted > state.pause_after
             if paused:  # tests: hold the request open until the client is killed
                 time.sleep(3600)
                 return

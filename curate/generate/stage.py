@@ -45,7 +45,7 @@ from loguru import logger
 
 from cotforge.curate.engine import Step, finish_stage, run_steps, start_stage
 from cotforge.curate.generate.config import RETRY_STATUSES, GenerateConfig
-from cotforge.curate.schema import dump_meta, load_meta
+from cotforge.curate.schema import load_meta
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -328,13 +328,15 @@ def emit(row: dict[str, Any], results: list[dict[str, Any]] | None, cfg: Generat
     kept = 0
     for k in range(cfg.n):
         res = by_sample.get(k) if results is not None else None
-        response = compose(res, cfg) if res and not res.get("error") else None
+        ok = res is not None and not res.get("error")
+        response = compose(res, cfg) if ok else None
+        finish = res.get("finish_reason") if ok else None
         out = {**base, "id": response_id(row["id"], k), "prompt_id": row["id"], "sample_index": k,
                "teacher": cfg.model, "sampling": json.dumps(cfg.sampling(k), sort_keys=True), "response": response,
-               "finish_reason": (res or {}).get("finish_reason"), "completion_tokens": (res or {}).get(
-                   "completion_tokens"), "truncated": (res or {}).get("finish_reason") == "length" if res else None}
-        if res and not res.get("error"):
-            tally.finish[str(res.get("finish_reason"))] += 1
+               "finish_reason": finish, "truncated": finish == "length" if ok else None,
+               "completion_tokens": res.get("completion_tokens") if ok else None}
+        if ok:
+            tally.finish[str(finish)] += 1
             tally.prompt_tokens += res.get("prompt_tokens") or 0
             tally.completion_tokens += res.get("completion_tokens") or 0
         reason = removal_reason(res, response or "", cfg)
@@ -379,10 +381,27 @@ def public_config(cfg: GenerateConfig) -> dict[str, Any]:
     return out
 
 
+def check_dependencies(cfg: GenerateConfig) -> None:
+    """The runner's optional packages (the `generate` extra), checked before any work starts."""
+    import importlib.util
+    from urllib.parse import urlparse
+
+    needed = ["httpx", "aiosqlite", "aiofiles"]
+    host = urlparse(cfg.endpoint or "").hostname
+    local = (cfg.endpoint or "").startswith("http://") and host in ("localhost", "127.0.0.1", "::1")
+    if cfg.server == "endpoint" and not local:
+        needed.append("openai")  # datatrove calls remote endpoints through the OpenAI client
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"generate: missing packages {', '.join(missing)}: pip install 'cotforge[generate]'")
+
+
 def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
     """Generate n teacher responses per prompt (one row each, with teacher, sampling and finish reason)
     through datatrove's inference runner: an OpenAI-compatible endpoint or a vLLM/SGLang server per task."""
     cfg.check_runnable()
+    check_dependencies(cfg)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per readiness poll otherwise
     exec_cfg = ctx.executor.for_inputs(ctx.inputs)
     area = start_stage(ctx.inputs, ctx.out_dir, STAGE, exec_cfg, removed_extra=GENERATE_FIELDS,
                        kept_extra=GENERATE_FIELDS, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,

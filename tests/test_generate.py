@@ -1,0 +1,203 @@
+"""The generate stage: prompts -> n teacher responses per prompt through datatrove's InferenceRunner.
+
+Unit tests use datatrove's in-process `dummy` server; the rest go through a real OpenAI-compatible server
+process on 127.0.0.1 (cotforge.curate.generate.hf_server around the tiny random Qwen2 of conftest), started
+here: seeded rows are identical across runs, and a run killed mid-way resumes without asking the server
+any answered request again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from cotforge.curate.generate.config import GenerateConfig
+from cotforge.curate.generate.stage import compose, removal_reason, response_id
+from cotforge.pipelines.cli.main import main
+
+pytest.importorskip("aiosqlite")
+pytest.importorskip("httpx")
+
+
+def write_prompts(path: Path, n: int) -> Path:
+    rows = [{"id": f"p{i}", "problem": f"What is {i} + {i * 3}? Give the number.", "answer": str(4 * i),
+             "source": "arith", "domain": "math"} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def read(folder: Path) -> pa.Table:
+    files = sorted(folder.glob("*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]) if files else pa.table({})
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, ["curate", "generate", *args], catch_exceptions=False)
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_dummy_server_one_row_per_response(tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", 5)
+    res = cli(str(prompts), "-o", str(tmp_path / "out"), "--server", "dummy", "--model", "m", "--n", "3",
+              "--workers", "1", "--seed", "7")
+    assert res.exit_code == 0, res.output
+    kept = read(tmp_path / "out" / "kept").to_pylist()
+    assert [r["id"] for r in kept] == [response_id(f"p{i}", k) for i in range(5) for k in range(3)]
+    assert {r["teacher"] for r in kept} == {"m"} and {r["finish_reason"] for r in kept} == {"stop"}
+    assert [json.loads(r["sampling"])["seed"] for r in kept[:3]] == [7, 8, 9]
+    assert all(r["prompt_id"] == r["id"].split("#")[0] and r["response"] for r in kept)
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert (stats["rows_in"], stats["kept"], stats["removed"]) == (15, 15, 0)
+    assert stats["generate"]["prompts_by_outcome"] == {"complete": 5}
+    assert "15 kept" in res.output
+
+
+def test_think_and_truncation_policies():
+    res = {"text": "The answer is 4.", "reasoning": "2+2=4", "finish_reason": "stop"}
+    merged = compose(res, GenerateConfig(model="m"))
+    assert merged == "<think>\n2+2=4\n</think>\n\nThe answer is 4."
+    assert compose(res, GenerateConfig(model="m", think="strip")) == "The answer is 4."
+    bare = {"text": "4", "finish_reason": "stop"}
+    assert removal_reason(bare, compose(bare, GenerateConfig(model="m")), GenerateConfig(model="m")) is None
+    assert removal_reason(bare, "4", GenerateConfig(model="m", think="require")).startswith("no_think")
+    cut = {"text": "<think>long", "finish_reason": "length"}
+    assert removal_reason(cut, "<think>long", GenerateConfig(model="m", max_tokens=9)).startswith("truncated")
+    assert removal_reason(cut, "<think>long", GenerateConfig(model="m", on_truncated="flag")) is None
+    assert removal_reason({"error": "Error http status 404"}, "", GenerateConfig(model="m")) == \
+        "request_failed: Error http status 404"
+    assert removal_reason(None, "", GenerateConfig(model="m")).startswith("no_result")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "m"], "needs the URL of an OpenAI-compatible server"),
+    (["--endpoint", "http://127.0.0.1:9/v1"], "the teacher model is not set"),
+    (["--model", "m", "--endpoint", "http://user:secret@127.0.0.1:9/v1"], "not in the URL"),
+    (["--model", "m", "--server", "dummy", "--n", "0"], "n: must be >= 1"),
+])
+def test_bad_settings_are_clear_errors(tmp_path, args, message):
+    prompts = write_prompts(tmp_path / "p.jsonl", 2)
+    res = CliRunner().invoke(main, ["curate", "generate", str(prompts), "-o", str(tmp_path / "o"), *args])
+    assert res.exit_code != 0 and message in res.output, res.output
+    assert "Traceback" not in res.output and "secret" not in res.output
+
+
+# --------------------------------------------------------------------------- a real server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: Path, port: int, log: Path, pause_after: int | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "cotforge.curate.generate.hf_server", "--model", str(model), "--port", str(port),
+           "--threads", "1", "--request-log", str(log)]
+    if pause_after is not None:
+        cmd += ["--pause-after", str(pause_after)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"hf_server exited: {proc.stderr.read()}")
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("hf_server did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    """The tiny model behind a real OpenAI-compatible HTTP server on 127.0.0.1 (its own process)."""
+    log = tmp_path_factory.mktemp("srv") / "requests.jsonl"
+    port = free_port()
+    proc = start_server(tiny_model_dir, port, log)
+    yield {"url": f"http://127.0.0.1:{port}/v1", "log": log, "model": tiny_model_dir}
+    stop(proc)
+
+
+GEN = ["--model", "tiny", "--n", "2", "--max-tokens", "8", "--workers", "1", "--max-concurrent", "4"]
+
+
+def test_real_server_seeded_rows_are_identical_across_runs(server, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", 6)
+    for out in ("a", "b"):
+        res = cli(str(prompts), "-o", str(tmp_path / out), "--endpoint", server["url"], *GEN,
+                  "--on-truncated", "flag")
+        assert res.exit_code == 0, res.output
+    a, b = read(tmp_path / "a" / "kept"), read(tmp_path / "b" / "kept")
+    assert a.num_rows == 12 and a.equals(b)
+    rows = a.to_pylist()
+    assert {r["finish_reason"] for r in rows} <= {"stop", "length"}
+    assert all(r["truncated"] == (r["finish_reason"] == "length") for r in rows)
+    assert all(0 < r["completion_tokens"] <= 8 for r in rows)
+    # the two samples of a prompt differ (seed + sample index), the same sample is the same in both runs
+    assert sum(rows[2 * i]["response"] != rows[2 * i + 1]["response"] for i in range(6)) >= 4
+
+
+def test_killed_run_resumes_without_asking_twice(server, tmp_path):
+    """Kill the CLI while half the requests are answered (the server holds the rest open), rerun against
+    a fresh server on the same port: every request is answered exactly once over both runs, and the rows
+    equal an uninterrupted run's."""
+    n_prompts, n = 8, 2
+    prompts = write_prompts(tmp_path / "p.jsonl", n_prompts)
+    ref = cli(str(prompts), "-o", str(tmp_path / "ref"), "--endpoint", server["url"], *GEN, "--on-truncated", "flag")
+    assert ref.exit_code == 0, ref.output
+
+    port, log = free_port(), tmp_path / "requests.jsonl"
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "cotforge.pipelines.cli", "curate", "generate", str(prompts), "-o", str(out),
+            "--endpoint", f"http://127.0.0.1:{port}/v1", *GEN, "--on-truncated", "flag", "--records-per-chunk", "2"]
+    half = n_prompts * n // 2
+    srv = start_server(server["model"], port, log, pause_after=half)
+    job = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < half):
+            assert job.poll() is None, "the run ended before it was killed"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the client stores the last answers in its request cache
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    finally:
+        stop(srv)
+    assert not (out / "kept").exists()  # nothing published by the killed run
+    first = [json.loads(x)["key"] for x in log.read_text().splitlines()]
+    assert len(first) == half
+
+    srv = start_server(server["model"], port, log)
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    finally:
+        stop(srv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    keys = [json.loads(x)["key"] for x in log.read_text().splitlines()]
+    assert len(keys) == n_prompts * n and len(set(keys)) == len(keys), "a request was asked twice"
+    assert read(out / "kept").equals(read(tmp_path / "ref" / "kept"))
+    stats = json.loads((out / "stats.json").read_text())
+    assert (stats["rows_in"], stats["kept"] + stats["removed"]) == (16, 16)
+    assert stats["generate"]["completion_tokens_this_run"] < stats["generate"]["completion_tokens"]
