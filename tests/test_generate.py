@@ -116,7 +116,7 @@ def start_server(model: Path, port: int, log: Path, pause_after: int | None = No
                 return proc
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"hf_server exited: {proc.stderr.read()}")
+                raise RuntimeError(f"hf_server exited: {proc.stderr.read()}") from None
             time.sleep(0.3)
     proc.kill()
     raise RuntimeError("hf_server did not start")
@@ -159,6 +159,7 @@ def test_real_server_seeded_rows_are_identical_across_runs(server, tmp_path):
     assert sum(rows[2 * i]["response"] != rows[2 * i + 1]["response"] for i in range(6)) >= 4
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_asking_twice(server, tmp_path):
     """Kill the CLI while half the requests are answered (the server holds the rest open), rerun against
     a fresh server on the same port: every request is answered exactly once over both runs, and the rows
@@ -201,3 +202,23 @@ def test_killed_run_resumes_without_asking_twice(server, tmp_path):
     stats = json.loads((out / "stats.json").read_text())
     assert (stats["rows_in"], stats["kept"] + stats["removed"]) == (16, 16)
     assert stats["generate"]["completion_tokens_this_run"] < stats["generate"]["completion_tokens"]
+
+
+def test_difficulty_samples_through_the_runner(server, tmp_path):
+    """`cotforge curate difficulty --server endpoint`: the reference model is sampled by the generate stage's
+    runner (n_samples requests per problem), verified, and binned; rows with a meta level are not sampled."""
+    rows = [{"id": f"d{i}", "problem": f"Compute {i} * 7.", "answer": str(7 * i), "source": "s", "domain": "math",
+             "meta": json.dumps({"level": 5} if i == 0 else {})} for i in range(4)]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(main, ["curate", "difficulty", str(src), "-o", str(tmp_path / "diff"), "--model", "tiny",
+                                    "--server", "endpoint", "--endpoint", server["url"], "-n", "2",
+                                    "--max-new-tokens", "6", "--level-key", "level", "--workers", "1"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    out = {r["id"]: r for r in read(tmp_path / "diff" / "kept").to_pylist()}
+    assert (out["d0"]["difficulty"], out["d0"]["difficulty_n"]) == ("hard", 0)  # from the level, not sampled
+    for i in (1, 2, 3):  # the tiny random model answers nothing right: p = 0/2
+        assert (out[f"d{i}"]["pass_rate"], out[f"d{i}"]["difficulty_n"]) == (0.0, 2)
+    sampled = read(tmp_path / "diff" / "_sampling" / "batch-00000" / "out" / "kept").to_pylist()
+    assert len(sampled) == 6 and {r["sample_index"] for r in sampled} == {0, 1}

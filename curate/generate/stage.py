@@ -407,25 +407,86 @@ def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
                        kept_extra=GENERATE_FIELDS, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
                        config=public_config(cfg))
     with area:
-        timings: dict[str, float] = {}
+        secs = None
         if area.tasks:
             log.info("generate: %d tasks, %d responses per prompt from %s (%s)", area.tasks, cfg.n, cfg.model,
                      cfg.server if cfg.server != "endpoint" else cfg.public_endpoint())
             pipeline = build_pipeline(cfg, area.work, area.batch_rows(cap=1000))
-            timings = run_steps(area.work, [Step(STAGE, pipeline, area.tasks)], exec_cfg, STAGE)
+            t0 = time.time()
+            run_steps(area.work, [Step(STAGE, pipeline, area.tasks)], exec_cfg, STAGE)
+            secs = round(time.time() - t0, 3)  # the datatrove step (Slurm: queueing included)
         tally = collect_responses(area, cfg)
         fresh = _fresh_tokens(area.work / "logs" / f"1_{STAGE}")
-        secs = timings.get(f"{STAGE}_s")
         extra = {"generate": {
             "teacher": cfg.model, "n": cfg.n, "prompts": sum(tally.prompts.values()),
             "prompts_by_outcome": dict(sorted(tally.prompts.items())),
             "finish_reasons": dict(sorted(tally.finish.items())),
             "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
             "completion_tokens_this_run": fresh, "seconds_this_run": secs,
-            "tokens_per_s_this_run": round(fresh / secs, 1) if secs else None,
-            **timings}}
+            "tokens_per_s_this_run": round(fresh / secs, 1) if secs else None}}
         stats = finish_stage(area, extra)
     g = stats["generate"]
     log.info("generate: %d prompts (%s), %d responses kept, %s tokens/s", g["prompts"], g["prompts_by_outcome"],
              stats["kept"], g["tokens_per_s_this_run"])
     return stats
+
+
+# --------------------------------------------------------------------------- other stages' sampling
+
+
+@dataclass
+class Sampled:
+    """One response as the generation interface returns it (`.text`; "" when the request failed)."""
+
+    text: str
+    finish_reason: str | None
+
+
+class RunnerGenerator:
+    """The generation interface the difficulty stage samples with (`generate(prompts, sampling)` ->
+    one list of responses per prompt), run as a generate stage: datatrove's runner on `executor` (so a
+    large pool's pass rates run on Slurm/Ray, with a server per task or an endpoint). Each call is one
+    stage run into `work/batch-<i>`; a batch already published with the same prompts and settings is read
+    back instead of sampled again, so a rerun after a failure resumes batch by batch."""
+
+    def __init__(self, base: GenerateConfig, work: Path, executor: Any, ctx_fields: dict[str, Any] | None = None):
+        self.base, self.work, self.executor = base, Path(work), executor
+        self.ctx_fields = ctx_fields or {}
+        self.calls = 0
+
+    def generate(self, prompts: list[list[dict[str, str]]], sampling: Any) -> list[list[Sampled]]:
+        from cotforge.curate.context import StageContext
+        from cotforge.curate.io.inputs import resolve_inputs
+
+        cfg = dataclasses.replace(self.base, n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
+                                  max_tokens=sampling.max_new_tokens, seed=sampling.seed, on_truncated="flag")
+        folder = self.work / f"batch-{self.calls:05d}"
+        self.calls += 1
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i, msgs in enumerate(prompts):
+            system = next((m["content"] for m in msgs if m["role"] == "system"), None)
+            user = [m["content"] for m in msgs if m["role"] == "user"][-1]
+            lines.append(json.dumps({"id": f"q{i:07d}", "prompt": user, "source": "sampled", "domain": "other",
+                                     "meta": json.dumps({"system": system} if system else {})}))
+        src = folder / "prompts.jsonl"
+        text = "\n".join(lines) + "\n"
+        out = folder / "out"
+        stats_file = out / "stats.json"
+        done = (stats_file.exists() and src.exists() and src.read_text() == text
+                and json.loads(stats_file.read_text()).get("config") == public_config(cfg))
+        if not done:
+            src.write_text(text)
+            ctx = StageContext(out_dir=out, inputs=resolve_inputs([str(src)]), executor=self.executor,
+                               **self.ctx_fields)
+            run(cfg, ctx)
+        got: dict[str, dict[int, Sampled]] = {}
+        for part in ("kept", "removed"):
+            for f in sorted((out / part).glob("*.parquet")):
+                for r in pq.read_table(f, columns=["prompt_id", "sample_index", "response",
+                                                   "finish_reason"]).to_pylist():
+                    if r["prompt_id"] is not None:
+                        got.setdefault(r["prompt_id"], {})[r["sample_index"]] = Sampled(r["response"] or "",
+                                                                                        r["finish_reason"])
+        return [[got.get(f"q{i:07d}", {}).get(k, Sampled("", None)) for k in range(cfg.n)]
+                for i in range(len(prompts))]

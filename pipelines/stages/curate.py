@@ -86,7 +86,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                   "removed/, stats.json", report=_generate_report),
     Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES,
           outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
-    Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES,
+    Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+pass_rate, difficulty), stats.json", report=_difficulty_report),
     Stage("profile", "curate", profile.ProfileConfig, profile.run, after=CURATE_STAGES,
           outputs="kept/, profile.{parquet,md}, plots/", report=_profile_report),
