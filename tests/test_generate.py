@@ -65,6 +65,22 @@ def test_dummy_server_one_row_per_response(tmp_path):
     assert "15 kept" in res.output
 
 
+def test_keep_responses_answers_only_prompt_only_rows(tmp_path):
+    rows = [{"id": f"r{i}", "problem": f"Q{i}?", "answer": "1", "source": "mixed", "domain": "math",
+             "response": f"old answer {i}" if i % 2 else None} for i in range(6)]
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = cli(str(src), "-o", str(tmp_path / "out"), "--server", "dummy", "--model", "m", "--n", "2",
+              "--keep-responses", "--workers", "1", "--rows-per-task", "2")
+    assert res.exit_code == 0, res.output
+    kept = read(tmp_path / "out" / "kept").to_pylist()
+    assert [r["id"] for r in kept] == ["r0#0", "r0#1", "r1", "r2#0", "r2#1", "r3", "r4#0", "r4#1", "r5"]
+    assert [r["response"] for r in kept if r["teacher"] is None] == ["old answer 1", "old answer 3", "old answer 5"]
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert (stats["rows_in"], stats["kept"]) == (9, 9)
+    assert stats["generate"]["prompts_by_outcome"] == {"complete": 3, "kept_response": 3}
+
+
 def test_think_and_truncation_policies():
     res = {"text": "The answer is 4.", "reasoning": "2+2=4", "finish_reason": "stop"}
     merged = compose(res, GenerateConfig(model="m"))

@@ -32,6 +32,9 @@ class GenerateConfig:
         "help": "Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (server=endpoint)."})
     api_key_env: str = field(default="OPENAI_API_KEY", metadata={
         "help": "Environment variable holding the endpoint's API key (read by each task, never logged or saved)."})
+    keep_responses: bool = field(default=False, metadata={
+        "help": "Rows that already have a response keep it (one row, teacher not asked); only prompt-only rows "
+                "are answered. Default: every row's prompt is answered n times (old responses replaced)."})
     n: int = field(default=4, metadata={"help": "Responses per prompt.", "flag": ["-n", "--n"]})
     temperature: float = field(default=0.6, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling top_p."})

@@ -1,7 +1,8 @@
 """The generate stage (`cotforge curate generate`): N teacher responses per prompt through datatrove's
 `InferenceRunner`, one row per response.
 
-Flow: ingest the prompts into work shards (one per datatrove task) -> per task, `InferenceRunner` sends
+Flow: ingest the prompts into work shards -> the rows to answer (all, or with keep_responses only those
+without a response) into `_work/generate/todo/`, rows_per_task per datatrove task -> per task, `InferenceRunner` sends
 `n` requests per prompt (`rollouts_per_document`) to the teacher (an OpenAI-compatible endpoint, or a
 vLLM / SGLang server the task starts on its node) and writes each prompt's results to
 `_work/generate/responses/<rank>/chunk_<i>.jsonl` -> the results are joined back to the prompt rows in
@@ -263,7 +264,7 @@ def build_pipeline(cfg: GenerateConfig, work: Path, batch_rows: int) -> list:
     settings = RequestSettings(model=cfg.model, chat=cfg.chat, prompt_template=cfg.prompt_template,
                                sampling=tuple(sorted(sampling.items())), seed=cfg.seed, retries=cfg.retries,
                                backoff_s=cfg.backoff_s)
-    reader = ParquetReader(str(work / "input"), adapter=PromptAdapter(cfg.system_prompt), glob_pattern="*.parquet",
+    reader = ParquetReader(str(work / "todo"), adapter=PromptAdapter(cfg.system_prompt), glob_pattern="*.parquet",
                            batch_size=batch_rows)
     writer = JsonlWriter(str(work / "responses"), output_filename="${rank}/chunk_${chunk_index}.jsonl",
                          compression=None, adapter=results_adapter)
@@ -348,16 +349,59 @@ def emit(row: dict[str, Any], results: list[dict[str, Any]] | None, cfg: Generat
     tally.prompts["complete" if kept == cfg.n else "partial" if kept else "none_kept"] += 1
 
 
-def collect_responses(area: Any, cfg: GenerateConfig) -> Tally:
-    """Join every task's results back to its prompt rows, in input order (rank, then row)."""
-    tally = Tally()
-    for rank, shard in enumerate(area.shards):
-        results = load_results(area.work / "responses" / f"{rank:05d}")
-        pos = 0
+def needs_answer(row: dict[str, Any], cfg: GenerateConfig) -> bool:
+    """False for a row that keeps the response it has (keep_responses); True otherwise."""
+    return not (cfg.keep_responses and row.get("response"))
+
+
+def write_todo(area: Any, cfg: GenerateConfig, rows_per_task: int) -> int:
+    """Write the rows the teacher answers into `work/todo/NNNNN.parquet`, `rows_per_task` per file (one
+    file per datatrove task, in input order); returns the number of files. Deterministic, so a resumed
+    run rewrites the same files and its checkpoints still point at the same rows."""
+    todo = area.work / "todo"
+    if todo.exists():
+        for f in todo.glob("*.parquet"):
+            f.unlink()
+    todo.mkdir(parents=True, exist_ok=True)
+    buf: list[dict[str, Any]] = []
+    files = 0
+
+    def flush() -> None:
+        nonlocal buf, files
+        pq.write_table(pa.Table.from_pylist(buf, schema=area.schema), todo / f"{files:05d}.parquet")
+        files, buf = files + 1, []
+
+    for shard in area.shards:
         for batch in pq.ParquetFile(shard).iter_batches(batch_size=1024):
             for row in batch.to_pylist():
-                emit(row, results.get(f"{pos:09d}"), cfg, area.writer, tally)
-                pos += 1
+                if needs_answer(row, cfg):
+                    buf.append(row)
+                    if len(buf) == rows_per_task:
+                        flush()
+    if buf:
+        flush()
+    return files
+
+
+def collect_responses(area: Any, cfg: GenerateConfig, rows_per_task: int) -> Tally:
+    """Join the tasks' results back to the prompt rows in input order; rows that keep their response pass
+    through as one row. The i-th answered row is row i % rows_per_task of task i // rows_per_task."""
+    tally = Tally()
+    loaded: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    i = 0
+    for shard in area.shards:
+        for batch in pq.ParquetFile(shard).iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                if not needs_answer(row, cfg):
+                    tally.prompts["kept_response"] += 1
+                    area.writer.keep(row)
+                    continue
+                rank, pos = divmod(i, rows_per_task)
+                if rank not in loaded:
+                    loaded.clear()  # one task's results in memory at a time
+                    loaded[rank] = load_results(area.work / "responses" / f"{rank:05d}")
+                emit(row, loaded[rank].get(f"{pos:09d}"), cfg, area.writer, tally)
+                i += 1
     return tally
 
 
@@ -408,17 +452,19 @@ def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
                        config=public_config(cfg))
     with area:
         secs = None
-        if area.tasks:
-            log.info("generate: %d tasks, %d responses per prompt from %s (%s)", area.tasks, cfg.n, cfg.model,
+        tasks = write_todo(area, cfg, exec_cfg.rows_per_task)
+        if tasks:
+            log.info("generate: %d tasks, %d responses per prompt from %s (%s)", tasks, cfg.n, cfg.model,
                      cfg.server if cfg.server != "endpoint" else cfg.public_endpoint())
             pipeline = build_pipeline(cfg, area.work, area.batch_rows(cap=1000))
             t0 = time.time()
-            run_steps(area.work, [Step(STAGE, pipeline, area.tasks)], exec_cfg, STAGE)
+            run_steps(area.work, [Step(STAGE, pipeline, tasks)], exec_cfg, STAGE)
             secs = round(time.time() - t0, 3)  # the datatrove step (Slurm: queueing included)
-        tally = collect_responses(area, cfg)
+        tally = collect_responses(area, cfg, exec_cfg.rows_per_task)
         fresh = _fresh_tokens(area.work / "logs" / f"1_{STAGE}")
         extra = {"generate": {
-            "teacher": cfg.model, "n": cfg.n, "prompts": sum(tally.prompts.values()),
+            "teacher": cfg.model, "n": cfg.n,
+            "prompts": sum(v for k, v in tally.prompts.items() if k != "kept_response"),
             "prompts_by_outcome": dict(sorted(tally.prompts.items())),
             "finish_reasons": dict(sorted(tally.finish.items())),
             "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
