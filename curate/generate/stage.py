@@ -245,17 +245,19 @@ def results_adapter(writer: Any, document: Any) -> dict:
 def inference_config(cfg: GenerateConfig, server_logs: Path) -> InferenceConfig:
     """datatrove's InferenceConfig for `cfg` (no API key: the task reads it from the environment)."""
     server_type, kwargs = cfg.server, dict(cfg.server_options)
+    delay = 5.0 if cfg.server in ("vllm", "sglang") else 1.0  # seconds between readiness polls
     if cfg.server == "hf":  # datatrove's custom server type runs `python SCRIPT --port P --KEY=VALUE ...`
         from cotforge.curate.generate import hf_server
 
-        server_type, kwargs = "custom", {"server_script": hf_server.__file__, "model": cfg.model, **kwargs}
+        server_type = "custom"
+        kwargs = {"server_script": hf_server.__file__, "model": cfg.model, "threads": 1, **kwargs}
     return InferenceConfig(
         server_type=server_type, model_name_or_path=cfg.model, model_max_context=cfg.model_max_context,
         use_chat=cfg.chat, endpoint_url=cfg.endpoint, metric_interval=max(1, int(cfg.progress_s)), tp=cfg.tp,
         rollouts_per_document=cfg.n, max_concurrent_generations=cfg.max_concurrent,
         request_timeout=cfg.request_timeout_s, model_kwargs=kwargs or None,
         server_log_folder=str(server_logs), server_start_timeout_sec=cfg.server_start_timeout_s,
-        server_ready_max_attempts=max(1, int(cfg.server_start_timeout_s // 5)), server_ready_delay_sec=5.0)
+        server_ready_max_attempts=max(1, int(cfg.server_start_timeout_s // delay)), server_ready_delay_sec=delay)
 
 
 def build_pipeline(cfg: GenerateConfig, work: Path, batch_rows: int) -> list:

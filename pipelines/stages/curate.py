@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.context import StageContext
 from cotforge.curate.decontam import stage as decontam
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.dedup import stage as dedup
@@ -21,6 +22,7 @@ from cotforge.curate.mix import stage as mix
 from cotforge.curate.select import difficulty, profile, sources
 from cotforge.curate.verify import stage as verify
 from cotforge.pipelines import demo_data
+from cotforge.pipelines.config import GENERATED
 from cotforge.pipelines.stages.spec import RecipeDefault, Stage
 
 # The curation stages a curation stage may read from (its default input is the nearest enabled one).
@@ -45,6 +47,15 @@ def _generate_report(stats: dict[str, Any], out: Path) -> str:
     return (f"{counts_line(stats, out)}\n{g['prompts']} prompts x {g['n']} from {g['teacher']}: "
             f"{g['prompts_by_outcome']}; finish reasons {g['finish_reasons']}; "
             f"{g['completion_tokens_this_run']} tokens generated in this run ({g['tokens_per_s_this_run']} tokens/s)")
+
+
+def _generate_fill(opts: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    """A `generated:NAME` model (the demo's tiny teacher) is the data stage's RUN/data/NAME."""
+    out = dict(opts)
+    model = str(out.get("model") or "")
+    if model.startswith(GENERATED) and "data" in ctx.earlier:
+        out["model"] = str(Path(ctx.earlier["data"]) / model[len(GENERATED):])
+    return out
 
 
 def _verify_report(stats: dict[str, Any], out: Path) -> str:
@@ -82,8 +93,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           report=_decontam_report),
     Stage("dedup", "curate", DedupConfig, dedup.run, after=CURATE_STAGES, datatrove=True, report=counts_line),
     Stage("generate", "curate", GenerateConfig, generate.run, after=CURATE_STAGES, datatrove=True,
+          fill=_generate_fill, report=_generate_report,
           outputs="kept/ (one row per response: +prompt_id, sample_index, teacher, finish_reason, sampling), "
-                  "removed/, stats.json", report=_generate_report),
+                  "removed/, stats.json"),
     Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES,
           outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
     Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES, datatrove=True,
