@@ -75,6 +75,9 @@ class GenerateConfig:
     tp: int = field(default=1, metadata={"help": "vllm/sglang: tensor parallel size (GPUs per server)."})
     server_start_timeout_s: float = field(default=1800.0, metadata={
         "help": "vllm/sglang: seconds a server may take to become ready."})
+    executor_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Executor options for this stage only, over the run's (e.g. partition=gpu, gpus_per_task=8 for "
+                "a vllm server per Slurm task).", "metavar": "KEY=VALUE"})
     records_per_chunk: int = field(default=500, metadata={
         "help": "Prompts per checkpoint chunk (a resumed task replays finished chunks without asking again)."})
     progress_s: float = field(default=30.0, metadata={"help": "Seconds between progress lines (responses, tokens/s)."})

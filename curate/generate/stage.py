@@ -448,7 +448,10 @@ def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
     cfg.check_runnable()
     check_dependencies(cfg)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per readiness poll otherwise
-    exec_cfg = ctx.executor.for_inputs(ctx.inputs)
+    exec_cfg = ctx.executor
+    if cfg.executor_options:
+        exec_cfg = dataclasses.replace(exec_cfg, options={**exec_cfg.options, **cfg.executor_options})
+    exec_cfg = exec_cfg.for_inputs(ctx.inputs)
     area = start_stage(ctx.inputs, ctx.out_dir, STAGE, exec_cfg, removed_extra=GENERATE_FIELDS,
                        kept_extra=GENERATE_FIELDS, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
                        config=public_config(cfg))
