@@ -238,3 +238,62 @@ def test_difficulty_samples_through_the_runner(server, tmp_path):
         assert (out[f"d{i}"]["pass_rate"], out[f"d{i}"]["difficulty_n"]) == (0.0, 2)
     sampled = read(tmp_path / "diff" / "_sampling" / "batch-00000" / "out" / "kept").to_pylist()
     assert len(sampled) == 6 and {r["sample_index"] for r in sampled} == {0, 1}
+
+
+def test_generated_rows_flow_through_verify_and_mix(tmp_path):
+    """generate -> verify -> mix from the command line: every response row reaches the SFT shards."""
+    prompts = write_prompts(tmp_path / "p.jsonl", 4)
+    assert cli(str(prompts), "-o", str(tmp_path / "gen"), "--server", "dummy", "--model", "m", "--n", "2",
+               "--workers", "1").exit_code == 0
+    for stage, src, dst in (("verify", "gen", "ver"), ("mix", "ver", "mix")):
+        res = CliRunner().invoke(main, ["curate", stage, str(tmp_path / src), "-o", str(tmp_path / dst)],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    sft = read(tmp_path / "mix" / "sft").to_pylist()
+    assert sorted(r["id"] for r in sft) == sorted(response_id(f"p{i}", k) for i in range(4) for k in range(2))
+    assert all(r["messages"][-1]["role"] == "assistant" and r["teacher"] == "m" for r in sft)
+
+
+SLURM_SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A one-node Slurm on 127.0.0.1 (.ci/slurm_localhost.sh), as tests/test_slurm.py starts it."""
+    import shutil
+
+    if shutil.which("slurmctld") is None or shutil.which("munged") is None:
+        pytest.skip("slurm-wlm/munge not installed (.ci/slurm_localhost.sh install; .ci/run does it)")
+    if os.geteuid() != 0:
+        pytest.skip("a localhost Slurm needs root here (slurmd runs jobs as their user)")
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "SLURM_PORT": str(free_port())}
+    res = subprocess.run([str(SLURM_SCRIPT), "start", str(state)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    if res.returncode == 3:
+        pytest.skip(res.stderr.strip())
+    assert res.returncode == 0, res.stdout + res.stderr
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(state / "slurm.conf")
+    try:
+        yield state
+    finally:
+        subprocess.run([str(SLURM_SCRIPT), "stop", str(state)], capture_output=True, text=True, timeout=60)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
+@pytest.mark.slow
+def test_slurm_executor_matches_local(slurm, server, tmp_path):
+    """`--executor slurm` (2 array tasks against the real server): the same rows and accounting as local."""
+    prompts = write_prompts(tmp_path / "p.jsonl", 6)
+    common = [str(prompts), "--endpoint", server["url"], *GEN, "--on-truncated", "flag"]
+    assert cli(*common, "-o", str(tmp_path / "local")).exit_code == 0
+    res = cli(*common, "-o", str(tmp_path / "slurm"), "--executor", "slurm", "--tasks", "2", "--workers", "2",
+              "--poll-s", "0.5")
+    assert res.exit_code == 0, res.output
+    assert read(tmp_path / "slurm" / "kept").equals(read(tmp_path / "local" / "kept"))
+    stats = json.loads((tmp_path / "slurm" / "stats.json").read_text())
+    assert (stats["rows_in"], stats["kept"], stats["generate"]["prompts_by_outcome"]) == (12, 12, {"complete": 6})
