@@ -156,7 +156,7 @@ def run_baseline(path: str, out: str) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
+    from cotforge.curate.core.benchmarks import load_benchmarks, local_benchmark_names
 
     names = local_benchmark_names(SHARED / "benchmarks")
     bm = load_benchmarks(names, SHARED / "benchmarks")
@@ -171,15 +171,15 @@ def run_baseline(path: str, out: str) -> dict:
 
 
 def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> dict:
-    from cotforge.curate.benchmarks import local_benchmark_names
-    from cotforge.curate.decontam.stage import run_decontam
+    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
                          **({"batch_bytes": batch_bytes} if batch_bytes else {}))
-    stats = run_decontam([InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
+    stats = run_stage("decontaminate", [InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
             "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cotforge.curate.core.schema import SCHEMA  # noqa: E402
 from cotforge.curate.io.inputs import iter_input_rows  # noqa: E402
 from cotforge.curate.io.readers import InputSpec  # noqa: E402
-from cotforge.curate.schema import SCHEMA  # noqa: E402
 
 
 def shared_data_dir() -> Path:

@@ -33,17 +33,17 @@ def verdicts(path: Path, workers: int = 2) -> tuple[dict[str, list], dict]:
     stage's timings, from one `run_decontam` run with its defaults."""
     import pyarrow.parquet as pq
 
-    from cotforge.curate.benchmarks import local_benchmark_names
+    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.stage import run_decontam
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"))
     with tempfile.TemporaryDirectory() as d:
         t = time.time()
-        stats = run_decontam([InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
+        stats = run_stage("decontaminate", [InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
         wall = time.time() - t
         out: dict[str, list] = {}
         for f in sorted((Path(d) / "o" / "removed").glob("*.parquet")):

@@ -43,7 +43,7 @@ from labelled_contamination import (  # noqa: E402
     normalize,
 )
 
-from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
+from cotforge.curate.core.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
 from cotforge.curate.io.inputs import iter_input_rows  # noqa: E402
 from cotforge.curate.io.readers import InputSpec  # noqa: E402
 
@@ -435,7 +435,7 @@ def _mbpp_all_spec():
     """All 974 MBPP tasks (the registry's `mbpp` keeps the test split only)."""
     from dataclasses import replace
 
-    from cotforge.curate.benchmarks import REGISTRY
+    from cotforge.curate.core.benchmarks import REGISTRY
 
     return replace(REGISTRY["mbpp"], name="mbpp_all", local_file="mbpp", local_where={})
 

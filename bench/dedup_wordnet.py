@@ -1,9 +1,9 @@
-"""Build curate/dedup/wordnet_synonyms.txt.gz, the synonym table of the graded pair check, from WordNet 3.0.
+"""Build curate/dedup/pairs/wordnet_synonyms.txt.gz, the synonym table of the graded pair check, from WordNet 3.0.
 
     apt-get install wordnet-base          # Princeton WordNet 3.0 database files under /usr/share/wordnet
     python bench/dedup_wordnet.py [--wordnet /usr/share/wordnet] [--senses 3]
 
-Why WordNet: the graded check (curate/dedup/pairs.py) treats a content word replaced by another content word
+Why WordNet: the graded check (curate/dedup/pairs/text.py) treats a content word replaced by another content word
 as a changed problem ("numerator" -> "denominator") unless the two are synonyms. A hand-written synonym list
 would only hold the words someone looked at (the labelled set's pools); WordNet is an independent, general
 table, so the held-out parts measure how the rule generalises.
@@ -23,7 +23,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "curate" / "dedup" / "wordnet_synonyms.txt.gz"
+OUT = Path(__file__).resolve().parents[1] / "curate" / "dedup" / "pairs" / "wordnet_synonyms.txt.gz"
 REL_OUT = OUT.with_name("wordnet_relations.txt.gz")
 # WordNet's lexicographer files in file-number order (lexnames(5WN)): a synset's number says its domain.
 LEXNAMES = ("adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
@@ -127,7 +127,7 @@ def build(wn: Path, k: int, hypernyms: int) -> tuple[list[list[str]], list[list[
 
 
 def relations(wn: Path) -> tuple[list[str], list[str]]:
-    """The relation table of curate/dedup/relations.py.
+    """The relation table of curate/dedup/pairs/relations.py.
 
     One `Y lexnum hypernyms near antonyms genus` line per synset (ids = order of the Y lines, lists
     comma-joined, '-' when empty). `genus`: for a noun synset, the first two noun senses of the first word of

@@ -196,7 +196,7 @@ def sft_case(model, tok, shape: str, seq_len: int, attn: str, args, work: Path, 
     """Train warmup + steps packed steps through build_trainer; tokens/s, MFU, peak memory, probe result."""
     import torch
 
-    from cotforge.train.sft import CotSFTConfig, build_trainer
+    from cotforge.train.sft.trainer import CotSFTConfig, build_trainer
 
     device = model.device
     model.set_attn_implementation(attn)

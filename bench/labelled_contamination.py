@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cotforge.curate.benchmarks import BenchmarkItem, load_benchmarks
+from cotforge.curate.core.benchmarks import BenchmarkItem, load_benchmarks
 from cotforge.curate.io.inputs import iter_input_rows
 from cotforge.curate.io.readers import InputSpec
 

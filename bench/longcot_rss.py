@@ -43,15 +43,17 @@ spec = [InputSpec(src, "longcot", domain="math")]
 ex = ExecutorConfig(workers=workers, memory_budget_mb=budget)
 t = time.time()
 if stage == "decontaminate":
-    from cotforge.curate.decontam.stage import DecontamConfig, run_decontam
+    from cotforge.curate.decontam.stage import DecontamConfig
+    from cotforge.pipelines.stages import run_stage
     cfg = DecontamConfig(benchmarks=["aime2024", "math500", "amc2023", "minerva_math"], benchmarks_dir=sys.argv[6])
-    stats = run_decontam(spec, out, cfg, ex)
+    stats = run_stage("decontaminate", spec, out, cfg, ex)
 elif stage == "dedup":
-    from cotforge.curate.dedup.stage import run_dedup
-    stats = run_dedup(spec, out, exec_cfg=ex)
+    from cotforge.pipelines.stages import run_stage
+    stats = run_stage("dedup", spec, out, executor=ex)
 else:
-    from cotforge.curate.verify.stage import VerifyConfig, run_verify
-    stats = run_verify(spec, out, VerifyConfig(workers=workers, memory_budget_mb=budget))
+    from cotforge.curate.verify.stage import VerifyConfig
+    from cotforge.pipelines.stages import run_stage
+    stats = run_stage("verify", spec, out, VerifyConfig(), ex)
 print(json.dumps({"wall_s": round(time.time() - t, 1), "rows_in": stats["rows_in"], "kept": stats["kept"],
                   "removed": stats["removed"], "tasks": stats.get("dedup", {}).get("tasks")}))
 """

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 
 from cotforge.curate.io.inputs import iter_input_rows, resolve_inputs  # noqa: E402
-from cotforge.curate.select.profile import ProfileConfig, markdown_table, run_profile  # noqa: E402
-from cotforge.curate.select.sources import SCORE_COLUMNS, SelectConfig, run_select  # noqa: E402
+from cotforge.curate.select.profile import ProfileConfig, markdown_table
+from cotforge.curate.select.sources import SCORE_COLUMNS, SelectConfig
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUICK = ("skyt1_longcot_eval_traces.jsonl.gz", "gsm8k_gpt3_model_solutions.jsonl.gz", "marco_o1_cot_demo.jsonl.gz")
@@ -59,20 +59,20 @@ def main() -> None:
     stats_dirs: list[str] = list(args.stats)
     if args.decontam:
         from cotforge.curate.decontam.config import DecontamConfig
-        from cotforge.curate.decontam.stage import run_decontam
+        from cotforge.pipelines.stages import run_stage
 
         t0 = time.perf_counter()
         dc = DecontamConfig(benchmarks=list(BENCHMARKS), benchmarks_dir=str(Path(args.data) / "benchmarks"))
-        run_decontam(specs, out / "decontam", dc)
+        run_stage("decontaminate", specs, out / "decontam", dc)
         print(f"decontaminate: {time.perf_counter() - t0:.1f}s")
         stats_dirs.append(str(out / "decontam"))
 
     t0 = time.perf_counter()
-    run_profile(specs, out / "profile", ProfileConfig(tokenizer=args.tokenizer, stats_dirs=stats_dirs,
+    run_stage("profile", specs, out / "profile", ProfileConfig(tokenizer=args.tokenizer, stats_dirs=stats_dirs,
                                                       passthrough=False))
     t_prof = time.perf_counter() - t0
     t0 = time.perf_counter()
-    stats = run_select(specs, out / "select", SelectConfig(top_k=args.top_k, tokenizer=args.tokenizer,
+    stats = run_stage("select", specs, out / "select", SelectConfig(top_k=args.top_k, tokenizer=args.tokenizer,
                                                            stats_dirs=stats_dirs, policy=None))
     t_sel = time.perf_counter() - t0
 

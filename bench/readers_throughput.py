@@ -67,8 +67,8 @@ def main() -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from cotforge.curate.io.ingest import run_ingest
         from cotforge.curate.io.readers import InputSpec
+        from cotforge.pipelines.stages import run_stage
 
         for _ in range(100):
             try:
@@ -101,7 +101,7 @@ def main() -> None:
                 best = None
                 for _ in range(args.repeat):
                     t = time.perf_counter()
-                    stats = run_ingest([InputSpec(src, "bench")], out)
+                    stats = run_stage("ingest", [InputSpec(src, "bench")], out)
                     dt = time.perf_counter() - t
                     assert stats["kept"] == len(data), stats
                     best = dt if best is None else min(best, dt)

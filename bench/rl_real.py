@@ -96,8 +96,8 @@ def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cotforge.curate.config import build
-    from cotforge.train.sft import CotSFTConfig, run_sft
+    from cotforge.curate.core.config import build
+    from cotforge.train.sft.trainer import CotSFTConfig, run_sft
     from cotforge.train.tiny import build_tiny_model
 
     ckpt = out / "sft"

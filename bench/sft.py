@@ -44,8 +44,8 @@ def write_shard(folder: Path, rows: int, seed: int) -> Path:
 
 def measure(model_dir: Path, data: Path, out: Path, packed: bool, batch_size: int, max_length: int) -> dict:
     """Train one epoch in one mode; return steps, token counts, padding share and tokens/s."""
-    from cotforge.train.data.sft import padding_share
-    from cotforge.train.sft import build_trainer, load_sft_config
+    from cotforge.train.sft.data import padding_share
+    from cotforge.train.sft.trainer import build_trainer, load_sft_config
 
     cfg = load_sft_config(None, [
         "use_cpu=true", "report_to=none", "activation_checkpointing=false", "dataloader_num_workers=0",

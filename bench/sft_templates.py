@@ -42,7 +42,7 @@ def _dataset(rows: list[dict]):
 
 def cell(tok, family: str, case: str, markers: str = "keep") -> dict:
     """Run one case through prepare_sft_dataset and compare with the oracle."""
-    from cotforge.train.data.sft import chat_format, prepare_sft_dataset, render_row
+    from cotforge.train.sft.data import chat_format, prepare_sft_dataset, render_row
     from cotforge.train.tiny_chat import CASES, HISTORY, REASONING, expected_completion, history_is_trained
 
     msgs = CASES[case]
@@ -78,7 +78,7 @@ def markers_cell(tok, family: str) -> str:
     """mask_mode generation on the single-turn case: does the template's own marking give the exact span?"""
     from trl.chat_template_utils import has_generation_markers
 
-    from cotforge.train.data.sft import tokenize_conversation
+    from cotforge.train.sft.data import tokenize_conversation
     from cotforge.train.tiny_chat import CASES, expected_completion
 
     if not has_generation_markers(tok.chat_template):
@@ -132,7 +132,7 @@ def template_table(markdown: bool) -> list[dict]:
 
 def real_sources(folder: Path, rows: int, markers: str) -> None:
     """prepare_sft_dataset on the first `rows` rows of each real SFT source, per family."""
-    from cotforge.train.data.sft import SFTDataError, prepare_sft_dataset
+    from cotforge.train.sft.data import SFTDataError, prepare_sft_dataset
     from cotforge.train.tiny_chat import FAMILIES, chat_tokenizer
 
     toks = {f: chat_tokenizer(f) for f in FAMILIES if not f.endswith("_training")}

@@ -137,7 +137,7 @@ def code_references(limit: int | None, workers: int, data: Path = DATA) -> dict:
                                   "failures": [{"id": p["task_id"], "status": v.status, "detail": v.details[:1]}
                                                for p, v in zip(probs, verdicts, strict=True) if v.status != "pass"]}
     print(f"HumanEval canonical: {st['pass']}/{len(probs)} pass ({dict(st)})")
-    from cotforge.curate.benchmarks import load_benchmark
+    from cotforge.curate.core.benchmarks import load_benchmark
 
     mbpp = load_benchmark("mbpp", data / "benchmarks")[: limit or None]
     verdicts = run_tests_batch([(it.solution or "", it.tests) for it in mbpp], limits=limits, workers=workers)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cotforge.curate.engine import ExecutorConfig
@@ -23,7 +22,7 @@ from cotforge.curate.io.writer import DEFAULT_ROWS_PER_SHARD
 class StageContext:
     """What a stage's `run(cfg, ctx)` gets besides its config."""
 
-    out_dir: Path
+    out_dir: str  # a local folder or an fsspec URL (s3://..., gs://...): kept as given, never a Path
     inputs: list[InputSpec] = field(default_factory=list)  # raw files or earlier stages' kept/ shards
     input_dirs: list[str] = field(default_factory=list)  # the upstream folders themselves (selection.parquet ...)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # datatrove-based stages
@@ -34,7 +33,7 @@ class StageContext:
     make_generator: Callable[[str, str], Any] | None = None  # (model, backend) -> generator
 
     def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
+        self.out_dir = str(self.out_dir)
         if self.rows_per_shard < 1:
             raise ValueError(f"rows_per_shard: must be >= 1 (got {self.rows_per_shard})")
 

@@ -1,4 +1,4 @@
-"""Recipe schema: a pipeline YAML as dataclasses, built by the one config loader (`cotforge.curate.config`),
+"""Recipe schema: a pipeline YAML as dataclasses, built by the one config loader (`cotforge.curate.core.config`),
 with named profiles, `--set` overrides and the recipes shipped in the package.
 
 A recipe names its sources, benchmarks, datatrove executor and a `stages:` mapping whose options are
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.config import ConfigError, build, load_yaml, parse_set, set_dotted
+from cotforge.curate.core.config import ConfigError, build, load_yaml, parse_set, set_dotted
+from cotforge.curate.core.schema import DOMAINS
 from cotforge.curate.engine import ExecutorConfig
-from cotforge.curate.schema import DOMAINS
 
 GENERATED = "generated:"  # path prefix: a file the recipe's `generate:` step writes into the run dir
 # Keys every stage accepts on top of its own config fields: `input` (upstream stage or folder),
@@ -69,7 +69,7 @@ class BenchmarksConfig:
 
     names: list[str] = field(default_factory=list)
     dir: str | None = None  # local folder laid out like ../shared/data/benchmarks (<name>.jsonl ...)
-    registry: str | None = None  # YAML of extra benchmark specs (curate.benchmarks.load_registry_yaml)
+    registry: str | None = None  # YAML of extra benchmark specs (curate.core.benchmarks.load_registry_yaml)
 
     def __post_init__(self) -> None:
         if len(set(self.names)) != len(self.names) or not all(n.strip() for n in self.names):

@@ -264,7 +264,7 @@ GENERATED_FILES = ("longcot_math.jsonl", "shortcot_math.jsonl", "code_tests.json
                    "benchmarks/demo_olympiad.jsonl", "benchmarks/demo_heldout.jsonl", "benchmarks/registry.yaml",
                    "truth.json", "prompt_pool.jsonl", "teacher")
 REGISTRY_YAML = """\
-# Local benchmark written by the demo generator (curate.benchmarks.load_registry_yaml format).
+# Local benchmark written by the demo generator (curate.core.benchmarks.load_registry_yaml format).
 benchmarks:
   demo_olympiad:
     domain: math
@@ -377,5 +377,5 @@ def generate_demo_data(out_dir: str | Path, cfg: DemoDataConfig | None = None) -
 
 def run(cfg: DemoDataConfig, ctx: StageContext) -> dict[str, Any]:
     """The data stage: generate the demo's sources and local benchmark into RUN/data."""
-    truth = generate_demo_data(ctx.out_dir, cfg)
+    truth = generate_demo_data(Path(ctx.out_dir), cfg)
     return {"stage": "data", "rows_out": sum(truth["files"].values()), "files": truth["files"]}

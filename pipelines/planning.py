@@ -1,7 +1,7 @@
 """Planning a run: check the recipe against the stage registry (stage names, option keys and values,
 source and benchmark paths, inputs) and give each stage its inputs, built config and completion hash.
 
-Every stage's config is built here with the loader the run uses (`cotforge.curate.config.build`) and
+Every stage's config is built here with the loader the run uses (`cotforge.curate.core.config.build`) and
 validates itself on construction, so `--dry-run` rejects what a run would. The one exception is a stage
 run through `launch:` (a distributed trainer on other machines): its keys and value types are checked
 here, and the launched process builds the config itself (its checks depend on that machine: bf16 needs a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.config import build, check, init_fields, unknown_key
+from cotforge.curate.core.config import build, check, init_fields, unknown_key
 from cotforge.pipelines.config import GENERATED, RUNNER_KEYS, Recipe, RecipeError, config_hash
 from cotforge.pipelines.stages import ORDER, SECTION_STAGES, get_stage
 from cotforge.pipelines.stages.spec import Stage
@@ -213,7 +213,7 @@ def validate_benchmarks(recipe: Recipe, stages: list[Stage]) -> None:
                 if (d.section, d.key) == ("benchmarks", "names") and not own.get(d.field):
                     raise RecipeError(f"{recipe.path}: stages.{st.name} needs benchmarks.names")
         return
-    from cotforge.curate.benchmarks import REGISTRY, load_registry_yaml
+    from cotforge.curate.core.benchmarks import REGISTRY, load_registry_yaml
 
     known = set(REGISTRY)
     if b.registry and b.registry.startswith(GENERATED):

@@ -22,6 +22,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,9 +31,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.config import build
 from cotforge.curate.context import StageContext
-from cotforge.curate.executors.lock import RunLock
+from cotforge.curate.core.config import build
+from cotforge.curate.io import fs
+from cotforge.curate.io.lock import RunLock
 from cotforge.pipelines.config import Recipe, RecipeError, config_hash
 from cotforge.pipelines.planning import PlannedStage, check_source_input, plan, recipe_defaults
 from cotforge.pipelines.stages.spec import make_generator
@@ -72,15 +74,16 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def read_marker(stage_dir: Path) -> dict[str, Any] | None:
-    p = stage_dir / MARKER
+def read_marker(stage_dir: Path | str) -> dict[str, Any] | None:
+    """The stage folder's completion marker (a local folder or a URL); None when absent or unreadable."""
     try:
-        return json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError):
+        with fs.open_text(fs.join(str(stage_dir), MARKER)) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
         return None
 
 
-def is_complete(stage_dir: Path, h: str) -> bool:
+def is_complete(stage_dir: Path | str, h: str) -> bool:
     """True when the stage folder has a completion marker with this config hash."""
     m = read_marker(stage_dir)
     return bool(m) and m.get("hash") == h
@@ -108,7 +111,7 @@ def _row_counts(stats: dict[str, Any]) -> dict[str, Any]:
 class RunResult:
     """What `run_recipe` did: the run folder and each stage's status (ran | skipped)."""
 
-    run_dir: Path
+    run_dir: Path | str  # a local folder, or the URL of a remote run folder
     statuses: dict[str, str] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -122,10 +125,38 @@ def run_recipe(recipe: Recipe, run_dir: str | Path | None = None, *, until: str 
     folder is locked for the whole invocation (one writer per run folder: a second is refused). It writes only
     under `run_dir`, unless `publish_cards` names a folder for the dataset card and the contamination report
     of a complete run (e.g. the repository's data_cards/)."""
+    kw: dict[str, Any] = {"until": until, "force": force, "hooks": hooks, "command": command,
+                          "publish_cards": publish_cards}
+    if run_dir is not None and fs.is_remote(str(run_dir)):
+        return _run_remote(recipe, str(run_dir), **kw)
     run = Path(run_dir) if run_dir is not None else default_run_dir(recipe)
     with RunLock(run, what="run folder", command=command):
-        return _run_recipe_locked(recipe, run, until=until, force=force, hooks=hooks, command=command,
-                                  publish_cards=publish_cards)
+        return _run_recipe_locked(recipe, run, **kw)
+
+
+REMOTE_SKIP = ("_work", ".partial-", ".cotforge.lock", "_STARTED.json")
+
+
+def _run_remote(recipe: Recipe, remote: str, **kw: Any) -> RunResult:
+    """A run folder on an object store (`--run-dir s3://bucket/runs/x`). The stages run into a local mirror (a
+    temporary folder under COTFORGE_STAGING_DIR, default the system temp dir; training needs a local disk),
+    filled first with what the remote already holds, so complete stages are skipped as in a local rerun; the
+    mirror is uploaded back when the run ends, also when a stage fails (complete stages keep their markers;
+    the manifest goes last). Work folders and locks stay local; the remote folder is locked for the run."""
+    with RunLock(remote, what="run folder", command=kw.get("command")), \
+            tempfile.TemporaryDirectory(prefix="cotforge-run-", dir=os.environ.get("COTFORGE_STAGING_DIR")) as tmp:
+        local = Path(tmp) / "run"
+        local.mkdir()
+        if fs.exists(remote):
+            got = fs.download_dir(remote, local, skip=REMOTE_SKIP)
+            log.info("run folder %s: %d files mirrored into %s", fs.shown(remote), len(got), local)
+        try:
+            result = _run_recipe_locked(recipe, local, **kw)
+        finally:
+            sent = fs.upload_dir(local, remote, last=(MANIFEST,), skip=REMOTE_SKIP, skip_depth=None)
+            log.info("run folder %s: %d files uploaded", fs.shown(remote), len(sent))
+    result.run_dir = remote
+    return result
 
 
 def _run_recipe_locked(recipe: Recipe, run_dir: str | Path | None = None, *, until: str | None = None,
@@ -272,12 +303,13 @@ def _launch(st: PlannedStage, options: dict[str, Any], ctx: StageContext) -> dic
     RUN/<stage>/stage_config.yaml; `{config}`, `{run_dir}` and `{out_dir}` in the command are replaced."""
     import yaml
 
-    path = ctx.out_dir / "stage_config.yaml"
+    out = Path(ctx.out_dir)
+    path = out / "stage_config.yaml"
     path.write_text(yaml.safe_dump(options, sort_keys=True))
-    cmd = st.launch.format(config=path, run_dir=ctx.out_dir.parent, out_dir=ctx.out_dir)  # type: ignore[union-attr]
+    cmd = st.launch.format(config=path, run_dir=out.parent, out_dir=out)  # type: ignore[union-attr]
     log.info("stage %s: launching %s", st.name, cmd)
     subprocess.run(cmd, shell=True, check=True)
-    return st.stage.launched(ctx.out_dir)  # type: ignore[misc]
+    return st.stage.launched(out)  # type: ignore[misc]
 
 
 @contextlib.contextmanager
@@ -302,11 +334,20 @@ def _torch_threads(n: int | None) -> Iterator[None]:
             os.environ["OMP_NUM_THREADS"] = old_env
 
 
-def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | None = None) -> str:
-    """The --dry-run text: every stage with its inputs, outputs, key options and whether it would skip."""
+def describe_plan(recipe: Recipe, run_dir: Path | str | None, publish_cards: str | None = None) -> str:
+    """The --dry-run text: every stage with its inputs, outputs, key options and whether it would skip (a
+    remote run folder is shown as its URL; its stages run in a local mirror, see `_run_remote`)."""
     stages = plan(recipe)
     run = run_dir or Path(recipe.runs_root) / f"{recipe.name}-<timestamp>"
-    lines = [f"recipe {recipe.name} ({recipe.path}), seed {recipe.seed}", f"run directory: {run}", ""]
+    if isinstance(run, str) and fs.is_remote(run):
+        return _describe(recipe, stages, run, Path("<local mirror>"), publish_cards)
+    return _describe(recipe, stages, Path(run), Path(run), publish_cards, known=run_dir is not None)
+
+
+def _describe(recipe: Recipe, stages: list[PlannedStage], shown: Path | str, run: Path, publish_cards: str | None,
+              known: bool = True) -> str:
+    """describe_plan's text for run folder `shown`, with recipe paths resolved against `run`."""
+    lines = [f"recipe {recipe.name} ({recipe.path}), seed {recipe.seed}", f"run directory: {shown}", ""]
     if recipe.sources:
         lines.append("sources:")
         for s in recipe.sources:
@@ -315,25 +356,25 @@ def describe_plan(recipe: Recipe, run_dir: Path | None, publish_cards: str | Non
     if recipe.benchmarks.names:
         lines.append(f"benchmarks: {', '.join(recipe.benchmarks.names)}"
                      + (f" (dir {recipe.resolve_path(recipe.benchmarks.dir, run)})" if recipe.benchmarks.dir else ""))
-    lines += recipe.executor.describe([s.name for s in stages if s.name in ("decontaminate", "dedup")], run)
+    lines += recipe.executor.describe([s.name for s in stages if s.stage.datatrove], run)
     lines.append("")
     for i, st in enumerate(stages, 1):
         state = ""
-        if run_dir is not None and is_complete(run / st.name, st.hash):
+        if known and is_complete(fs.join(str(shown), st.name), st.hash):
             state = "  [complete: will skip]"
         ins = ", ".join(st.inputs) if st.inputs else ("recipe sources" if st.stage.reads == "sources" else "-")
         lines.append(f"{i:2d}. {st.name:<14} in: {ins}{state}")
-        lines.append(f"    out: {run / st.name}/ -> {st.stage.outputs}")
+        lines.append(f"    out: {fs.join(str(shown), st.name)}/ -> {st.stage.outputs}")
         if st.launch:
             lines.append(f"    launch: {st.launch}")
         if st.options:
-            shown = json.dumps(st.options, sort_keys=True, default=str)
-            lines.append(f"    options: {shown if len(shown) < 400 else shown[:400] + '...'}")
+            text = json.dumps(st.options, sort_keys=True, default=str)
+            lines.append(f"    options: {text if len(text) < 400 else text[:400] + '...'}")
         cls = st.stage.config
         if hasattr(cls, "optimizer_steps_per_rollout"):  # RL: the report's batch structure
             cfg = st.cfg if isinstance(st.cfg, cls) else build(cls, st.cfg, st.where or f"stages.{st.name}")
             lines.append(f"    optimizer steps per rollout batch: {cfg.optimizer_steps_per_rollout()}")
     lines.append("")
-    lines.append(f"then: {run}/manifest.json, {run}/summary.md"
+    lines.append(f"then: {shown}/manifest.json, {shown}/summary.md"
                  + (f"; cards published to {publish_cards}" if publish_cards else ""))
     return "\n".join(lines)

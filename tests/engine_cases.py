@@ -10,7 +10,7 @@ from typing import Any
 from cotforge.pipelines.config import Recipe, recipe_from_dict
 from cotforge.pipelines.demo_data import DemoDataConfig, generate_demo_data
 
-STAGES = ("decontaminate", "dedup")
+STAGES = ("decontaminate", "dedup", "verify")
 
 
 def make_data(root: Path) -> Path:
@@ -24,7 +24,7 @@ def make_data(root: Path) -> Path:
 
 
 def recipe(data: Path, executor: dict[str, Any]) -> Recipe:
-    """ingest -> decontaminate -> dedup over the generated sources, with the given `executor:` section."""
+    """ingest -> decontaminate -> dedup -> verify over the generated sources, with the given `executor:` section."""
     return recipe_from_dict({
         "name": "engines",
         "sources": [
@@ -37,7 +37,8 @@ def recipe(data: Path, executor: dict[str, Any]) -> Recipe:
                        "registry": str(data / "benchmarks" / "registry.yaml")},
         "executor": executor,
         "stages": {"ingest": {}, "decontaminate": {"ngram": 8, "threshold": 0.5},
-                   "dedup": {"source_priority": ["longcot_math", "code_tests", "shortcot_math"]}},
+                   "dedup": {"source_priority": ["longcot_math", "code_tests", "shortcot_math"]},
+                   "verify": {"verify_workers": 1}},
     }, base_dir=data.parent, path="<engines test recipe>")
 
 

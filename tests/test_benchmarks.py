@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cotforge.curate.benchmarks import (
+from cotforge.curate.core.benchmarks import (
     REGISTRY,
     BenchmarkError,
     BenchmarkSpec,

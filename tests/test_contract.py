@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cotforge.curate.config import ConfigError, build, load
+from cotforge.curate.core.config import ConfigError, build, load
 from cotforge.pipelines.config import RecipeError, load_recipe
 from cotforge.pipelines.planning import plan
 from cotforge.pipelines.stages import GROUPS, ORDER, get_stage

@@ -12,15 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
+from cotforge.curate.core.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex
 from cotforge.curate.decontam.match import Matcher
-from cotforge.curate.decontam.stage import run_decontam
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import word_hashes
 from cotforge.curate.text.normalize import normalize, normalize_batch
 from cotforge.pipelines.cli.curate import COMMANDS
+from cotforge.pipelines.stages import run_stage
 
 PROBLEMS = [
     "Let $x$, $y$ and $z$ be positive real numbers with $xyz = 32$. Find the minimum value of "
@@ -253,6 +253,7 @@ def _table(out: Path, part: str) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_stage_outputs_report_and_determinism(tmp_path):
     bench = _bench_dir(tmp_path)
     src = tmp_path / "cotforge.train.jsonl"
@@ -260,8 +261,8 @@ def test_stage_outputs_report_and_determinism(tmp_path):
     cfg = DecontamConfig(benchmarks=["aime2024"], benchmarks_dir=str(bench))
     from cotforge.curate.engine import ExecutorConfig
 
-    s1 = run_decontam([InputSpec(str(src))], tmp_path / "o1", cfg, ExecutorConfig(workers=1, rows_per_task=2))
-    run_decontam([InputSpec(str(src))], tmp_path / "o2", cfg, ExecutorConfig(workers=2, rows_per_task=4))
+    s1 = run_stage("decontaminate", [InputSpec(str(src))], tmp_path / "o1", cfg, ExecutorConfig(workers=1, rows_per_task=2))
+    run_stage("decontaminate", [InputSpec(str(src))], tmp_path / "o2", cfg, ExecutorConfig(workers=2, rows_per_task=4))
     assert s1["rows_in"] == 6 and s1["kept"] + s1["removed"] == 6 and s1["removed"] == 3
     if Path("/proc/self/status").exists():  # each matcher task records its own peak memory
         assert 10 < s1["timings"]["task_peak_rss_mb"] < 4096
@@ -317,7 +318,7 @@ def test_shared_eval_outputs_are_fully_contaminated(shared_data, tmp_path):
     from cotforge.curate.engine import ExecutorConfig
 
     spec = InputSpec(str(shared_data / "sft_sources" / "qwen25_32b_instruct_aime24.jsonl.gz"), "qwen32b")
-    stats = run_decontam([spec], tmp_path / "o", cfg, ExecutorConfig(workers=1))
+    stats = run_stage("decontaminate", [spec], tmp_path / "o", cfg, ExecutorConfig(workers=1))
     rep = json.loads((tmp_path / "o" / "contamination_report.json").read_text())
     assert stats["removed"] == 90 and rep["per_benchmark"]["aime2024"]["items_hit"] == 30
     assert rep["per_benchmark"]["gsm8k"]["rows_removed"] == 0
@@ -352,7 +353,7 @@ def test_mid_response_quote_in_a_long_response_and_its_place_in_the_report(tmp_p
                       {"id": "c", "problem": CLEAN[2], "response": _filler(2500), "source": "s"}])
     from cotforge.curate.engine import ExecutorConfig
 
-    stats = run_decontam([InputSpec(str(src))], tmp_path / "o", DecontamConfig(benchmarks=["aime2024"],
+    stats = run_stage("decontaminate", [InputSpec(str(src))], tmp_path / "o", DecontamConfig(benchmarks=["aime2024"],
                          benchmarks_dir=str(bench)), ExecutorConfig(workers=1))
     assert stats["removed"] == 1 and stats["config"]["response_side"] == "whole response"
     r = _table(tmp_path / "o", "removed")[0]
@@ -409,7 +410,7 @@ def test_clean_long_responses_are_not_flagged(index):
 
 
 def test_benchmark_loads_by_its_file_name_whatever_the_registry_calls_it(tmp_path):
-    from cotforge.curate.benchmarks import load_benchmark
+    from cotforge.curate.core.benchmarks import load_benchmark
 
     d = tmp_path / "b"
     d.mkdir()

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cotforge.curate.benchmarks import BenchmarkItem
+from cotforge.curate.core.benchmarks import BenchmarkItem
 from cotforge.curate.decontam import coarse
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from cotforge.curate.benchmarks import BenchmarkItem, humaneval_from_wheel
+from cotforge.curate.core.benchmarks import BenchmarkItem, humaneval_from_wheel
 from cotforge.curate.decontam import match as match_mod
 from cotforge.curate.decontam.canon import SHORT, rename_functions
 from cotforge.curate.decontam.config import DecontamConfig

@@ -33,7 +33,7 @@ def test_sub_names_equals_the_regex() -> None:
 def test_batch_runs_equal_per_pair_runs() -> None:
     import numpy as np
 
-    from cotforge.curate.decontam.runs import _runs, batch_runs
+    from cotforge.curate.decontam.runs import batch_runs, pair_runs
 
     rng = np.random.default_rng(1)
     ihs, rhs, rposs = [], [], []
@@ -48,7 +48,7 @@ def test_batch_runs_equal_per_pair_runs() -> None:
     got = batch_runs(ihs, rhs, rposs, 8)
     runs = 0
     for p in range(300):
-        want = _runs(ihs[p], rhs[p], rposs[p], 8)
+        want = pair_runs(ihs[p], rhs[p], rposs[p], 8)
         assert np.array_equal(got[p], want.reshape(-1, 3)), p
         runs += len(want)
     assert runs > 1000
@@ -60,9 +60,9 @@ def test_any_of_equals_contains_any() -> None:
     import pytest
 
     from cotforge.curate.text import mathmap
-    from cotforge.curate.text.normalize import DEFAULT_NORM, _wrappers, any_of
+    from cotforge.curate.text.normalize import DEFAULT_NORM, any_of, normalized_wrappers
 
-    for lits in ([w for w in _wrappers(DEFAULT_NORM) if w.count(" ") >= 3], [k for k in mathmap.MATH if k.isascii()],
+    for lits in ([w for w in normalized_wrappers(DEFAULT_NORM) if w.count(" ") >= 3], [k for k in mathmap.MATH if k.isascii()],
                  ["function", "code", "a.b", "x+y", "(c)", "[d]"]):
         texts = [f"x {w} y" for w in lits] + [f"x {w[:-1]}" for w in lits] + ["", "nothing", "a <= b", "ab", "c"]
         s = pl.Series(texts, dtype=pl.String)

@@ -15,6 +15,7 @@ from cotforge.curate.dedup.core import priority_of, row_keys, sort_specs
 from cotforge.curate.io.inputs import read_stats, read_table, stage_files
 from cotforge.curate.io.readers import InputSpec
 from cotforge.pipelines.cli.main import main
+from cotforge.pipelines.stages import run_stage
 
 P_COWS = ("A farmer has 12 cows and buys 5 more cows at the market on Monday morning. "
           "How many cows does the farmer have now in total on the farm?")
@@ -213,13 +214,12 @@ def test_count_rows_for_tasks_option(dedup_run):
 def test_document_steps_match_columnar_steps(dedup_run, tmp_path):
     """The Documents path (datatrove ParquetReader -> ProblemSignature; reader -> DedupFilter -> ParquetWriter)
     and the by-column path (what the CLI runs) produce byte-identical stage outputs."""
-    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.engine import ExecutorConfig
 
     _, inputs, out = dedup_run
     docs = tmp_path / "docs"
-    run_dedup([InputSpec(p) for p in inputs], docs, DedupConfig(), strict=False, rows_per_shard=4,
-              document_steps=True, exec_cfg=__import__("cotforge.curate.engine", fromlist=["ExecutorConfig"]).ExecutorConfig(
-                  workers=1, rows_per_task=3))
+    run_stage("dedup", [InputSpec(p) for p in inputs], docs, DedupConfig(document_steps=True),
+              ExecutorConfig(workers=1, rows_per_task=3), strict=False, rows_per_shard=4)
     assert digest(docs) == digest(out)
 
 
@@ -242,8 +242,7 @@ def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path, monkeypatch):
     one the graded check accepts); C is A plus a word. Whatever the task split (so however A's head records
     sit around B in a bucket), C must be found as A's near duplicate."""
     import cotforge.curate.dedup.cluster as cluster
-    from cotforge.curate.dedup.pairs import candidate_verdict
-    from cotforge.curate.dedup.stage import run_dedup
+    from cotforge.curate.dedup.pairs.verdict import candidate_verdict
     from cotforge.curate.engine import ExecutorConfig
 
     def check(a, b, cfg, *args, **kw):
@@ -259,7 +258,7 @@ def test_rejected_bucket_neighbour_does_not_hide_a_pair(tmp_path, monkeypatch):
     results = []
     for rows_per_task in (4, 2, 1):
         out = tmp_path / f"out{rows_per_task}"
-        run_dedup([InputSpec(str(src))], out, DedupConfig(), ExecutorConfig(workers=1, rows_per_task=rows_per_task))
+        run_stage("dedup", [InputSpec(str(src))], out, DedupConfig(), ExecutorConfig(workers=1, rows_per_task=rows_per_task))
         removed = read_table(out, "removed")
         results.append((read_table(out, "kept")["id"].to_list(),
                         list(zip(removed["id"].to_list(), removed["duplicate_of"].to_list(), strict=True))))

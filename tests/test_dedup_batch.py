@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cotforge.curate.core.schema import SCHEMA
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import (
     band_signatures,
@@ -20,8 +21,8 @@ from cotforge.curate.dedup.core import (
 )
 from cotforge.curate.io.ingest import IdRegistry
 from cotforge.curate.io.writer import ShardWriter
-from cotforge.curate.schema import SCHEMA
 from cotforge.curate.text.normalize import normalize
+from cotforge.pipelines.stages import run_stage
 
 TEXTS = [
     "Please reason step by step, and put your final answer within \\boxed{}. Find $x$ if $2x = 10$.",
@@ -131,11 +132,10 @@ def test_shard_writer_tables_same_bytes_whatever_the_split(tmp_path):
 
 def test_too_many_rows_per_task_is_a_clear_error(tmp_path):
     from cotforge.curate.dedup.core import IDX_BITS
-    from cotforge.curate.dedup.stage import run_dedup
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
 
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "problem": "p"}\n')
     with pytest.raises(ValueError, match="rows per task .* above"):
-        run_dedup([InputSpec(str(src))], tmp_path / "out", exec_cfg=ExecutorConfig(rows_per_task=(1 << IDX_BITS) + 1))
+        run_stage("dedup", [InputSpec(str(src))], tmp_path / "out", executor=ExecutorConfig(rows_per_task=(1 << IDX_BITS) + 1))

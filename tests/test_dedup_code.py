@@ -1,4 +1,4 @@
-"""Code problems by sections (curate/dedup/sections.py): two scrapes of one problem merge, different ones don't."""
+"""Code problems by sections (curate/dedup/pairs/sections.py): two scrapes of one problem merge, different ones don't."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 
 from cotforge.curate.dedup.cluster import cut_bridges
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.sections import code_sections, join_superscripts
-from cotforge.curate.dedup.stage import PairJudge, run_dedup
+from cotforge.curate.dedup.pairs.sections import code_sections, join_superscripts
+from cotforge.curate.dedup.stage import PairJudge
 from cotforge.curate.io.inputs import read_table
 from cotforge.curate.io.readers import InputSpec
+from cotforge.pipelines.stages import run_stage
 
 STATEMENT = ("You are given a 0-indexed integer array nums and an integer k.\n"
              "In one operation, you can pick any index i and increase nums[i] by 1.\n"
@@ -120,7 +121,7 @@ def test_pipeline_merges_scrapes_but_a_bare_scrape_does_not_bridge_an_ii_version
              "solution": "f"}]
     src = tmp_path / "code.jsonl"
     src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    stats = run_dedup([InputSpec(str(src))], tmp_path / "out")["dedup"]
+    stats = run_stage("dedup", [InputSpec(str(src))], tmp_path / "out")["dedup"]
     removed = {r["id"]: r["reason"] for r in read_table(tmp_path / "out", "removed").iter_rows(named=True)}
     assert set(removed) == {"x_contest", "x_lcb"} and all(v.startswith("near_duplicate") for v in removed.values())
     assert stats["pairs_rejected_constraints_changed"] >= 1 and stats["pairs_cut_as_bridges"] == 2

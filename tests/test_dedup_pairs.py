@@ -1,11 +1,12 @@
-"""The graded pair check (curate/dedup/pairs.py): rewordings merge, changed problems stay apart."""
+"""The graded pair check (curate/dedup/pairs/text.py): rewordings merge, changed problems stay apart."""
 
 from __future__ import annotations
 
 import pytest
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs import candidate_verdict, dedup_tokens, prompt_view
+from cotforge.curate.dedup.pairs.text import dedup_tokens, prompt_view
+from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.stage import PairJudge
 from cotforge.curate.text.normalize import normalize
 
@@ -105,7 +106,7 @@ def test_reword_content_must_be_a_bool():
 
 
 def test_synonym_table_lookups():
-    from cotforge.curate.dedup.synonyms import lemmas, synonyms
+    from cotforge.curate.dedup.pairs.synonyms import lemmas, synonyms
 
     assert synonyms("bought", "purchased") and synonyms("tiny", "small") and synonyms("store", "shop")
     assert not synonyms("numerator", "denominator") and not synonyms("height", "width")

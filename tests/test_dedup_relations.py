@@ -1,14 +1,15 @@
-"""Round 3 of the graded pair check: WordNet relations (curate/dedup/relations.py) and the evidence that a
-replaced word changes the problem (curate/dedup/words.py), under each `word_relations` mode."""
+"""Round 3 of the graded pair check: WordNet relations (curate/dedup/pairs/relations.py) and the evidence that a
+replaced word changes the problem (curate/dedup/pairs/words.py), under each `word_relations` mode."""
 
 from __future__ import annotations
 
 import pytest
 
-from cotforge.curate.dedup import relations
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs import candidate_verdict, dedup_tokens
-from cotforge.curate.dedup.words import idioms, units
+from cotforge.curate.dedup.pairs import relations
+from cotforge.curate.dedup.pairs.text import dedup_tokens
+from cotforge.curate.dedup.pairs.verdict import candidate_verdict
+from cotforge.curate.dedup.pairs.words import idioms, units
 from cotforge.curate.text.normalize import normalize
 
 SHOP = ("Maya has 40 dollars of {money}. She {buys} 3 notebooks at the {store} for 4 dollars each and "

@@ -11,15 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from cotforge.curate.io.inputs import read_table, resolve_inputs
-from cotforge.curate.select.difficulty import (
-    DifficultyConfig,
-    bin_level,
-    bin_pass_rate,
-    parse_level,
-    run_difficulty,
-)
+from cotforge.curate.select.difficulty import DifficultyConfig, bin_level, bin_pass_rate, parse_level
 from cotforge.curate.select.policy import PolicyConfig
-from cotforge.curate.select.sources import SelectConfig, run_select
+from cotforge.curate.select.sources import SelectConfig
+from cotforge.pipelines.stages import run_stage
 
 
 @dataclass
@@ -45,6 +40,12 @@ class FakeGenerator:
             k = self.correct_of[text.split()[0]]
             out.append([FakeCompletion("ANSWER" if i < k else "wrong", []) for i in range(cfg.n)])
         return out
+
+
+@pytest.fixture
+def fake_verify(monkeypatch):
+    """The stage's verifier (cotforge.curate.verify.verify_rows) replaced by `fake_verifier`."""
+    monkeypatch.setattr("cotforge.curate.verify.verify_rows", fake_verifier)
 
 
 def fake_verifier(rows):
@@ -75,10 +76,10 @@ def test_bins_and_levels():
         DifficultyConfig(t_hard=0.9, t_easy=0.1)
 
 
-def test_sampled_pass_rates(tmp_path):
+def test_sampled_pass_rates(tmp_path, fake_verify):
     gen = FakeGenerator({"hardone": 1, "midone": 4, "easyone": 8})
-    stats = run_difficulty(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "d", DifficultyConfig(n_samples=8),
-                           generator=gen, verifier=fake_verifier)
+    stats = run_stage("difficulty", resolve_inputs([str(_rows(tmp_path))]), tmp_path / "d",
+                      DifficultyConfig(model="fake", n_samples=8), generator=gen)
     t = read_table(tmp_path / "d")
     by = {r["id"]: r for r in t.iter_rows(named=True)}
     assert by["hardone-0"]["pass_rate"] == 0.125 and by["hardone-1"]["difficulty"] == "hard"
@@ -99,21 +100,22 @@ def test_existing_column_and_meta_levels_need_no_model(tmp_path):
     src = tmp_path / "lv.jsonl"
     src.write_text("".join(json.dumps({"problem": f"p{i}", "response": "r", "answer": "1",
                                        "meta": {"level": f"Level {i}"}}) + "\n" for i in range(1, 6)))
-    run_difficulty(resolve_inputs([str(src)]), tmp_path / "lv", DifficultyConfig(level_key="level"),
-                   generator=Boom(), verifier=fake_verifier)
+    run_stage("difficulty", resolve_inputs([str(src)]), tmp_path / "lv", DifficultyConfig(model="m", level_key="level"),
+              generator=Boom())
     t = read_table(tmp_path / "lv").sort("prompt")
     assert t["difficulty"].to_list() == ["easy", "easy", "medium", "medium", "hard"]
     assert t["difficulty_n"].to_list() == [0] * 5
     # a second run over the labelled folder reuses pass_rate/difficulty columns
-    run_difficulty(resolve_inputs([str(tmp_path / "lv")]), tmp_path / "again", DifficultyConfig(),
-                   generator=Boom(), verifier=fake_verifier)
+    run_stage("difficulty", resolve_inputs([str(tmp_path / "lv")]), tmp_path / "again", DifficultyConfig(model="m"),
+              generator=Boom())
     assert read_table(tmp_path / "again")["difficulty"].to_list() == read_table(tmp_path / "lv")["difficulty"].to_list()
 
 
-def test_difficulty_then_policy(tmp_path):
+def test_difficulty_then_policy(tmp_path, fake_verify):
     gen = FakeGenerator({"hardone": 0, "midone": 4, "easyone": 7})
-    run_difficulty(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "d", generator=gen, verifier=fake_verifier)
-    run_select(resolve_inputs([str(tmp_path / "d")]), tmp_path / "s", SelectConfig(policy=PolicyConfig()))
+    run_stage("difficulty", resolve_inputs([str(_rows(tmp_path))]), tmp_path / "d", DifficultyConfig(model="fake"),
+              generator=gen)
+    run_stage("select", resolve_inputs([str(tmp_path / "d")]), tmp_path / "s", SelectConfig(policy=PolicyConfig()))
     kept = set(read_table(tmp_path / "s")["id"])
     removed = read_table(tmp_path / "s", "removed")
     assert {"hardone-0", "hardone-1", "midone-0", "midone-1", "easyone-0", "noanswer"} == kept
@@ -146,8 +148,7 @@ def test_real_generator_and_verifier_path(tmp_path, tiny_model_dir):
     cfg = DifficultyConfig(model=str(tiny_model_dir), backend="hf", n_samples=2, max_new_tokens=8)
     from cotforge.pipelines.stages.spec import make_generator
 
-    stats = run_difficulty(resolve_inputs([str(src)]), tmp_path / "d", cfg,
-                           generator=make_generator(cfg.model, cfg.backend))
+    stats = run_stage("difficulty", resolve_inputs([str(src)]), tmp_path / "d", cfg, make_generator=make_generator)
     t = read_table(tmp_path / "d")
     assert t["difficulty_n"].to_list() == [2, 2]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in t["pass_rate"])

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from cotforge.curate.config import build
+from cotforge.curate.core.config import build
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.eval.items import build_messages, load_items
 from cotforge.train.eval.metrics import (

@@ -37,6 +37,7 @@ def test_shapes_have_qwen3s_published_sizes_and_flop_terms_count_the_real_module
     assert model.config.tie_word_embeddings == (shape != "qwen3-8b")
 
 
+@pytest.mark.slow
 def test_bench_runs_end_to_end_at_tiny_size_on_cpu(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, str(SCRIPT), "--shapes", "tiny", "--seq-lens", "256", "--attn", "sdpa", "--steps", "1",

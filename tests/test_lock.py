@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from cotforge.curate.executors.lock import LOCK_NAME, RunLock, RunLocked
+from cotforge.curate.io.lock import LOCK_NAME, RunLock, RunLocked
 
 HOLD = """
 import sys, time
-from cotforge.curate.executors.lock import RunLock
+from cotforge.curate.io.lock import RunLock
 lock = RunLock(sys.argv[1], what="run folder", command=["cotforge", "run", "demo.yaml"]).acquire()
 print("locked", flush=True)
 time.sleep(600)

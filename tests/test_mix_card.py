@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from cotforge.curate.io.inputs import read_stats, read_table, resolve_inputs
 from cotforge.curate.mix.card import HUB_SIZE_CATEGORIES, parse_front_matter, size_category
-from cotforge.curate.mix.stage import MixConfig, domain_targets, run_mix
+from cotforge.curate.mix.stage import MixConfig, domain_targets
+from cotforge.pipelines.stages import run_stage
 
 
 def _rows(tmp_path: Path, name: str = "pool.jsonl", order: int = 1) -> Path:
@@ -52,7 +53,7 @@ def test_domain_targets():
 def test_row_budget_ratios_and_accounting(tmp_path):
     specs = resolve_inputs([str(_rows(tmp_path))])
     cfg = MixConfig(name="t", budget_rows=20, domain_ratios={"math": 0.75, "code": 0.25}, seed=3)
-    stats = run_mix(specs, tmp_path / "mix", cfg)
+    stats = run_stage("mix", specs, tmp_path / "mix", cfg)
     sft = pl.read_parquet(tmp_path / "mix" / "sft" / "*.parquet")
     drawn = stats["mix"]["drawn"]
     assert drawn == {"math": 15, "code": 5}
@@ -64,21 +65,21 @@ def test_row_budget_ratios_and_accounting(tmp_path):
     assert sft.height == 20 - removed["reason"].str.starts_with("prompt_only").sum()
     # same seed + same rows in another order -> the same draw; another seed -> another draw
     rev = resolve_inputs([str(_rows(tmp_path, "rev.jsonl", order=-1))])
-    run_mix(rev, tmp_path / "mix_rev", MixConfig(name="t", budget_rows=20, domain_ratios={"math": 0.75, "code": 0.25},
+    run_stage("mix", rev, tmp_path / "mix_rev", MixConfig(name="t", budget_rows=20, domain_ratios={"math": 0.75, "code": 0.25},
                                                   seed=3, card=False))
     assert set(pl.read_parquet(tmp_path / "mix_rev" / "sft" / "*.parquet")["id"]) == set(sft["id"])
-    run_mix(specs, tmp_path / "mix_s4", MixConfig(budget_rows=20, domain_ratios={"math": 0.75, "code": 0.25},
+    run_stage("mix", specs, tmp_path / "mix_s4", MixConfig(budget_rows=20, domain_ratios={"math": 0.75, "code": 0.25},
                                                   seed=4, card=False))
     assert set(pl.read_parquet(tmp_path / "mix_s4" / "sft" / "*.parquet")["id"]) != set(sft["id"])
 
 
 def test_token_budget_and_source_weights(tmp_path):
     specs = resolve_inputs([str(_rows(tmp_path))])
-    stats = run_mix(specs, tmp_path / "tok", MixConfig(budget_tokens=400, domain_ratios={"math": 1.0}, card=False))
+    stats = run_stage("mix", specs, tmp_path / "tok", MixConfig(budget_tokens=400, domain_ratios={"math": 1.0}, card=False))
     assert 0 < stats["mix"]["drawn"]["math"] <= 400 and "code" not in stats["mix"]["drawn"]
     assert read_table(tmp_path / "tok", "removed").filter(pl.col("domain") == "code").height == 20
     # a heavy weight on mathB (10 rows) makes it dominate a 10-row math draw against mathA (30 rows)
-    run_mix(specs, tmp_path / "w", MixConfig(budget_rows=10, domain_ratios={"math": 1.0},
+    run_stage("mix", specs, tmp_path / "w", MixConfig(budget_rows=10, domain_ratios={"math": 1.0},
                                              source_weights={"mathB": 50.0, "mathA": 1.0, "pool": 0.0}, card=False))
     got = pl.read_parquet(tmp_path / "w" / "sft" / "*.parquet")["source"].to_list()
     assert got.count("mathB") >= 7 and "pool" not in got
@@ -87,7 +88,7 @@ def test_token_budget_and_source_weights(tmp_path):
 def test_sft_and_rl_shards_load_with_datasets(tmp_path):
     import datasets
 
-    run_mix(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "mix", MixConfig(name="demo", card=False))
+    run_stage("mix", resolve_inputs([str(_rows(tmp_path))]), tmp_path / "mix", MixConfig(name="demo", card=False))
     sft = datasets.load_dataset("parquet", data_files=str(tmp_path / "mix" / "sft" / "*.parquet"), split="train")
     assert sft.num_rows == 60
     msgs = sft[0]["messages"]
@@ -104,7 +105,7 @@ def test_sft_and_rl_shards_load_with_datasets(tmp_path):
     assert code["extra_info"]["tests"] == code["reward_model"]["ground_truth"]
     assert json.loads(code["extra_info"]["tests"])  # the row's tests JSON, as the verifiers take it
     assert math["extra_info"]["answer"] == "6"
-    rl_data = pytest.importorskip("cotforge.train.data.rl")  # the RL trainer's loader takes these shards as they are
+    rl_data = pytest.importorskip("cotforge.train.rl.data")  # the RL trainer's loader takes these shards as they are
     trl = rl_data.load_rl_dataset(str(tmp_path / "mix" / "rl"))
     assert trl.num_rows == 65 and set(trl["ability"]) == {"math", "code"}
 
@@ -117,7 +118,7 @@ def test_card_front_matter_and_body(tmp_path):
                                                   "per_source": {"mathA": {"rows_in": 35, "kept": 30,
                                                                            "removed": {"contaminated": 5}}},
                                                   "config": {"ngram": 13}}))
-    run_mix(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "mix",
+    run_stage("mix", resolve_inputs([str(_rows(tmp_path))]), tmp_path / "mix",
             MixConfig(name="my_mix", budget_rows=30, license="apache-2.0", history=[str(dedup)]))
     text = (tmp_path / "mix" / "README.md").read_text()
     meta = parse_front_matter(text)
@@ -148,9 +149,9 @@ def test_mix_cli_reads_selection_weights(tmp_path):
     from cotforge.pipelines.cli.curate import COMMANDS
 
     mix_command = COMMANDS["mix"]
-    from cotforge.curate.select.sources import SelectConfig, run_select
+    from cotforge.curate.select.sources import SelectConfig
 
-    run_select(resolve_inputs([str(_rows(tmp_path))]), tmp_path / "sel", SelectConfig(policy=None,
+    run_stage("select", resolve_inputs([str(_rows(tmp_path))]), tmp_path / "sel", SelectConfig(policy=None,
                                                                                        weights={"mathB": 50.0}))
     res = CliRunner().invoke(mix_command, [str(tmp_path / "sel"), "-o", str(tmp_path / "mix"), "--name", "cli_mix",
                                            "--rows", "10", "--ratio", "math=1"])

@@ -158,6 +158,7 @@ def demo_run(tmp_path_factory):
     return run, recipe, result
 
 
+@pytest.mark.slow
 def test_demo_end_to_end(demo_run):
     run, recipe, result = demo_run
     manifest = json.loads((run / "manifest.json").read_text())
@@ -236,6 +237,7 @@ def test_demo_rerun_skips_completed_stages(demo_run, tmp_path):
     assert [n for n, s in third.statuses.items() if s == "ran"] == ["mix"]
 
 
+@pytest.mark.slow
 def test_killed_demo_resumes_with_identical_shards(demo_run):
     """Kill a run after dedup wrote its output (before its completion marker), resume it in the same
     folder, and compare every curated shard byte for byte with the uninterrupted run's."""
@@ -265,6 +267,7 @@ def test_killed_demo_resumes_with_identical_shards(demo_run):
         ref.rename(run)
 
 
+@pytest.mark.slow
 def test_every_module_a_stage_hashes_exists():
     """A stage's code hash covers the modules it runs, found by walking imports (no hand-kept lists): every
     module of the lists the registry used to keep by hand is found, and each one has a source file."""
@@ -276,9 +279,9 @@ def test_every_module_a_stage_hashes_exists():
                   "curate.text.normalize", "curate.text.hashing", "curate.io.writer", "curate.io.inputs",
                   "curate.engine"),
         "verify": ("curate.verify.stage", "curate.verify.math", "curate.verify.code", "curate.verify.sandbox",
-                   "curate.text.reasoning"),
+                   "curate.core.reasoning"),
         "decontaminate": ("curate.decontam.stage", "curate.decontam.index", "curate.decontam.match",
-                          "curate.benchmarks", "curate.text.normalize", "curate.text.hashing",
+                          "curate.core.benchmarks", "curate.text.normalize", "curate.text.hashing",
                           "curate.decontam.report", "curate.io.writer", "curate.io.inputs", "curate.engine"),
         "evaluate": ("train.eval.run", "train.eval.config", "train.eval.items", "train.eval.scoring",
                      "train.eval.store", "train.eval.metrics", "train.eval.report"),

@@ -11,11 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from cotforge.curate.core.schema import SCHEMA
 from cotforge.curate.io.inputs import read_stats, read_table, resolve_inputs
-from cotforge.curate.schema import SCHEMA
 from cotforge.curate.select.policy import PolicyConfig, policy_reasons
-from cotforge.curate.select.profile import ProfileConfig, has_closed_reasoning, problem_key, run_profile
-from cotforge.curate.select.sources import ScoreConfig, SelectConfig, run_select
+from cotforge.curate.select.profile import ProfileConfig, has_closed_reasoning, problem_key
+from cotforge.curate.select.sources import ScoreConfig, SelectConfig
+from cotforge.pipelines.stages import run_stage
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -53,7 +54,7 @@ def test_closed_reasoning_markers():
 
 def test_profile_statistics(tmp_path):
     src = quality_sources(tmp_path)
-    stats = run_profile(resolve_inputs([str(src)]), tmp_path / "prof", ProfileConfig(plots=True))
+    stats = run_stage("profile", resolve_inputs([str(src)]), tmp_path / "prof", ProfileConfig(plots=True))
     prof = pl.read_parquet(tmp_path / "prof" / "profile.parquet")
     gold = prof.filter(pl.col("source") == "gold").row(0, named=True)
     mid = prof.filter(pl.col("source") == "mid").row(0, named=True)
@@ -70,7 +71,7 @@ def test_profile_statistics(tmp_path):
 
 def test_scores_follow_quality_and_top_k(tmp_path):
     src = quality_sources(tmp_path)
-    stats = run_select(resolve_inputs([str(src)]), tmp_path / "sel", SelectConfig(top_k=1, policy=None))
+    stats = run_stage("select", resolve_inputs([str(src)]), tmp_path / "sel", SelectConfig(top_k=1, policy=None))
     table = pl.read_parquet(tmp_path / "sel" / "selection.parquet")
     math = table.filter(pl.col("domain") == "math").sort("rank")
     assert math["source"].to_list() == ["gold", "mid", "bad"]
@@ -91,7 +92,7 @@ def test_scores_follow_quality_and_top_k(tmp_path):
 def test_user_ranking_and_contamination_penalty(tmp_path):
     src = quality_sources(tmp_path)
     specs = resolve_inputs([str(src)])
-    run_select(specs, tmp_path / "user", SelectConfig(top_k=1, ranking=["bad", "gold"], policy=None))
+    run_stage("select", specs, tmp_path / "user", SelectConfig(top_k=1, ranking=["bad", "gold"], policy=None))
     t = pl.read_parquet(tmp_path / "user" / "selection.parquet").filter(pl.col("domain") == "math").sort("rank")
     assert t["source"].to_list() == ["bad", "gold", "mid"]
     assert "not in the user ranking" in t["decision"][2] or not t["selected"][2]
@@ -100,12 +101,12 @@ def test_user_ranking_and_contamination_penalty(tmp_path):
     dec.mkdir()
     (dec / "stats.json").write_text(json.dumps({"stage": "decontaminate", "per_source": {
         "gold": {"rows_in": 10, "kept": 0, "removed": {"contaminated": 10}}}}))
-    run_select(specs, tmp_path / "pen", SelectConfig(top_k=1, policy=None, stats_dirs=[str(dec)]))
+    run_stage("select", specs, tmp_path / "pen", SelectConfig(top_k=1, policy=None, stats_dirs=[str(dec)]))
     t = pl.read_parquet(tmp_path / "pen" / "selection.parquet").filter(pl.col("domain") == "math").sort("rank")
     assert t["source"][0] == "mid"
     assert t.filter(pl.col("source") == "gold")["contamination_rate"][0] == pytest.approx(1.0)
     # with the penalty weight at zero the quality order comes back
-    run_select(specs, tmp_path / "nopen", SelectConfig(score=ScoreConfig(w_contamination=0.0), top_k=1,
+    run_stage("select", specs, tmp_path / "nopen", SelectConfig(score=ScoreConfig(w_contamination=0.0), top_k=1,
                                                         policy=None, stats_dirs=[str(dec)]))
     assert pl.read_parquet(tmp_path / "nopen" / "selection.parquet").filter(
         pl.col("selected") & (pl.col("domain") == "math"))["source"].to_list() == ["gold"]
@@ -133,7 +134,7 @@ def _policy_rows(tmp_path: Path) -> Path:
 
 def test_difficulty_policy_keeps_hard_incorrect_removes_easy_incorrect(tmp_path):
     path = _policy_rows(tmp_path)
-    stats = run_select(resolve_inputs([str(path)]), tmp_path / "out", SelectConfig(policy=PolicyConfig()))
+    stats = run_stage("select", resolve_inputs([str(path)]), tmp_path / "out", SelectConfig(policy=PolicyConfig()))
     kept = set(read_table(tmp_path / "out")["id"])
     removed = read_table(tmp_path / "out", "removed")
     reasons = dict(zip(removed["id"], removed["reason"], strict=True))
@@ -189,10 +190,11 @@ def test_select_cli_and_same_output_twice(tmp_path):
     assert bad.exit_code != 0 and "SOURCE=WEIGHT" in bad.output
 
 
+@pytest.mark.slow
 def test_profile_select_real_sources(shared_data, tmp_path):
     files = [str(shared_data / "sft_sources" / f) for f in (
         "skyt1_longcot_eval_traces.jsonl.gz", "gsm8k_gpt3_model_solutions.jsonl.gz", "marco_o1_cot_demo.jsonl.gz")]
-    run_select(resolve_inputs(files), tmp_path / "sel", SelectConfig(top_k=2, policy=None))
+    run_stage("select", resolve_inputs(files), tmp_path / "sel", SelectConfig(top_k=2, policy=None))
     t = pl.read_parquet(tmp_path / "sel" / "selection.parquet").filter(pl.col("domain") == "math").sort("rank")
     # long verified reasoning traces outrank short GPT-3 solutions and the unverified demo
     assert all(s.startswith("Sky-T1") for s in t["source"][:2])
@@ -203,7 +205,7 @@ def test_profile_select_real_sources(shared_data, tmp_path):
 
 def test_lengths_in_tokens(tmp_path, tiny_model_dir):
     src = quality_sources(tmp_path)
-    run_profile(resolve_inputs([str(src)]), tmp_path / "tok", ProfileConfig(tokenizer=str(tiny_model_dir),
+    run_stage("profile", resolve_inputs([str(src)]), tmp_path / "tok", ProfileConfig(tokenizer=str(tiny_model_dir),
                                                                            plots=False, passthrough=False))
     prof = pl.read_parquet(tmp_path / "tok" / "profile.parquet")
     chars = pl.read_parquet(run_profile_chars(src, tmp_path) / "profile.parquet")
@@ -216,5 +218,5 @@ def test_lengths_in_tokens(tmp_path, tiny_model_dir):
 
 def run_profile_chars(src: Path, tmp_path: Path) -> Path:
     out = tmp_path / "chars"
-    run_profile(resolve_inputs([str(src)]), out, ProfileConfig(plots=False, passthrough=False))
+    run_stage("profile", resolve_inputs([str(src)]), out, ProfileConfig(plots=False, passthrough=False))
     return out

@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cotforge.curate.core.schema import load_meta, make_id
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, detect_mapping, read_rows
-from cotforge.curate.schema import load_meta, make_id
+from cotforge.pipelines.stages import run_stage
 
 RECS = [
     {"problem": "What is 2+2?", "solution": "It is 4.", "ground_truth": "4", "final_answer": "5", "uid": "x1"},
@@ -166,7 +167,7 @@ def test_mapping_is_redetected_when_the_first_record_has_no_prompt(tmp_path):
 def test_lone_surrogate_is_quarantined_and_the_stage_still_writes(tmp_path):
     """A JSON `\\ud800` escape decodes to text UTF-8 cannot hold: the row is quarantined naming the field, and
     the stage writes its removed shard instead of crashing."""
-    from cotforge.curate.io.ingest import run_ingest
+
 
     src = tmp_path / "s.jsonl"
     src.write_text('{"id": "x1", "problem": "bad \\ud800 here", "solution": "4"}\n{"id": "x2", "problem": "ok"}\n')
@@ -175,5 +176,5 @@ def test_lone_surrogate_is_quarantined_and_the_stage_still_writes(tmp_path):
     assert got[1]["id"] == "x2"
     with pytest.raises(InputError, match=r"s.jsonl, line 1: field .problem."):
         list(read_rows(InputSpec(str(src)), strict=True))
-    stats = run_ingest([InputSpec(str(src))], tmp_path / "out")
+    stats = run_stage("ingest", [InputSpec(str(src))], tmp_path / "out")
     assert (stats["rows_in"], stats["kept"], stats["removed"]) == (2, 1, 1)

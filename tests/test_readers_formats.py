@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from cotforge.curate.io.formats import detect_format, iter_json_array
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows
+from cotforge.pipelines.stages import run_stage
 
 RECS = [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "solution": f"It is {2 * i}.", "answer": str(2 * i)}
         for i in range(50)]
@@ -124,6 +125,7 @@ def test_malformed_line_in_each_compressed_kind_is_quarantined_with_file_and_lin
         list(read_rows(InputSpec(str(p)), strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("comp", sorted(COMPRESS))
 def test_truncated_stream_keeps_rows_before_the_break(tmp_path, comp):
     rng = random.Random(0)  # incompressible text: the stream has many blocks (bz2 blocks are 900 kB)
@@ -155,8 +157,9 @@ def test_corrupt_gzip_block_is_a_break_with_its_offset(tmp_path):
     assert "gzip" in out[-1].reason and 0 <= out[-1].origin.index <= mid
 
 
+@pytest.mark.slow
 def test_truncated_input_never_aborts_the_cli(tmp_path):
-    from cotforge.curate.io.ingest import run_ingest
+
     from cotforge.pipelines.cli.main import main
 
     full = gzip.compress(jsonl_bytes(RECS * 40))
@@ -167,11 +170,11 @@ def test_truncated_input_never_aborts_the_cli(tmp_path):
     res = CliRunner().invoke(main, ["curate", "ingest", str(p), "-o", str(tmp_path / "o2"), "--strict"])
     assert res.exit_code != 0 and "Aborted" not in res.output
     assert f"cut.jsonl.gz, byte {len(full) // 2}: malformed: truncated gzip stream" in res.output
-    stats = run_ingest([InputSpec(str(p))], tmp_path / "o3")
+    stats = run_stage("ingest", [InputSpec(str(p))], tmp_path / "o3")
     assert stats["rows_in"] == stats["kept"] + 1 and stats["removed_by_reason"] == {"malformed": 1}
-    from cotforge.curate.dedup.stage import run_dedup
 
-    d = run_dedup([InputSpec(str(p))], tmp_path / "dd")  # the same break through a datatrove stage
+
+    d = run_stage("dedup", [InputSpec(str(p))], tmp_path / "dd")  # the same break through a datatrove stage
     assert d["removed_by_reason"]["malformed"] == 1
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.io.presets import PRESETS, detect_preset
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows
-from cotforge.curate.schema import load_meta
+from cotforge.pipelines.stages import run_stage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "presets"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
@@ -159,10 +160,10 @@ def test_sources_without_a_preset_read_as_before(tmp_path):
 
 
 def test_ingest_records_presets_and_columns(tmp_path):
-    from cotforge.curate.io.ingest import run_ingest
+
     from cotforge.curate.io.inputs import read_table
 
-    stats = run_ingest([InputSpec(str(write(tmp_path, "openmathreasoning")), "omr"),
+    stats = run_stage("ingest", [InputSpec(str(write(tmp_path, "openmathreasoning")), "omr"),
                         InputSpec(str(write(tmp_path, "plain", [{"problem": "x?"}])), "plain")], tmp_path / "ing")
     assert stats["config"]["presets"]["omr"]["preset"] == "openmathreasoning"
     assert stats["config"]["presets"]["plain"]["preset"] is None
@@ -189,12 +190,12 @@ def test_response_cap_counts_the_generations_of_one_record(tmp_path):
 
 
 def test_dedup_keeps_every_response_of_a_problem(tmp_path):
-    from cotforge.curate.dedup.stage import run_dedup
+
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.inputs import read_table
 
-    stats = run_dedup([InputSpec(str(write(tmp_path, "openr1_math")), "o")], tmp_path / "dd",
-                      exec_cfg=ExecutorConfig(workers=1))
+    stats = run_stage("dedup", [InputSpec(str(write(tmp_path, "openr1_math")), "o")], tmp_path / "dd",
+                      executor=ExecutorConfig(workers=1))
     kept = read_table(tmp_path / "dd")
     assert stats["kept"] == 5 and kept["gen_index"].to_list() == [0, 1, 2, 0, 1]
     assert kept["problem_id"].to_list() == ["u-0001"] * 3 + ["u-0002"] * 2
@@ -202,12 +203,12 @@ def test_dedup_keeps_every_response_of_a_problem(tmp_path):
 
 def test_verify_uses_shipped_correctness(tmp_path, monkeypatch):
     import cotforge.curate.verify.stage as vs
-    from cotforge.curate.io.ingest import run_ingest
+    from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.inputs import read_table, resolve_inputs
 
     rows = fixture("openr1_math")["rows"] + [{"problem": "What is 2+2?", "answer": "4",
                                               "response": "<think>\n2+2\n</think>\n\n$\\boxed{4}$"}]
-    run_ingest([InputSpec(str(write(tmp_path, "openr1_math", rows[:2])), "o"),
+    run_stage("ingest", [InputSpec(str(write(tmp_path, "openr1_math", rows[:2])), "o"),
                 InputSpec(str(write(tmp_path, "plain", rows[2:])), "p")], tmp_path / "ing")
     seen: list = []
 
@@ -216,23 +217,24 @@ def test_verify_uses_shipped_correctness(tmp_path, monkeypatch):
         return [{"correct": True, "verify_status": "ok", "tests_passed": None, "tests_total": None} for _ in batch]
 
     monkeypatch.setattr(vs, "verify_rows", recorder)
-    stats = vs.run_verify(resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver")
+    one = ExecutorConfig(workers=1)  # tasks in this process: the recorder sees every verified row
+    stats = run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver", None, one)
     t = read_table(tmp_path / "ver")
     assert len(seen) == 1 and t.filter(pl.col("id") == seen[0])["source"][0] == "p"  # only the unlabeled row ran
     shipped = t.filter(pl.col("source") == "o")
     assert shipped["verify_status"].unique().to_list() == ["shipped"]
     assert shipped["correct"].to_list() == [True, True, False, True, False]
     assert stats["verify"]["by_status"] == {"ok": 1, "shipped": 5}
-    vs.run_verify(resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver2", vs.VerifyConfig(recompute=True))
+    run_stage("verify", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "ver2", vs.VerifyConfig(recompute=True), one)
     assert len(seen) == 1 + 6  # recompute=True verifies every row again
 
 
-def test_difficulty_uses_shipped_pass_rates(tmp_path):
-    from cotforge.curate.io.ingest import run_ingest
-    from cotforge.curate.io.inputs import read_table, resolve_inputs
-    from cotforge.curate.select.difficulty import DifficultyConfig, run_difficulty
+def test_difficulty_uses_shipped_pass_rates(tmp_path, monkeypatch):
 
-    run_ingest([InputSpec(str(write(tmp_path, "openmathreasoning")), "omr")], tmp_path / "ing")
+    from cotforge.curate.io.inputs import read_table, resolve_inputs
+    from cotforge.curate.select.difficulty import DifficultyConfig
+
+    run_stage("ingest", [InputSpec(str(write(tmp_path, "openmathreasoning")), "omr")], tmp_path / "ing")
 
     class Gen:
         prompts: list = []
@@ -242,8 +244,9 @@ def test_difficulty_uses_shipped_pass_rates(tmp_path):
             return [[type("C", (), {"text": "$\\boxed{2}$"})()] * sampling.n for _ in prompts]
 
     gen = Gen()
-    stats = run_difficulty(resolve_inputs([str(tmp_path / "ing")]), tmp_path / "diff", DifficultyConfig(model="m"),
-                           generator=gen, verifier=lambda rows: [{"correct": True} for _ in rows])
+    monkeypatch.setattr("cotforge.curate.verify.verify_rows", lambda rows: [{"correct": True} for _ in rows])
+    stats = run_stage("difficulty", resolve_inputs([str(tmp_path / "ing")]), tmp_path / "diff", DifficultyConfig(model="m"),
+                      generator=gen)
     t = read_table(tmp_path / "diff")
     assert gen.prompts == ["Find the smallest prime."]  # the two rows with a shipped pass rate were not sampled
     assert t["pass_rate"].to_list() == [0.25, 0.25, 1.0] and t["difficulty"].to_list() == ["hard", "hard", "easy"]

@@ -94,20 +94,16 @@ def test_memory_filesystem_glob_and_folder():
     m.rm("/cf-test", recursive=True)
 
 
-def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
-    """ingest -> decontaminate -> dedup -> verify -> profile -> select -> mix with every input and output on
-    S3; the published shards equal a local run's; the secret key appears in no log line and no stats.json."""
-    from cotforge.curate.benchmarks import BenchmarkItem
-    from cotforge.curate.decontam.config import DecontamConfig
-    from cotforge.curate.decontam.stage import run_decontam
-    from cotforge.curate.dedup.stage import run_dedup
-    from cotforge.curate.engine import ExecutorConfig
-    from cotforge.curate.io.ingest import run_ingest
-    from cotforge.curate.io.inputs import read_stats, resolve_inputs
-    from cotforge.curate.mix.stage import MixConfig, run_mix
-    from cotforge.curate.select.profile import run_profile
-    from cotforge.curate.select.sources import run_select
-    from cotforge.curate.verify.stage import VerifyConfig, run_verify
+@pytest.mark.slow
+def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog, monkeypatch):
+    """Every curation stage through the command line (`cotforge curate STAGE ... -o s3://...`, the user's
+    door): ingest -> decontaminate -> dedup -> verify -> difficulty -> profile -> select -> mix with every input
+    and output on S3; the published shards equal a local run's; nothing is written to a local `s3:` folder;
+    the secret key appears in no log line and no stats.json."""
+    from click.testing import CliRunner
+
+    from cotforge.curate.io.inputs import read_stats
+    from cotforge.pipelines.cli.curate import curate as curate_cli
 
     s, bucket = s3
     leaky = "Let n be the number of ordered pairs of positive integers whose product is exactly 360; find n please"
@@ -125,24 +121,37 @@ def test_curate_from_and_to_s3_matches_a_local_run(s3, tmp_path, caplog):
             f.write(data)
         (local / rel).parent.mkdir(parents=True, exist_ok=True)
         (local / rel).write_bytes(data)
-    bench = {"synth": [BenchmarkItem("b0", leaky, "24", benchmark="synth")]}
-    cfg = DecontamConfig(benchmarks=["synth"])
-    ex = ExecutorConfig(workers=1, rows_per_task=8)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "synth.jsonl").write_text(json.dumps({"id": "b0", "problem": leaky, "answer": "24"}) + "\n")
+    (bench / "registry.yaml").write_text("benchmarks:\n  synth:\n    domain: math\n    solution_field: null\n")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    ex = ["--workers", "1", "--rows-per-task", "8"]
+
+    def cli(*args: str) -> None:
+        res = CliRunner().invoke(curate_cli, list(args))
+        assert res.exit_code == 0, (args, res.output)
 
     def curate(root: str, run: str) -> None:
-        run_ingest([InputSpec(fs.join(root, "raw/openr1.jsonl.gz"), "openr1"),
-                    InputSpec(fs.join(root, "raw/plain/*.jsonl*"), "plain")], fs.join(run, "ingest"))
-        run_decontam(resolve_inputs([fs.join(run, "ingest")]), fs.join(run, "decontaminate"), cfg, ex, benchmarks=bench)
-        run_dedup(resolve_inputs([fs.join(run, "decontaminate")]), fs.join(run, "dedup"), exec_cfg=ex)
-        run_verify(resolve_inputs([fs.join(run, "dedup")]), fs.join(run, "verify"), VerifyConfig(workers=1))
-        run_profile(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "profile"))
-        run_select(resolve_inputs([fs.join(run, "verify")]), fs.join(run, "select"))
-        run_mix(resolve_inputs([fs.join(run, "select")]), fs.join(run, "mix"), MixConfig(card=False))
+        cli("ingest", fs.join(root, "raw/openr1.jsonl.gz"), fs.join(root, "raw/plain/*.jsonl*"),
+            "--source-name", f"{fs.join(root, 'raw/openr1.jsonl.gz')}=openr1",
+            "--source-name", f"{fs.join(root, 'raw/plain/*.jsonl*')}=plain", "-o", fs.join(run, "ingest"))
+        cli("decontaminate", fs.join(run, "ingest"), "-o", fs.join(run, "decontaminate"), "--benchmarks", "synth",
+            "--benchmarks-dir", str(bench), "--registry", str(bench / "registry.yaml"), *ex)
+        cli("dedup", fs.join(run, "decontaminate"), "-o", fs.join(run, "dedup"), *ex)
+        cli("verify", fs.join(run, "dedup"), "-o", fs.join(run, "verify"), "--verify-workers", "1", *ex)
+        cli("difficulty", fs.join(run, "verify"), "-o", fs.join(run, "difficulty"))
+        cli("profile", fs.join(run, "difficulty"), "-o", fs.join(run, "profile"))
+        cli("select", fs.join(run, "difficulty"), "-o", fs.join(run, "select"))
+        cli("mix", fs.join(run, "select"), "-o", fs.join(run, "mix"), "--no-card")
 
     with caplog.at_level(logging.DEBUG):
         curate(f"s3://{bucket}", f"s3://{bucket}/run")
     curate(str(local), str(tmp_path / "run"))
-    for stage in ("ingest", "decontaminate", "dedup", "verify", "select", "mix"):
+    assert sorted(p.name for p in cwd.iterdir()) == []  # no local `s3:` folder, nothing else in the working folder
+    for stage in ("ingest", "decontaminate", "dedup", "verify", "difficulty", "select", "mix"):
         remote, here = f"s3://{bucket}/run/{stage}", str(tmp_path / "run" / stage)
         for part in ("kept", "removed"):
             assert _table(remote, part) == _table(here, part), (stage, part)
@@ -245,6 +254,7 @@ def _peak(repo: Path, cache: Path, streamed: bool) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_streamed_hub_input_does_not_materialise_the_dataset(tmp_path):
     """Streamed `hf:` reads of 3 and 9 Parquet files (3000 rows of ~1 kB each): the peak RSS is the same for
     3x the data and nothing is converted into the datasets cache; `streaming: false` converts the whole split
@@ -261,3 +271,43 @@ def test_streamed_hub_input_does_not_materialise_the_dataset(tmp_path):
           f"{dl['peak_kb'] / 1024:.0f} MB, {dl['cached_mb']:.1f} MB written to the cache")
     assert s["cached_mb"] == 0 and big["cached_mb"] == 0 and dl["cached_mb"] > 0.5 * 3 * rows * text / 2**20
     assert (big["peak_kb"] - s["peak_kb"]) / 1024 < 0.25 * extra_mb
+
+
+@pytest.mark.slow
+def test_run_with_an_s3_run_folder(s3, tmp_path, monkeypatch):
+    """`cotforge run RECIPE --run-dir s3://...` (the command line): the stages publish to S3 what a local run
+    publishes, the run folder holds the manifest and summary, and a second invocation skips every stage
+    (complete stages are found on S3); nothing is written to a local `s3:` folder."""
+    import yaml
+    from click.testing import CliRunner
+    from engine_cases import make_data
+
+    from cotforge.pipelines.cli.main import main
+
+    s, bucket = s3
+    data = make_data(tmp_path)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "s3run", "executor": {"workers": 1, "rows_per_task": 40},
+        "sources": [{"name": "longcot_math", "path": str(data / "longcot_math.jsonl"), "domain": "math"},
+                    {"name": "code_tests", "path": str(data / "code_tests.jsonl"), "domain": "code"}],
+        "stages": {"ingest": {}, "dedup": {}, "verify": {"verify_workers": 1}}}))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    remote = f"s3://{bucket}/runs/r1"
+    first = CliRunner().invoke(main, ["run", str(recipe), "--run-dir", remote])
+    assert first.exit_code == 0, first.output
+    assert "3 stage(s) ran" in first.output and f"summary: {remote}/summary.md" in first.output
+    local = CliRunner().invoke(main, ["run", str(recipe), "--run-dir", str(tmp_path / "local")])
+    assert local.exit_code == 0, local.output
+    for stage in ("ingest", "dedup", "verify"):
+        for part in ("kept", "removed"):
+            assert _table(f"{remote}/{stage}", part) == _table(str(tmp_path / "local" / stage), part), (stage, part)
+    assert s.exists(f"{bucket}/runs/r1/manifest.json") and s.exists(f"{bucket}/runs/r1/summary.md")
+    assert not s.exists(f"{bucket}/runs/r1/dedup/_work") and not s.exists(f"{bucket}/runs/r1/.cotforge.lock")
+    again = CliRunner().invoke(main, ["run", str(recipe), "--run-dir", remote])
+    assert again.exit_code == 0 and "0 stage(s) ran, 3 skipped" in again.output, again.output
+    dry = CliRunner().invoke(main, ["run", str(recipe), "--run-dir", remote, "--dry-run"])
+    assert dry.exit_code == 0 and f"run directory: {remote}" in dry.output and "[complete: will skip]" in dry.output
+    assert list(cwd.iterdir()) == []

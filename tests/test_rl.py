@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from cotforge.curate.config import load, parse_set  # noqa: E402
-from cotforge.train.data.rl import load_rl_dataset, to_trl_row  # noqa: E402
+from cotforge.curate.core.config import load, parse_set  # noqa: E402
 from cotforge.train.rl.config import GPPOConfig  # noqa: E402
+from cotforge.train.rl.data import load_rl_dataset, to_trl_row  # noqa: E402
 from cotforge.train.rl.rewards import RewardConfig, format_penalty, make_reward_func  # noqa: E402
 from cotforge.train.rl.trainer import config_from_dict, run_rl  # noqa: E402
 
@@ -53,6 +53,7 @@ def _reward():
     return [make_reward_func(RewardConfig(require_think=False), custom={"sevens": sevens_score})]
 
 
+@pytest.mark.slow
 def test_e2e_all_params_change_rewards_logged_and_resume(tiny_model_dir, rl_parquet, tmp_path):
     """2 GPPO steps (one rollout batch, two mini-batches) change every trainable parameter and log rewards and
     clip/ratio metrics; a resume from checkpoint-2 adds step 3 (a new rollout, at an epoch boundary)."""

@@ -105,6 +105,7 @@ def _sevens(texts: list[str], truths: list[str]) -> list[float]:
     return [t.count(str(g)) / max(len(t), 1) for t, g in zip(texts, truths, strict=True)]
 
 
+@pytest.mark.slow
 def test_demo_batch_structure_clips_and_gppo_differs_from_ppo_clip(tiny_model_dir, tmp_path):
     """The demo's RL batch structure (rollout, mini-batch, samples, micro-batch, oversample from demo.yaml) on the
     tiny model: steps 2.. of a rollout see ratios != 1 and clipped tokens, and GPPO and PPO-clip end with different

@@ -268,6 +268,7 @@ def test_run_cgroups_are_left_empty():
     assert tree._free and all(cg.pids() == [] for cg in tree._free)
 
 
+@pytest.mark.slow
 def test_a_forked_verifier_process_gets_its_own_sandbox_state():
     """datatrove workers fork: the child must neither share the parent's cgroups and test server nor remove
     them when it exits."""

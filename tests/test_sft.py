@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cotforge.train.callbacks import CsvJsonLogger, plot_curves, read_jsonl  # noqa: E402
-from cotforge.train.data.sft import PackingProbe  # noqa: E402
-from cotforge.train.sft import (  # noqa: E402
+from cotforge.train.sft.data import PackingProbe  # noqa: E402
+from cotforge.train.sft.trainer import (  # noqa: E402
     CotSFTConfig,
     SFTConfigError,
     decide_packing,
@@ -123,7 +123,7 @@ def test_example_configs_load():
 def test_packed_samples_do_not_see_each_other(tiny_model_dir, impl):
     from transformers import AutoModelForCausalLM
 
-    from cotforge.train.data.sft import packing_leak
+    from cotforge.train.sft.data import packing_leak
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=impl)
     assert packing_leak(model, lengths=(11, 5, 8)) < 1e-4
@@ -139,7 +139,7 @@ def test_packing_fallback_is_explicit(tiny_model_dir, monkeypatch):
     assert decide_packing(cfg, model) is True
     leaky = PackingProbe(leak=0.5, vs_alone=0.5, scale=3.0, dtype="torch.float32", device="cpu",
                          attn_implementation="sdpa")
-    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: leaky)
+    monkeypatch.setattr("cotforge.train.sft.model.packing_probe", lambda m, **kw: leaky)
     assert decide_packing(cfg, model) is False
     cfg_err = CotSFTConfig(output_dir="unused", use_cpu=True, packing_fallback="error")
     with pytest.raises(SFTConfigError, match="does not isolate packed samples"):
@@ -167,6 +167,7 @@ def test_loss_falls_on_a_small_shard_and_outputs_are_written(tiny_model_dir, sha
     AutoModelForCausalLM.from_pretrained(out)  # the final model loads back like a hub id
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_trajectory(tiny_model_dir, shard, tmp_path):
     from transformers import TrainerCallback
 
@@ -243,6 +244,7 @@ def test_csv_json_logger_and_plot(tmp_path):
 # --------------------------------------------------------------------------- real templates, GPU defaults
 
 
+@pytest.mark.slow
 def test_saved_generation_config_stops_at_the_templates_end_of_turn(shard, tmp_path):
     """Qwen-base style (eos <|endoftext|>, turns end with <|im_end|>): the trained model must stop at <|im_end|>."""
     from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
@@ -290,7 +292,7 @@ def test_saved_generation_config_stops_at_the_templates_end_of_turn(shard, tmp_p
 def test_packing_probe_catches_a_kv_cache_leak(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
-    from cotforge.train.data.sft import packing_probe
+    from cotforge.train.sft.data import packing_probe
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     ok = packing_probe(model, lengths=(11, 5, 8))
@@ -302,7 +304,7 @@ def test_packing_probe_catches_a_kv_cache_leak(tiny_model_dir):
 def test_gpu_defaults_one_packed_row_and_flash_when_installed(monkeypatch, caplog):
     import importlib.util
 
-    from cotforge.train.sft import check_packing, default_attn_implementation
+    from cotforge.train.sft.trainer import check_packing, default_attn_implementation
 
     cfg = CotSFTConfig(output_dir="unused")
     assert cfg.per_device_train_batch_size == 1
@@ -324,8 +326,8 @@ def test_gpu_defaults_one_packed_row_and_flash_when_installed(monkeypatch, caplo
             return iter([torch.zeros(1)])
 
     wide = CotSFTConfig(output_dir="unused", use_cpu=True, per_device_train_batch_size=8, packing_fallback="error")
-    monkeypatch.setattr("cotforge.train.sft_model.packing_probe", lambda m, **kw: PackingProbe(0.0, 0.0, 1.0, "f", "c", "sdpa"))
-    with caplog.at_level("WARNING", logger="cotforge.train.sft"):
+    monkeypatch.setattr("cotforge.train.sft.model.packing_probe", lambda m, **kw: PackingProbe(0.0, 0.0, 1.0, "f", "c", "sdpa"))
+    with caplog.at_level("WARNING", logger="cotforge.train.sft.trainer"):
         packed, info = check_packing(wide, Model())
     assert packed and info["probe"]["isolated"] and "flattens 8 packed rows" in caplog.text
 

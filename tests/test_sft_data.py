@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cotforge.train.data.sft import (  # noqa: E402
+from cotforge.train.sft.data import (  # noqa: E402
     SFTDataError,
     collate,
     load_sft_dataset,

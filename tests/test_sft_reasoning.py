@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cotforge.curate.text.reasoning import REASONING_MARKERS, find_reasoning, marker_pair, replace_markers
+from cotforge.curate.core.reasoning import REASONING_MARKERS, find_reasoning, marker_pair, replace_markers
 
 
 @pytest.mark.parametrize("opener, closer", REASONING_MARKERS)
@@ -38,7 +38,7 @@ def test_replace_markers_keeps_body_and_closing_only_shape():
 
 def test_explicit_target_marker_rewrites_where_auto_finds_none():
     pytest.importorskip("torch")
-    from cotforge.train.data.sft import resolve_mask_mode, tokenize_conversation
+    from cotforge.train.sft.data import resolve_mask_mode, tokenize_conversation
     from cotforge.train.tiny_chat import CASES, FULL, chat_tokenizer
 
     tok = chat_tokenizer("qwen2_5")  # its template and vocabulary name no reasoning markers

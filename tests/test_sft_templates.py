@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cotforge.train.data.sft import (  # noqa: E402
+from cotforge.train.sft.data import (  # noqa: E402
     SFTDataError,
     prepare_sft_dataset,
     resolve_mask_mode,

@@ -5,6 +5,7 @@ why) where Slurm cannot run: not root, or slurm-wlm/munge not installed (.ci/run
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -15,8 +16,9 @@ import pytest
 from engine_cases import assert_same_outputs, make_data, recipe, shard_bytes
 
 from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending, Step, run_steps
-from cotforge.curate.executors import slurm as slurm_mod
+from cotforge.curate.engine import slurm as slurm_mod
 from cotforge.pipelines.runner import run_recipe
+from cotforge.pipelines.stages import run_stage
 
 SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
 SLURM = {"executor": "slurm", "workers": 2, "rows_per_task": 30, "poll_s": 0.3,
@@ -67,19 +69,40 @@ def local_run(tmp_path_factory):
 def test_two_stage_pipeline_on_slurm_matches_local(slurm, local_run, tmp_path):
     root, data = local_run
     result = run_recipe(recipe(data, SLURM), tmp_path / "run")
-    assert result.statuses == {"ingest": "ran", "decontaminate": "ran", "dedup": "ran"}
+    assert result.statuses == {"ingest": "ran", "decontaminate": "ran", "dedup": "ran", "verify": "ran"}
     assert_same_outputs(root / "local", tmp_path / "run")
-    for st in ("decontaminate", "dedup"):
+    for st in ("decontaminate", "dedup", "verify"):
         assert not (tmp_path / "run" / st / "_work").exists()  # published, work folder cleaned up
     launch = (tmp_path / "run" / "decontaminate").glob("**/launch_script.slurm")
     assert not list(launch)
 
 
 @pytest.mark.slow
+def test_verify_cli_on_slurm_matches_local(slurm, local_run, tmp_path):
+    """`cotforge curate verify --executor slurm` (the user's door: the command line) publishes the rows and
+    verdict counts a local run publishes; sandboxed code tests run inside the Slurm jobs."""
+    from click.testing import CliRunner
+
+    from cotforge.pipelines.cli.curate import curate
+
+    root, _ = local_run
+    common = ["verify", str(root / "local" / "dedup"), "--verify-workers", "1", "--rows-per-task", "30"]
+    local = CliRunner().invoke(curate, [*common, "-o", str(tmp_path / "local"), "--workers", "1"])
+    assert local.exit_code == 0, local.output
+    opts = [x for k, v in SLURM["options"].items() for x in ("--executor-option", f"{k}={v}")]
+    res = CliRunner().invoke(curate, [*common, "-o", str(tmp_path / "slurm"), "--executor", "slurm", "--workers", "2",
+                                      "--poll-s", "0.3", *opts])
+    assert res.exit_code == 0, res.output
+    assert shard_bytes(tmp_path / "slurm") == shard_bytes(tmp_path / "local") and shard_bytes(tmp_path / "local")
+    stats = [json.loads((tmp_path / d / "stats.json").read_text())["verify"] for d in ("local", "slurm")]
+    assert stats[0] == stats[1] and stats[0]["by_status"].get("pass", 0) > 0
+
+
+@pytest.mark.slow
 def test_stage_returns_then_second_invocation_publishes(slurm, local_run, tmp_path, monkeypatch):
     """wait=false: submit and return; the next invocation finds the jobs (queued, running or done), submits
     nothing again, and publishes what the local executor publishes."""
-    from cotforge.curate.decontam.stage import DecontamConfig, run_decontam
+    from cotforge.curate.decontam.stage import DecontamConfig
     from cotforge.curate.io.inputs import resolve_inputs
 
     root, data = local_run
@@ -87,17 +110,17 @@ def test_stage_returns_then_second_invocation_publishes(slurm, local_run, tmp_pa
     cfg = DecontamConfig(ngram=8, threshold=0.5, benchmarks=["demo_olympiad"],
                          benchmarks_dir=str(data / "benchmarks"), registry_yaml=str(data / "benchmarks/registry.yaml"))
     ref = tmp_path / "local"
-    run_decontam(specs, ref, cfg, ExecutorConfig(workers=1, rows_per_task=30))
+    run_stage("decontaminate", specs, ref, cfg, ExecutorConfig(workers=1, rows_per_task=30))
     out = tmp_path / "decontaminate"
     with pytest.raises(JobsPending, match="run the same command again"):
-        run_decontam(specs, out, cfg, ExecutorConfig(**{**SLURM, "wait": False}))
+        run_stage("decontaminate", specs, out, cfg, ExecutorConfig(**{**SLURM, "wait": False}))
     assert not (out / "stats.json").exists() and (out / "_work" / "decontaminate" / "_state.json").exists()
     import datatrove.executor.slurm as dt_slurm
 
     sbatch_calls: list[tuple] = []
     real = dt_slurm.launch_slurm_job
     monkeypatch.setattr(dt_slurm, "launch_slurm_job", lambda *a: sbatch_calls.append(a) or real(*a))
-    run_decontam(specs, out, cfg, ExecutorConfig(**SLURM))  # waits for the same jobs, then publishes
+    run_stage("decontaminate", specs, out, cfg, ExecutorConfig(**SLURM))  # waits for the same jobs, then publishes
     assert sbatch_calls == []  # nothing submitted twice: queued jobs were waited for, finished ranks kept
     assert shard_bytes(out) == shard_bytes(ref) and shard_bytes(ref)
     assert (out / "stats.json").exists() and not (out / "_work" / "decontaminate").exists()
@@ -124,9 +147,9 @@ def test_jobs_still_running_are_waited_for_not_resubmitted(tmp_path, monkeypatch
         seen.append(list(names))
         return queue.pop(0) if queue else []
 
-    monkeypatch.setattr("cotforge.curate.engine.active_jobs", fake_active)
+    monkeypatch.setattr("cotforge.curate.engine.executor.active_jobs", fake_active)
     monkeypatch.setattr(slurm_mod, "active_jobs", fake_active)
-    monkeypatch.setattr("cotforge.curate.engine.make_executor",
+    monkeypatch.setattr("cotforge.curate.engine.executor.make_executor",
                         lambda *a, **k: pytest.fail("submitted again while jobs were queued"))
     d = tmp_path / "logs" / "1_x"
     (d / "completions").mkdir(parents=True)

@@ -78,6 +78,7 @@ def test_bad_case_line_names_file_and_line(tmp_path):
         load_suite(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", SUITES)
 def test_lenient_agreement_and_no_false_accepts(results, suite):
     res = results[suite]["lenient"]

@@ -17,6 +17,7 @@ pytest.importorskip("verl", reason="verl not installed (pip install --no-deps ve
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from cotforge.pipelines.stages import run_stage  # noqa: E402
 from cotforge.train.verl_reward import compute_score, reward_config, train_files  # noqa: E402
 
 DOUBLE = "<think>read n, print twice n</think>\n```python\nprint(2 * int(input()))\n```"
@@ -27,7 +28,7 @@ PLUS_ONE = "<think>off by one</think>\n```python\nn = int(input())\nprint(n + 3)
 def rl_folder(tmp_path_factory) -> Path:
     """The mix stage's rl/ folder over 3 math problems and 1 code problem (stdio tests)."""
     from cotforge.curate.io.inputs import resolve_inputs
-    from cotforge.curate.mix.stage import MixConfig, run_mix
+    from cotforge.curate.mix.stage import MixConfig
 
     root = tmp_path_factory.mktemp("verl")
     rows = [{"id": f"m{i}", "source": "mathA", "domain": "math", "problem": f"What is {i} + {i}?",
@@ -36,7 +37,7 @@ def rl_folder(tmp_path_factory) -> Path:
                  "tests": json.dumps({"kind": "stdio", "cases": [{"input": "3\n", "output": "6\n"},
                                                                  {"input": "2\n", "output": "4\n"}]})})
     (root / "pool.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run_mix(resolve_inputs([str(root / "pool.jsonl")]), root / "mix", MixConfig(name="verl", card=False))
+    run_stage("mix", resolve_inputs([str(root / "pool.jsonl")]), root / "mix", MixConfig(name="verl", card=False))
     return root / "mix" / "rl"
 
 

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cotforge.train.data.rl import resolve_parquet
+from cotforge.train.rl.data import resolve_parquet
 from cotforge.train.rl.rewards import RewardConfig, code_rewards, math_rewards
 
 CODE_SOURCES = ("coder1_longcot",)  # mix stage's default code data_source (curate.mix.stage)

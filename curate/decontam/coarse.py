@@ -28,6 +28,9 @@ full normalisation of the same rows (the whole-text steps of `prepare` and the b
 long-CoT responses and 78% (n=4) to 100% (n=2) of 4k-character ones, since 9.5k benchmark items share some
 4-token phrase with almost any long text; and the 17 shared benchmarks have 15 weak entries at n=2 (1,328
 at n=4), so it would vouch for no row there anyway.
+
+One module on purpose: the byte table, the token rule `keep` and `verify_tables` (which proves the rule safe
+against the normaliser's own tables) must change together.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cotforge.curate.text.hashing import _U64, _hash_spans, sorted_lookup
+from cotforge.curate.text.hashing import U64, BitPrefilter, hash_spans, sorted_lookup
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +86,9 @@ class Tokens:
         """Bag hashes of every k consecutive kept tokens inside one text (sum mod 2^64), and their text."""
         m = len(self.h) - k + 1
         if m <= 0:
-            return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64)
         with np.errstate(over="ignore"):
-            s = np.concatenate((np.zeros(1, dtype=_U64), np.cumsum(self.h, dtype=_U64)))
+            s = np.concatenate((np.zeros(1, dtype=U64), np.cumsum(self.h, dtype=U64)))
             g = s[k:] - s[:m]
         ok = self.rows[:m] == self.rows[k - 1:]
         return g[ok], self.rows[:m][ok]
@@ -97,15 +100,15 @@ class Vocabulary:
     def __init__(self, words):
         self.words = sorted({stem(w) for w in words if stem(w)})
         self.p3, self.p4 = _prefix_codes(REQUEST_VERBS)
-        h = tokenize_plain([" ".join(self.words)], vocab=None).h if self.words else np.zeros(0, dtype=_U64)
+        h = tokenize_plain([" ".join(self.words)], vocab=None).h if self.words else np.zeros(0, dtype=U64)
         bits = 12
         while True:  # a table without collisions among U's hashes
-            slot = (h & _U64((1 << bits) - 1)).astype(np.int64)
+            slot = (h & U64((1 << bits) - 1)).astype(np.int64)
             if len(np.unique(slot)) == len(slot):
                 break
             bits += 1
-        self.mask = _U64((1 << bits) - 1)
-        self.table = np.full(1 << bits, _U64(0), dtype=_U64)
+        self.mask = U64((1 << bits) - 1)
+        self.table = np.full(1 << bits, U64(0), dtype=U64)
         self.table[slot] = h
         if len(h) and (h == 0).any():
             raise ValueError("coarse vocabulary: a zero hash")
@@ -122,7 +125,7 @@ def _tokens_of(t: np.ndarray, o: np.ndarray, vocab: Vocabulary | None) -> Tokens
     """Kept tokens of the bytes `t` (rows at offsets `o`)."""
     n = len(o) - 1
     if len(t) == 0:
-        return Tokens(np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64))
+        return Tokens(np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64))
     low = _LUT[t]
     kind = _KIND[t]
     inner = o[1:-1][(o[1:-1] > 0) & (o[1:-1] < len(t))]
@@ -147,7 +150,7 @@ def _tokens_of(t: np.ndarray, o: np.ndarray, vocab: Vocabulary | None) -> Tokens
     lens = lens - run
     ok = lens >= 1  # every number, letters left after the stem
     starts, lens = starts[ok], lens[ok]
-    h = _hash_spans(low, starts, lens)
+    h = hash_spans(low, starts, lens)
     if vocab is not None and len(h):
         buf = np.zeros(len(low) + 4, dtype=np.uint8)
         buf[:len(low)] = low
@@ -191,7 +194,7 @@ def _command_words(norm_cfg) -> set[str]:
     """Command names the normaliser maps to something else, and the words they map to; the words Unicode
     math maps to; wrapper and request-template words; `fn`/`zzreq`."""
     from cotforge.curate.text import mathmap
-    from cotforge.curate.text.normalize import _wrappers
+    from cotforge.curate.text.normalize import normalized_wrappers
 
     out: set[str] = set(REQUEST_WORDS.split()) | set(REQUEST_VERBS)
     for name, val in mathmap.COMMANDS.items():
@@ -204,7 +207,7 @@ def _command_words(norm_cfg) -> set[str]:
             w = w.lower()
             out.add(w)
             out.update(mathmap.COMMANDS.get(w, w).split())
-    for w in _wrappers(norm_cfg):
+    for w in normalized_wrappers(norm_cfg):
         out.update(w.split())
     return {"".join(c for c in w if c.isascii() and c.isalpha()).lower() for w in out} - {""}
 
@@ -301,7 +304,7 @@ def build_coarse(raw: list[str], norm_texts: list[str], entry_ngrams: list[np.nd
     grams = [tokenize_plain(prepared, vocab).grams(N)[0], tokenize_plain(norm_texts, vocab).grams(N)[0]]
     coarse = np.unique(np.concatenate(grams))
     weak, short_rows, weak_short = weak_parts(norm_texts, entry_ngrams, keys, short, vocab, cfg, N)
-    cs = np.array(sorted(set(short_rows)), dtype=_U64).reshape(-1, 2)
+    cs = np.array(sorted(set(short_rows)), dtype=U64).reshape(-1, 2)
     bad = verify_tables(norm_cfg, vocab, risky)
     meta = {"n": N, "vocabulary": vocab.words, "risky": risky, "weak_entries": weak, "weak_short": weak_short,
             "unverified_chars": bad}
@@ -389,8 +392,6 @@ class CoarseTier:
     """The loaded coarse part of an index; `candidates` says which texts of a batch need the full path."""
 
     def __init__(self, coarse: np.ndarray, coarse_short: np.ndarray, meta: dict, known: frozenset[str]):
-        from cotforge.curate.decontam.index import BitPrefilter
-
         self.n = int(meta["n"])
         self.vocab = Vocabulary(meta["vocabulary"])
         self.risky = meta["risky"]

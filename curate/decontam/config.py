@@ -107,6 +107,10 @@ class DecontamConfig:
     prompt_cache: bool = field(default=True, metadata={
         "help": "Remember prompt-side verdicts of up to 100k distinct prompts per task (SFT data repeats each "
                 "problem once per sampled response)."})
+    report: bool = field(default=True, metadata={
+        "help": "Write contamination_report.{md,json} (and the report's totals into stats.json)."})
+    keep_index: bool = field(default=False, metadata={
+        "help": "Keep the benchmark index in OUT/decontam_index (reusable by another run)."})
 
     def __post_init__(self) -> None:
         """A bad value is a ValueError naming the field."""

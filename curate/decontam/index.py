@@ -24,13 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cotforge.curate.benchmarks import BenchmarkItem, items_fingerprint
+from cotforge.curate.core.benchmarks import BenchmarkItem, items_fingerprint
 from cotforge.curate.decontam.canon import MARK, defined_names, identifier_like, matcher_norm
 from cotforge.curate.decontam.coarse import CoarseTier, build_coarse, coarse_supported
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.lsh import BandIndex, optimal_params
 from cotforge.curate.text.hashing import (
-    _U64,
+    U64,
+    BitPrefilter,
     affine_perms,
     hash_words_arrow,
     minhash_matrix,
@@ -50,7 +51,7 @@ def text_keys(norm) -> np.ndarray:
     """64-bit keys of whole normalised texts (a polars hash of an Arrow string array; the exact tier)."""
     import polars as pl
 
-    return pl.Series(norm).hash(seed=17).to_numpy().astype(_U64)
+    return pl.Series(norm).hash(seed=17).to_numpy().astype(U64)
 
 
 @dataclass
@@ -144,14 +145,14 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
     a, b = affine_perms(cfg.num_perm, cfg.seed)
     sigs = minhash_matrix(ent_sh, ent_sr, len(entries), a, b)
     short = _short_keys(texts, wh, rows, cfg)
-    short_h = np.array([_kgram_at(wh, rows, int(e), int(s), int(k)) for k, e, s, _ in short.tolist()], dtype=_U64)
+    short_h = np.array([_kgram_at(wh, rows, int(e), int(s), int(k)) for k, e, s, _ in short.tolist()], dtype=U64)
     short_h, short = _drop_stop_keys(short_h, short, cfg.max_item_df)
     for i, e in enumerate(entries):
         e.n_ngrams, e.n_shingles = int(n_ngrams[i]), int(n_sh[i])
     ek = text_keys(norm)
     nonempty = np.flatnonzero(np.array([bool(t) for t in texts], dtype=bool))
     order = np.argsort(ek[nonempty], kind="stable")
-    exact = np.stack([ek[nonempty][order], nonempty[order].astype(_U64)], axis=1).reshape(-1, 2)
+    exact = np.stack([ek[nonempty][order], nonempty[order].astype(U64)], axis=1).reshape(-1, 2)
     lsh_members = np.flatnonzero(n_sh >= cfg.fuzzy_min_shingles).astype(np.int64)
     arrays = {"keys": keys, "offsets": offsets, "entry_of": entry_of, "ent_ng": h, "ent_ng_off": ent_ng_off,
               "shingles": ent_sh, "sh_offsets": sh_offsets, "sh_keys": sh_keys, "sh_koff": sh_koff, "sh_ent": sh_ent,
@@ -183,23 +184,6 @@ def _drop_stop_keys(short_h: np.ndarray, short: np.ndarray, max_df: int) -> tupl
     return short_h[keep], short[keep]
 
 
-class BitPrefilter:
-    """Membership prefilter on the high bits of uint64 hashes: one bit per slot, 2^bits slots; a hash whose
-    bit is clear is surely absent, a set bit needs the exact check (a binary search of the sorted keys)."""
-
-    def __init__(self, keys: np.ndarray, bits_per_key: int = 64, min_bits: int = 20, max_bits: int = 30):
-        n = max(len(keys), 1) * bits_per_key
-        self.bits = int(min(max(n.bit_length(), min_bits), max_bits))
-        self.shift = _U64(64 - self.bits)
-        self.table = np.zeros(1 << (self.bits - 3), dtype=np.uint8)
-        if len(keys):
-            idx = (keys >> self.shift).astype(np.int64)
-            np.bitwise_or.at(self.table, idx >> 3, (1 << (idx & 7)).astype(np.uint8))
-
-    def maybe(self, h: np.ndarray) -> np.ndarray:
-        """Bool mask: which of `h` may be keys."""
-        idx = (h >> self.shift).astype(np.int64)
-        return ((self.table[idx >> 3] >> (idx & 7).astype(np.uint8)) & 1).astype(bool)
 
 
 class DecontamIndex:

@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from cotforge.curate.text.hashing import _U64, _fmix
+from cotforge.curate.text.hashing import U64, fmix
 
-_Q = _U64(0x9E3779B97F4A7C15)
+_Q = U64(0x9E3779B97F4A7C15)
 
 
 @lru_cache(maxsize=32)
@@ -43,13 +43,13 @@ def optimal_params(threshold: float, num_perm: int, fp_weight: float = 0.5, fn_w
 
 def band_hashes(sigs: np.ndarray, b: int, r: int) -> np.ndarray:
     """(rows x b) uint64 hashes of each signature's b bands of r values (a polynomial combine, then fmix)."""
-    out = np.empty((len(sigs), b), dtype=_U64)
+    out = np.empty((len(sigs), b), dtype=U64)
     with np.errstate(over="ignore"):
         for i in range(b):
-            acc = np.zeros(len(sigs), dtype=_U64)
+            acc = np.zeros(len(sigs), dtype=U64)
             for j in range(i * r, (i + 1) * r):
                 acc = acc * _Q + sigs[:, j]
-            out[:, i] = _fmix(acc)
+            out[:, i] = fmix(acc)
     return out
 
 

@@ -30,6 +30,9 @@ How a row is judged (prompt side, and separately the whole response):
    is another problem).
 
 The index is built once per run (`index.build_index`) and loaded by every task.
+
+One module on purpose: the tiers share one `Matcher` (its index arrays, batch hashes and per-item caches) and
+the copy check's alignment helpers; split, each half would need the other's private state.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, text_keys
-from cotforge.curate.decontam.runs import _runs, batch_runs
+from cotforge.curate.decontam.runs import batch_runs, pair_runs
 from cotforge.curate.decontam.scan import HashedBatch, ngram_candidates, shingle_candidates, short_candidates
 from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lookup
 
@@ -131,7 +134,7 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
     """(score, row start word, row end word) of the item in the row, score 0.0 when the match looks like an
     edited variant rather than a copy (see the module docstring). `rare`: which of the item's n-grams (text
     order) are in <= max_item_df items (the excerpt rule counts them; None: the rule is off). `runs`: the
-    pair's `_runs`, when the caller computed them for many pairs at once (`runs.batch_runs`)."""
+    pair's `pair_runs`, when the caller computed them for many pairs at once (`runs.batch_runs`)."""
     n = cfg.ngram
     if len(ih) == 0 or len(rh) == 0:
         return 0.0, 0, 0
@@ -141,7 +144,7 @@ def copy_score(iw: list[str], ih: np.ndarray, rw: list[str], rh: np.ndarray, rpo
     if at >= 0:  # the whole item, verbatim after normalisation (the common case: one C substring search)
         j0 = row.count(" ", 0, at) if at else 0
         return 1.0, j0, j0 + len(iw)
-    runs = _runs(ih, rh, rpos, n) if runs is None else runs
+    runs = pair_runs(ih, rh, rpos, n) if runs is None else runs
     if not len(runs):
         return 0.0, 0, 0
     best = int(np.argmax(runs[:, 1] - runs[:, 0]))
@@ -213,7 +216,7 @@ def _reordered_words(iw: list[str], rw: list[str], j0: int, j1: int, cfg: Decont
         return 0.0, 0, 0
     ih = _tuple_hashes(iw, k)
     rh = _tuple_hashes(win, k)
-    runs = _runs(ih, rh, np.arange(len(rh)), k)
+    runs = pair_runs(ih, rh, np.arange(len(rh)), k)
     if len(runs) < 2:
         return 0.0, 0, 0
     runs = _one_to_one(runs)

@@ -207,7 +207,7 @@ def write_contamination_report(out_dir: str | Path, stats: dict[str, Any], bench
                                cfg: Any, bench_specs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write OUT/contamination_report.{md,json}, OUT/contamination_matches.parquet and
     OUT/contamination_heatmap.png; returns the summary."""
-    from cotforge.curate.benchmarks import items_fingerprint
+    from cotforge.curate.core.benchmarks import items_fingerprint
 
     out = Path(out_dir)
     rows = _contaminated_rows(out)

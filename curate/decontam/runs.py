@@ -1,20 +1,20 @@
 """Aligned runs of equal word n-grams between benchmark items and rows: the copy check's first step.
 
-`_runs` does one (item, row) pair; `batch_runs` does every candidate pair of a batch with one sort and one
+`pair_runs` does one (item, row) pair; `batch_runs` does every candidate pair of a batch with one sort and one
 binary search over all of them (the per-pair numpy calls cost more than the work on the short arrays of a
-pair), and gives each pair exactly the runs `_runs` gives it, in the same order.
+pair), and gives each pair exactly the runs `pair_runs` gives it, in the same order.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cotforge.curate.text.hashing import _U64, _fmix
+from cotforge.curate.text.hashing import U64, fmix
 
-_PAIR_MIX = _U64(0xD1B54A32D192ED03)  # odd multiplier spreading the pair number over the key
+_PAIR_MIX = U64(0xD1B54A32D192ED03)  # odd multiplier spreading the pair number over the key
 
 
-def _runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
+def pair_runs(ih: np.ndarray, rh: np.ndarray, rpos: np.ndarray, n: int) -> np.ndarray:
     """Maximal aligned runs of equal n-grams as word spans: rows of (item start, item end, row start). The
     (short) item side is sorted, the (possibly long) row side is looked up in it."""
     order = np.argsort(ih, kind="stable")
@@ -44,7 +44,7 @@ def _split_runs(p: np.ndarray, ii: np.ndarray, jj: np.ndarray, n: int) -> tuple[
 
 
 def batch_runs(ihs: list[np.ndarray], rhs: list[np.ndarray], rposs: list[np.ndarray], n: int) -> list[np.ndarray]:
-    """`[_runs(ihs[p], rhs[p], rposs[p], n) for p in pairs]` in one pass: item and row n-grams of all pairs are
+    """`[pair_runs(ihs[p], rhs[p], rposs[p], n) for p in pairs]` in one pass: item and row n-grams of all pairs are
     keyed by (pair, hash) -- mixed into one uint64 to sort and search, then checked exactly, so a key collision
     cannot join n-grams of different pairs or hashes -- and runs are split where the pair, the diagonal or the
     item position changes."""
@@ -54,13 +54,13 @@ def batch_runs(ihs: list[np.ndarray], rhs: list[np.ndarray], rposs: list[np.ndar
     lr = np.array([len(x) for x in rhs], dtype=np.int64)
     if not npairs or not li.sum() or not lr.sum():
         return [empty] * npairs
-    ih, rh = np.concatenate(ihs).astype(_U64), np.concatenate(rhs).astype(_U64)
+    ih, rh = np.concatenate(ihs).astype(U64), np.concatenate(rhs).astype(U64)
     ip, rp = np.repeat(np.arange(npairs), li), np.repeat(np.arange(npairs), lr)
     ii_all = np.arange(len(ih)) - np.repeat(np.cumsum(li) - li, li)  # position within the item
     rj = np.concatenate(rposs).astype(np.int64)
     with np.errstate(over="ignore"):
-        ki = _fmix(ih ^ (ip.astype(_U64) * _PAIR_MIX))
-        kr = _fmix(rh ^ (rp.astype(_U64) * _PAIR_MIX))
+        ki = fmix(ih ^ (ip.astype(U64) * _PAIR_MIX))
+        kr = fmix(rh ^ (rp.astype(U64) * _PAIR_MIX))
     order = np.argsort(ki, kind="stable")
     ks = ki[order]
     lo, hi = np.searchsorted(ks, kr), np.searchsorted(ks, kr, side="right")

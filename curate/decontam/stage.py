@@ -29,7 +29,7 @@ from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
-from cotforge.curate.benchmarks import (
+from cotforge.curate.core.benchmarks import (
     BenchmarkItem,
     BenchmarkSpec,
     load_benchmarks,
@@ -41,6 +41,8 @@ from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Match, Matcher
 from cotforge.curate.decontam.spans import locate
+from cotforge.curate.engine import Step, collect_tables, finish_stage, quiet_datatrove, run_steps, start_stage
+from cotforge.curate.io.budget import open_streaming, release_arrow_memory, rows_within_bytes
 from cotforge.curate.io.remote import remote_output
 
 if TYPE_CHECKING:
@@ -103,13 +105,12 @@ class DecontamSplit(PipelineStep):
         self.schema, self.removed_schema = schema, removed_schema
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from cotforge.curate.dedup.core import release_arrow_memory
 
         index = DecontamIndex(self.index_dir)
         matcher = Matcher(index)
         work = Path(self.work)
-        pf = _open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
-        read_rows = _read_rows(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
+        pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
+        read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
                    for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
         with self.track_time():
@@ -217,33 +218,10 @@ def _peak_rss_mb() -> float | None:
         return None
 
 
-def _open_streaming(path: str | Path) -> pq.ParquetFile:
-    """A Parquet file read page by page (1 MiB reads, no pre-buffering): work shards of long-response rows
-    have row groups of hundreds of MB, which the default reader buffers whole (about 100 MB more per
-    process on the long-CoT corpus, bench/decontam.py)."""
-    return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
 
 
-def _read_rows(pf: pq.ParquetFile, max_bytes: int, cap: int = 65536) -> int:
-    """Rows per record batch so that a batch holds about `max_bytes` (uncompressed) of this file's rows."""
-    md = pf.metadata
-    size = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-    return int(max(1, min(cap, max_bytes * max(md.num_rows, 1) // max(size, 1))))
 
 
-def _collect(writer, work: Path, tasks: int, max_bytes: int) -> None:
-    """Per-task kept/removed shards into the stage writer in rank order (= input order), in record batches of
-    about 2 x `max_bytes`, so long-response rows do not make this process hold a whole shard."""
-    from cotforge.curate.dedup.core import release_arrow_memory
-
-    for rank in range(tasks):
-        for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
-            f = work / part / f"{rank:05d}.parquet"
-            if f.exists():
-                pf = _open_streaming(f)
-                for batch in pf.iter_batches(batch_size=_read_rows(pf, 2 * max_bytes)):
-                    dst(pa.Table.from_batches([batch]))
-                    release_arrow_memory()
 
 
 def _bounded_shard_rows(specs, rows_per_shard: int, max_bytes: int = 256 << 20) -> int:
@@ -296,31 +274,23 @@ def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig
 
 
 @remote_output
-def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None, *, strict: bool = False,
-                 rows_per_shard: int = 50_000, report: bool = True, keep_index: bool = False,
-                 benchmarks: dict[str, list[BenchmarkItem]] | None = None) -> dict:
-    """The decontamination stage: build the index once, split every work shard with datatrove, collect
-    table by table, write the report. The work folder follows the engine's contract (`start_stage` /
-    `run_steps` / `finish_stage`): Slurm jobs are waited for or, with `wait: false`, found again by the next
-    invocation, which reuses the ingested shards and finished ranks. `keep_index` moves the index to
-    OUT/decontam_index; `exec_cfg.keep_work` keeps OUT/_work/decontaminate and OUT/_work/decontaminate_index."""
-    from cotforge.curate.engine import (
-        ExecutorConfig,
-        Step,
-        finish_stage,
-        quiet_datatrove,
-        run_steps,
-        start_stage,
-    )
+def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
+    """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
+    Builds the benchmark index once, splits every work shard with datatrove, collects table by table and
+    writes the report. The work folder follows the engine's contract (`start_stage` / `run_steps` /
+    `finish_stage`): Slurm jobs are waited for or, with `wait: false`, found again by the next invocation,
+    which reuses the ingested shards and finished ranks. `keep_index` moves the index to OUT/decontam_index;
+    `keep_work` keeps OUT/_work/decontaminate and OUT/_work/decontaminate_index."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    exec_cfg = ctx.executor
     quiet_datatrove()
     t0 = time.time()
     timings: dict[str, float] = {}
     out = Path(out_dir)
     bench_specs: dict[str, BenchmarkSpec] = {}
-    if benchmarks is None:
-        benchmarks, bench_specs = load_config_benchmarks(cfg)
-    exec_cfg = _tasks_for_workers(specs, (exec_cfg or ExecutorConfig()).for_inputs(specs))
+    benchmarks, bench_specs = load_config_benchmarks(cfg)
+    exec_cfg = _tasks_for_workers(specs, exec_cfg.for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     index_dir = out / "_work" / "decontaminate_index"  # outside the work folder (start_stage may reset it)
     meta = _fresh_index(benchmarks, cfg, index_dir)
@@ -343,10 +313,10 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
             peaks = [float(f.read_text()) for f in peak_dir.glob("*")] if peak_dir.exists() else []
             if peaks:
                 timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
-            _collect(writer, work, area.tasks, cfg.batch_bytes)
+            collect_tables(writer, work, area.tasks, cfg.batch_bytes)
             timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats = finish_stage(area, {"timings": timings})
-    if report:
+    if cfg.report:
         from cotforge.curate.decontam.report import write_contamination_report
 
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
@@ -355,18 +325,10 @@ def run_decontam(specs, out_dir: str | Path, cfg: DecontamConfig, exec_cfg=None,
         timings["report_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats["timings"] = timings
         (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
-    if keep_index:
+    if cfg.keep_index:
         shutil.move(str(index_dir), str(out / "decontam_index"))
     elif not exec_cfg.keep_work:
         shutil.rmtree(index_dir, ignore_errors=True)
     if (out / "_work").exists() and not any((out / "_work").iterdir()):
         (out / "_work").rmdir()
     return stats
-
-
-def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
-    """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
-
-    With `keep_work` OUT/_work/decontaminate stays (work shards, datatrove logs, the benchmark index)."""
-    return run_decontam(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict,
-                        rows_per_shard=ctx.rows_per_shard)

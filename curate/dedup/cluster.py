@@ -12,11 +12,12 @@ import pyarrow.parquet as pq
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
-from cotforge.curate.dedup.code_pairs import CONFLICT_REASONS, partial_agreement
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.core import normalize_many, release_arrow_memory, unpack_order
-from cotforge.curate.dedup.pairs import REJECT_REASONS, candidate_verdict
+from cotforge.curate.dedup.core import normalize_many, unpack_order
+from cotforge.curate.dedup.pairs.code import CONFLICT_REASONS, partial_agreement
+from cotforge.curate.dedup.pairs.verdict import REJECT_REASONS, candidate_verdict
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
+from cotforge.curate.io.budget import release_arrow_memory
 from cotforge.curate.text.hashing import sorted_lookup
 
 
@@ -68,7 +69,7 @@ class ProblemCluster(PipelineStep):
     """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
 
     Candidate pairs (O(candidates) memory) are mapped to problem keys through the tasks' head files, checked
-    (number guard, graded pair check of curate/dedup/pairs.py) once per distinct problem pair and joined into
+    (number guard, graded pair check of curate/dedup/pairs/text.py) once per distinct problem pair and joined into
     connected components. The per-row work then streams over the key partitions (all rows of a problem key
     are in one partition, ~PARTITION_ROWS rows each): pass 1 finds the first row (preference order) of each
     clustered problem, pass 2 marks rows `near_duplicate` (their problem's cluster is represented by another

@@ -23,20 +23,20 @@ class DedupConfig:
 
     Tuning part, pairwise: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) took recall from 0.974 (20x5)
     to 0.984 at the same 100 permutations and precision 0.997; threshold 0.5 (Jaccard of the prompts without
-    their edge text) 0.988; max_reworded 0.1-0.3 changed one pair. The graded check (curate/dedup/pairs.py)
+    their edge text) 0.988; max_reworded 0.1-0.3 changed one pair. The graded check (curate/dedup/pairs/text.py)
     replaces the old all-or-nothing edit guard ("one prompt is the other plus words"), which rejected every
     synonym and every unseen wrapper swap; the number guard stays (without it precision was <= 0.89).
 
     Round 2 (`reword_content`, off): the first round let any ordinary word be replaced, so content look-alikes
     merged ("numerator" vs "denominator": 114 of 120 question-changed pairs of the fresh set of
-    bench/dedup_fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/synonyms.py);
+    bench/dedup_fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/pairs/synonyms.py);
     the WordNet table (5 senses, one hypernym level for verbs and everyday nouns) was chosen on the tuning part:
     recall there 0.913 with synonyms only (3 senses) -> 0.960, precision unchanged.
 
     Round 3 (`word_relations`): every earlier part (tune, held, fresh) is now tuning data. A
     content word replaced by another merges unless there is evidence that the replacement changes the problem
-    (curate/dedup/words.py `_changes`: antonyms, technical or competition-math words, two members of one
-    category, words WordNet does not know); WordNet's relations over all senses (curate/dedup/relations.py)
+    (curate/dedup/pairs/words.py `_changes`: antonyms, technical or competition-math words, two members of one
+    category, words WordNet does not know); WordNet's relations over all senses (curate/dedup/pairs/relations.py)
     and its phrases ("used up", "in all") find the counterparts. Pairwise on the three parts, round 2 ->
     round 3: see the README's dedup section.
 
@@ -47,7 +47,7 @@ class DedupConfig:
 
     `code_sections` (on): fresh2's real LeetCode problems scraped twice were 0 of 108, all lost at the candidate
     stage (the examples' and constraints' numbers change the number key, so the pairs were never LSH
-    candidates). Code problems are now compared by their statement section (curate/dedup/sections.py,
+    candidates). Code problems are now compared by their statement section (curate/dedup/pairs/sections.py,
     code_pairs.py); the rule was written on the tuning half of bench/dedup_code.py (sha256 parity of the
     first text; the held-out half's hash in bench/dedup_code_heldout.sha256 was committed first) and on
     hand-written II-version / same-template / signature negatives; no math prompt of the pools parses as code."""
@@ -60,7 +60,7 @@ class DedupConfig:
     number_guard: bool = field(default=True, metadata={
         "help": "Candidates whose prompts hold different numbers are different problems."})
     edit_guard: bool = field(default=True, metadata={
-        "help": "Graded pair check (curate/dedup/pairs.py) on candidates; off = n-gram Jaccard only."})
+        "help": "Graded pair check (curate/dedup/pairs/text.py) on candidates; off = n-gram Jaccard only."})
     max_reworded: float = field(default=0.2, metadata={"help": (
         "Graded pair check: most ordinary words that may change inside the common problem, as a share of its "
         "tokens (at least 2 always may); numbers, variables, names and question words never may.")})
@@ -76,7 +76,7 @@ class DedupConfig:
         "two members of one category; flip: also any two known words without such evidence.")})
     code_sections: bool = field(default=True, metadata={"help": (
         "Code problems (a starter stub, 'Example N: Input/Output' blocks, 'Constraints:' or Codeforces "
-        "'-----Input-----' headings; curate/dedup/sections.py) are compared by their statement section: its "
+        "'-----Input-----' headings; curate/dedup/pairs/sections.py) are compared by their statement section: its "
         "numbers make the number key, its shingles the MinHash, and the graded check runs on it; constraints "
         "and examples must agree where both prompts have them, and stub function names must share one. Off: "
         "whole prompts, as for math.")})
@@ -87,6 +87,8 @@ class DedupConfig:
         "help": "Source names (globs ok), best first: the first source of a cluster keeps the problem.",
         "sep": ",", "metavar": "A,B,..."})
     norm: NormConfig = field(default=DEFAULT_NORM, metadata={"help": "Text normalisation switches.", "cli": False})
+    document_steps: bool = field(default=False, metadata={
+        "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
     def __post_init__(self) -> None:
         self.validate()

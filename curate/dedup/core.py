@@ -15,12 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import xxhash
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs import candidate_verdict
-from cotforge.curate.dedup.sections import code_sections, join_superscripts, maybe_code
+from cotforge.curate.dedup.pairs.sections import code_sections, join_superscripts, maybe_code
+from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
 from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize, normalize_batch
@@ -38,12 +37,6 @@ PRIO_MAX = (1 << (64 - IDX_BITS - RANK_BITS)) - 1
 # --------------------------------------------------------------------------- memory
 
 
-def release_arrow_memory() -> None:
-    """Hand memory that Arrow's allocator keeps cached back to the OS. With the default mimalloc pool the
-    resident memory of a process that reads and writes many Parquet tables keeps growing (measured: 180 ->
-    320 MB collecting 1M rows, with under 30 MB allocated at any time); releasing after each task or table
-    keeps it level (~200 MB)."""
-    pa.default_memory_pool().release_unused()
 
 
 def priority_of(source: str, priority: list[str]) -> int:
@@ -148,7 +141,7 @@ def number_keys(norm_prompts: list[str]) -> np.ndarray:
 
 def dedup_texts(prompts: list[str | None], norm_prompts: list[str], cfg: DedupConfig) -> list[str]:
     """The normalised text each prompt's number key and MinHash come from: for a code problem (`code_sections`
-    on, curate/dedup/sections.py) its statement section with superscripts joined, so two scrapes that wrap one
+    on, curate/dedup/pairs/sections.py) its statement section with superscripts joined, so two scrapes that wrap one
     statement in different examples, constraints, stubs and instructions get one number key and close
     signatures; for every other prompt (and a code problem whose statement normalises to nothing) the
     normalised prompt. A substring pre-check keeps the per-row cost of non-code prompts to a few `in` tests."""
@@ -218,6 +211,6 @@ def band_signatures(norm_texts: list[str], num: np.ndarray, cfg: DedupConfig) ->
     return sig, has
 
 
-__all__ = ["release_arrow_memory", "priority_of", "sort_specs", "pack_order", "unpack_order", "hash64", "row_keys",
+__all__ = ["priority_of", "sort_specs", "pack_order", "unpack_order", "hash64", "row_keys",
            "batch_keys", "number_keys", "KeyBatch", "normalize_many", "batch_shingles", "shingle_hashes", "minhash_signatures",
            "band_signatures", "candidate_verdict", "dedup_texts"]

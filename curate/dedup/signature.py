@@ -19,11 +19,10 @@ from cotforge.curate.dedup.core import (
     number_keys,
     pack_order,
     priority_of,
-    release_arrow_memory,
 )
 from cotforge.curate.dedup.workdir import BATCH_ROWS, HEAD_DTYPE, KEY_DTYPE, input_file
 from cotforge.curate.engine import NormTokenizer
-from cotforge.curate.executors.budget import MemoryBudget, batch_rows_of
+from cotforge.curate.io.budget import MemoryBudget, batch_rows_of, release_arrow_memory
 
 DEFAULT_BATCH_BYTES = MemoryBudget().batch_bytes
 

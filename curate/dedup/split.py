@@ -12,9 +12,10 @@ from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
-from cotforge.curate.dedup.core import release_arrow_memory, unpack_order
+from cotforge.curate.dedup.core import unpack_order
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, input_file, key_groups
 from cotforge.curate.engine import quiet_datatrove
+from cotforge.curate.io.budget import release_arrow_memory
 
 
 def _row_group_starts(pf: pq.ParquetFile) -> np.ndarray:

@@ -43,7 +43,6 @@ from cotforge.curate.dedup.core import (
     candidate_verdict,
     dedup_texts,
     number_keys,
-    release_arrow_memory,
     sort_specs,
 )
 from cotforge.curate.dedup.steps import (
@@ -58,6 +57,7 @@ from cotforge.curate.dedup.steps import (
 from cotforge.curate.engine import (
     ExecutorConfig,
     Step,
+    collect_tables,
     finish_stage,
     quiet_datatrove,
     run_steps,
@@ -65,9 +65,7 @@ from cotforge.curate.engine import (
     schema_writer,
     start_stage,
 )
-from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
-from cotforge.curate.io.writer import StageWriter
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -107,7 +105,7 @@ class PairJudge:
 
     def verdict(self, a: str, b: str) -> str | None:
         """None when the pipeline would merge prompts `a` and `b` (pairwise), else why not: `lsh_miss` (no
-        band equal), `number_guard`, or the graded check's reason (curate/dedup/pairs.py)."""
+        band equal), `number_guard`, or the graded check's reason (curate/dedup/pairs/text.py)."""
         ka, kb = self.sketches([a, b])
         return self.verdict_sketches(ka, kb, a, b)
 
@@ -134,23 +132,25 @@ class PairJudge:
 
 
 @remote_output
-def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | None = None,
-              exec_cfg: ExecutorConfig | None = None, *, strict: bool = False, rows_per_shard: int = 50_000,
-              document_steps: bool = False) -> dict[str, Any]:
-    """Dedup `specs` into OUT/kept, OUT/removed (reason, duplicate_of) and OUT/stats.json; returns the stats.
+def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
+    """Remove exact (prompt, response) duplicates and near-duplicate problems.
 
-    `exec_cfg.tasks` (if given) replaces `exec_cfg.rows_per_task` so that the input is split into ~`tasks`
-    tasks; `exec_cfg.keep_work` keeps OUT/_work. `document_steps` runs the signature and filter steps on
+    Each cluster of near-duplicate prompts keeps one problem (first by source_priority, then input order)
+    with all its distinct responses; other rows go to OUT/removed with `duplicate_of`.
+
+    The executor's `tasks` (if given) replaces its `rows_per_task` so that the input is split into ~`tasks`
+    tasks; `keep_work` keeps OUT/_work. `document_steps` runs the signature and filter steps on
     datatrove Documents (slower; same output).
 
     What grows with the input: on disk, the work folder (shards, ~24 B of keys per row, band files); in
     memory, ingest's id registry (8 B per row, curate/io/ingest.py), the candidate pairs and the problems they
     touch (cluster step), and the number of key partitions / band hash ranges (one at a time in memory)."""
-    cfg = cfg or DedupConfig()
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    exec_cfg, document_steps = ctx.executor, cfg.document_steps
     t0 = time.time()
     quiet_datatrove()
     specs = sort_specs(specs, cfg.source_priority)
-    exec_cfg = (exec_cfg or ExecutorConfig()).for_inputs(specs)
+    exec_cfg = exec_cfg.for_inputs(specs)
     if exec_cfg.rows_per_task > 1 << IDX_BITS:  # a row's place in its task is packed in IDX_BITS bits
         raise ValueError(f"dedup: rows per task {exec_cfg.rows_per_task} is above the {1 << IDX_BITS} a task can hold; "
                          "use more tasks")
@@ -170,30 +170,14 @@ def run_dedup(specs: list[InputSpec], out_dir: str | Path, cfg: DedupConfig | No
             timings["datatrove_s"] = round(time.time() - t1, 3)
             cluster_stats = json.loads((work / "cluster_stats.json").read_text())
             t2 = time.time()
-            collect_tables(area.writer, work, area.tasks, area.batch_rows(cap=65536))
+            collect_tables(area.writer, work, area.tasks, area.exec_cfg.budget().batch_bytes)
             timings["collect_s"] = round(time.time() - t2, 3)
         timings["total_s"] = round(time.time() - t0, 3)
         return finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
 
 
-def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
-    """Remove exact (prompt, response) duplicates and near-duplicate problems.
-
-    Each cluster of near-duplicate prompts keeps one problem (first by source_priority, then input order)
-    with all its distinct responses; other rows go to OUT/removed with `duplicate_of`."""
-    return run_dedup(ctx.inputs, ctx.out_dir, cfg, ctx.executor, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)
 
 
-def collect_tables(writer: StageWriter, work: Path, tasks: int, batch_rows: int = 65536) -> None:
-    """Per-task kept/removed shards into the stage writer in rank order (= input order), `batch_rows` at a
-    time (fewer for long rows: the memory budget)."""
-    for rank in range(tasks):
-        for part, dst in (("kept", writer.keep_table), ("removed", writer.remove_table)):
-            f = work / part / f"{rank:05d}.parquet"
-            if f.exists():
-                for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
-                    dst(pa.Table.from_batches([batch]))
-        release_arrow_memory()
 
 
 def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec_cfg: ExecutorConfig,

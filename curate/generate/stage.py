@@ -44,9 +44,10 @@ from datatrove.pipeline.readers import ParquetReader
 from datatrove.pipeline.writers import JsonlWriter
 from loguru import logger
 
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.engine import Step, finish_stage, run_steps, start_stage
 from cotforge.curate.generate.config import RETRY_STATUSES, GenerateConfig
-from cotforge.curate.schema import load_meta
+from cotforge.curate.io.remote import remote_output
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -442,6 +443,15 @@ def check_dependencies(cfg: GenerateConfig) -> None:
         raise ValueError(f"generate: missing packages {', '.join(missing)}: pip install 'cotforge[generate]'")
 
 
+def with_generate_fields(schema: pa.Schema) -> pa.Schema:
+    """The kept rows' schema: the input's plus the generate columns."""
+    for f in GENERATE_FIELDS:
+        i = schema.get_field_index(f.name)
+        schema = schema.set(i, f) if i >= 0 else schema.append(f)
+    return schema
+
+
+@remote_output
 def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
     """Generate n teacher responses per prompt (one row each, with teacher, sampling and finish reason)
     through datatrove's inference runner: an OpenAI-compatible endpoint or a vLLM/SGLang server per task."""
@@ -453,7 +463,7 @@ def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
         exec_cfg = dataclasses.replace(exec_cfg, options={**exec_cfg.options, **cfg.executor_options})
     exec_cfg = exec_cfg.for_inputs(ctx.inputs)
     area = start_stage(ctx.inputs, ctx.out_dir, STAGE, exec_cfg, removed_extra=GENERATE_FIELDS,
-                       kept_extra=GENERATE_FIELDS, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
+                       kept_schema=with_generate_fields, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
                        config=public_config(cfg))
     with area:
         secs = None

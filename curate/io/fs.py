@@ -153,21 +153,45 @@ def size(path: str) -> int | None:
         return None
 
 
-def upload_dir(local: str | Path, remote: str, *, last: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:
-    """Copy every file under `local` to the folder `remote` (keeping relative paths), except top-level entries
-    whose name starts with one of `skip`; files named in `last` go after all others, so a reader that waits
-    for them sees a complete folder. Returns the remote paths."""
+def _skipped(rel: tuple[str, ...], skip: tuple[str, ...], depth: int | None) -> bool:
+    """Whether a relative path has a part (the first `depth` parts; all when None) starting with one of `skip`."""
+    return any(part.startswith(skip) for part in rel[:depth]) if skip else False
+
+
+def upload_dir(local: str | Path, remote: str, *, last: tuple[str, ...] = (), skip: tuple[str, ...] = (),
+               skip_depth: int | None = 1) -> list[str]:
+    """Copy every file under `local` to the folder `remote` (keeping relative paths), except entries whose name
+    starts with one of `skip` (top-level ones by default; at any depth with `skip_depth=None`); files whose
+    relative path or name is in `last` go after all others, so a reader that waits for them sees a complete
+    folder. Returns the remote paths."""
     local = Path(local)
     fs, base = filesystem(remote)
     files = sorted(f for f in local.rglob("*")
-                   if f.is_file() and not f.relative_to(local).parts[0].startswith(skip))
-    files.sort(key=lambda f: f.relative_to(local).as_posix() in last)
+                   if f.is_file() and not _skipped(f.relative_to(local).parts, skip, skip_depth))
+    files.sort(key=lambda f: f.relative_to(local).as_posix() in last or f.name in last)
     out = []
     for f in files:
         rel = f.relative_to(local).as_posix()
         dst = f"{base.rstrip('/')}/{rel}"
         fs.put_file(str(f), dst)
         out.append(_unstrip(remote, fs, dst))
+    return out
+
+
+def download_dir(remote: str, local: str | Path, *, skip: tuple[str, ...] = ()) -> list[Path]:
+    """Copy every file under the folder `remote` into `local` (keeping relative paths), except those with a
+    path part starting with one of `skip`. Returns the local paths."""
+    fs, base = filesystem(remote)
+    base = base.rstrip("/")
+    out = []
+    for p in sorted(fs.find(base)):
+        rel = p[len(base):].lstrip("/")
+        if not rel or _skipped(tuple(rel.split("/")), skip, None):
+            continue
+        dst = Path(local) / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(p, str(dst))
+        out.append(dst)
     return out
 
 

@@ -11,22 +11,15 @@ import logging
 import time
 from array import array
 from bisect import bisect_left
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import xxhash
 
-from cotforge.curate.io import fs
-from cotforge.curate.io.inputs import counted_rows, input_schema, iter_input_rows
+from cotforge.curate.io.inputs import input_schema, iter_input_rows
 from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
-from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import ShardWriter, StageWriter
-
-if TYPE_CHECKING:
-    from cotforge.curate.context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -116,32 +109,3 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     # ShardWriter names files part-NNNNN; datatrove ranks read them in sorted order.
     log.info("ingest: %d rows -> %d work shards in %.1fs", n, len(files), time.time() - t0)
     return files
-
-
-@remote_output
-def run_ingest(specs: list[InputSpec], out_dir: str | Path, *, strict: bool = False,
-               rows_per_shard: int = 50_000) -> dict:
-    """The `ingest` stage on its own: inputs -> schema shards in OUT/kept, bad rows in OUT/removed.
-
-    Inputs and OUT may be fsspec URLs; stats.json records per source the preset used and how it was chosen
-    (`presets`), next to the row counts."""
-    presets: dict = {}
-    writer = StageWriter(out_dir, "ingest", schema=input_schema(specs), rows_per_shard=rows_per_shard,
-                         config={"inputs": [fs.shown(s.path) for s in specs], "strict": strict,
-                                 "presets": presets})
-    t0 = time.time()
-    for row in counted_rows(specs, writer, strict, report=presets):
-        writer.keep(row)
-    return writer.close({"ingest_s": round(time.time() - t0, 3)})
-
-
-@dataclass
-class IngestConfig:
-    """The ingest stage has no options of its own: what to read comes from the context (a recipe's
-    `sources:` or the command line's inputs, `--map`, `--source-name`, `--domain`, `--strict`)."""
-
-
-def run(cfg: IngestConfig, ctx: StageContext) -> dict:
-    """Read INPUTS (JSONL, JSONL.gz, Parquet, dataset dirs, hf:org/name[:split]) into the one row schema;
-    malformed rows go to OUT/removed with their file and line."""
-    return run_ingest(ctx.inputs, ctx.out_dir, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cotforge.curate.executors.budget import batch_rows_of
+from cotforge.curate.core.schema import CORE_FIELDS, SCHEMA
 from cotforge.curate.io import fs
+from cotforge.curate.io.budget import batch_rows_of
 from cotforge.curate.io.presets import PRESET_FIELDS
 from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows, uses_preset
-from cotforge.curate.schema import CORE_FIELDS, SCHEMA
 
 if TYPE_CHECKING:
     from cotforge.curate.io.writer import StageWriter

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cotforge.curate.core.schema import dump_meta, make_id, normalize_domain
 from cotforge.curate.io.codetests import normalize_tests
 from cotforge.curate.io.records import PROMPT_KEYS, InputError, Origin, err
-from cotforge.curate.io.spec import InputSpec
-from cotforge.curate.schema import dump_meta, make_id, normalize_domain
+
+if TYPE_CHECKING:  # to_row reads an InputSpec's source and domain options
+    from cotforge.curate.io.spec import InputSpec
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "uid", "unique_id", "task_id", "problem_id", "question_id"),

@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cotforge.curate.core.reasoning import REASONING_MARKERS
+from cotforge.curate.core.schema import as_bool
 from cotforge.curate.io.codetests import normalize_tests, pytest_file
 from cotforge.curate.io.mapping import chat_to_pair, chat_turns, parse_meta, text_field
 from cotforge.curate.io.records import Origin, err
-from cotforge.curate.schema import as_bool
-from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A preset says which field is the prompt, how responses are formed (one row per generation; a trace and its
 final answer joined the way the source means them, the reasoning block in a marker of
-`cotforge.curate.text.reasoning`), the gold answer or code tests, and which shipped labels go into the
+`cotforge.curate.core.reasoning`), the gold answer or code tests, and which shipped labels go into the
 optional schema columns (`correct`, `pass_rate`, `difficulty`) or meta (finish reason, completeness, topic,
 upstream source). Every label's provenance (the field it came from, and any rule applied) is recorded in the
 row's `meta["_labels"]`, so verify, difficulty and selection use them instead of recomputing.
@@ -23,7 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cotforge.curate.io.mapping import parse_meta
+from cotforge.curate.core.schema import dump_meta, make_id, normalize_domain
+from cotforge.curate.io.mapping import check_unicode, parse_meta, scalar_text
 from cotforge.curate.io.preset_sources import (
     Generation,
     Problem,
@@ -152,9 +153,6 @@ def detect_preset(rec: dict[str, Any]) -> Preset | None:
 def preset_rows(preset: Preset, rec: dict[str, Any], spec: Any, origin: Origin) -> list[dict[str, Any]]:
     """Schema rows (one per generation, sharing `problem_id`) of one upstream record read through `preset`;
     raises InputError naming the place and field when the record does not have the preset's shape."""
-    from cotforge.curate.io.mapping import check_unicode, scalar_text
-    from cotforge.curate.schema import dump_meta, make_id, normalize_domain
-
     missing = [k for k in preset.requires if k not in rec]
     if missing:
         raise err(origin, f"preset {preset.name!r} expects field(s) {', '.join(missing)} "

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cotforge.curate.schema import dump_meta, make_id
+from cotforge.curate.core.schema import dump_meta, make_id
 
 # Fields a quarantined record's prompt is taken from (to show it in removed/), in order.
 PROMPT_KEYS = ("prompt", "problem", "question", "instruction", "query", "input_text")

@@ -13,8 +13,8 @@ resuming inside a stage is not supported anywhere (a stage re-runs whole, as loc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import inspect
 import logging
 import os
 import tempfile
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cotforge.curate.io import fs
+from cotforge.curate.io.lock import RunLock
 
 log = logging.getLogger(__name__)
 
@@ -46,26 +47,21 @@ def publish(local: Path, remote: str) -> list[str]:
 
 
 def remote_output(fn: F) -> F:
-    """Decorator for `run_X(specs, out_dir, ...)` stage functions: a remote `out_dir` runs into a local
-    staging folder that is published to it afterwards; local folders run as before."""
-    sig = inspect.signature(fn)
+    """Decorator for a stage's `run(cfg, ctx)`: a remote `ctx.out_dir` (an fsspec URL) runs into a local
+    staging folder that is published to it afterwards, under a lock on the remote folder; a local folder runs
+    as it is. The context is copied, never changed: the caller's `ctx.out_dir` stays the URL."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = sig.bind_partial(*args, **kwargs)
-        out = bound.arguments.get("out_dir")
-        if out is None or not fs.is_remote(str(out)):
-            return fn(*args, **kwargs)
-        remote = str(out)
+    def wrapper(cfg: Any, ctx: Any) -> Any:
+        remote = str(ctx.out_dir)
+        if not fs.is_remote(remote):
+            return fn(cfg, ctx)
         root = os.environ.get("COTFORGE_STAGING_DIR") or None
-        from cotforge.curate.executors.lock import RunLock
-
         # one writer per remote stage folder: a conditional create of OUT/.cotforge.lock (If-None-Match on S3)
         with RunLock(remote, what="stage folder"), tempfile.TemporaryDirectory(prefix="cotforge-stage-", dir=root) as tmp:
             local = Path(tmp) / "out"
             local.mkdir()
-            bound.arguments["out_dir"] = local
-            stats = fn(*bound.args, **bound.kwargs)
+            stats = fn(cfg, dataclasses.replace(ctx, out_dir=str(local)))
             publish(local, remote)
         if isinstance(stats, dict):
             stats["published_to"] = fs.shown(remote)

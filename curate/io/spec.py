@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cotforge.curate.io import fs
+from cotforge.curate.io.presets import PRESETS
 
 FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "arrow")
 
@@ -36,8 +37,6 @@ class InputSpec:
         "help": "Stream Hub datasets row by row (no full download first) where the dataset allows it."})
 
     def __post_init__(self) -> None:
-        from cotforge.curate.io.presets import PRESETS
-
         if not isinstance(self.path, str) or not self.path:
             raise ValueError(f"path: expected a non-empty string, got {self.path!r}")
         if self.preset not in (None, "none") and self.preset not in PRESETS:
@@ -75,8 +74,6 @@ class InputSpec:
 
     def with_path(self, path: str) -> InputSpec:
         """The same options for one file of this input (a folder or glob expands into several)."""
-        from dataclasses import replace
-
         return replace(self, path=path, source_name=self.source_name or self.default_source)
 
 

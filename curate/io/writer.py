@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
+from cotforge.curate.core.schema import SCHEMA, load_meta, removed_schema
 from cotforge.curate.io import fs
 from cotforge.curate.io.readers import Quarantined
-from cotforge.curate.schema import SCHEMA, load_meta, removed_schema
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ DEFAULT_ROWS_PER_SHARD = 50_000
 TABLE_ROW_GROUP = 65_536  # row group size of shards written from whole tables
 # Buffered row bytes that end a row group (with 2048 rows, whichever comes first): Arrow conversion and the
 # Parquet writer hold ~6x a row group while writing it, so long-CoT rows (60k characters) must not be
-# buffered 2048 at a time (curate/executors/budget.py sets it from the memory budget).
+# buffered 2048 at a time (curate/io/budget.py sets it from the memory budget).
 DEFAULT_BUFFER_BYTES = 16 << 20
 
 
@@ -60,7 +60,7 @@ class ShardWriter:
         self._buf.append(row)
         self.rows += 1
         if self.bytes_per_shard or self.buffer_bytes:
-            from cotforge.curate.executors.budget import row_bytes
+            from cotforge.curate.io.budget import row_bytes
 
             n = row_bytes(row)
             self._sizes.append(n)

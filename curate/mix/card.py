@@ -171,7 +171,7 @@ def write_card(out_dir: str | Path, name: str, stats: dict[str, Any], drawn: pl.
                config: dict[str, Any], history: list[str] | None = None, license: str = "other",
                length_unit: str = "chars") -> Path:
     """Render plots from the drawn rows and write OUT/README.md; returns its path."""
-    from cotforge.curate.mix.plots import difficulty_histogram, length_histogram, source_mix
+    from cotforge.curate.core.plots import difficulty_histogram, length_histogram, source_mix
 
     out = Path(out_dir)
     counts = drawn.group_by("source", "domain").len("rows")

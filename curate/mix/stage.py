@@ -32,11 +32,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cotforge.curate.core.schema import chat_messages, seeded_hash
+from cotforge.curate.io import fs
 from cotforge.curate.io.inputs import counted_rows, input_schema, is_stage_dir
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import chat_messages, seeded_hash
 from cotforge.curate.select.profile import make_length_fn, problem_key
 
 if TYPE_CHECKING:
@@ -215,10 +216,17 @@ def _frame(specs: list[InputSpec], cfg: MixConfig, strict: bool) -> tuple[pl.Dat
 
 
 @remote_output
-def run_mix(specs: list[InputSpec], out_dir: str | Path, cfg: MixConfig | None = None, *, strict: bool = False,
-            rows_per_shard: int = 50_000, input_paths: list[str] | None = None) -> dict[str, Any]:
-    """Draw the mix and write sft/, rl/, removed/, stats.json and README.md (the card)."""
-    cfg = cfg or MixConfig()
+def run(cfg: MixConfig, ctx: StageContext) -> dict[str, Any]:
+    """Seeded draw under a budget -> OUT/sft, OUT/rl (verl rows), OUT/removed, OUT/stats.json, OUT/README.md.
+
+    The card reports `history`, else every earlier stage folder of the run that holds a stats.json.
+
+    Not a datatrove pipeline: the seeded budget draw is one decision over the whole pool (ratios, budget),
+    made in polars; writing the drawn rows is a single pass."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    if not cfg.history:
+        cfg = replace(cfg, history=[d for d in ctx.earlier.values() if fs.exists(fs.join(d, "stats.json"))])
+    input_paths = ctx.input_dirs
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.source_weights is None and input_paths:
@@ -278,13 +286,3 @@ def _publish_outputs(out: Path, rl_rows: list[dict[str, Any]] | None) -> None:
 def _jsonable(value: Any) -> Any:
     """Config dict as plain JSON types (for stats.json and the card)."""
     return json.loads(json.dumps(value, default=str))
-
-
-def run(cfg: MixConfig, ctx: StageContext) -> dict[str, Any]:
-    """Seeded draw under a budget -> OUT/sft, OUT/rl (verl rows), OUT/removed, OUT/stats.json, OUT/README.md.
-
-    The card reports `history`, else every earlier stage folder of the run that holds a stats.json."""
-    if not cfg.history:
-        cfg = replace(cfg, history=[d for d in ctx.earlier.values() if (Path(d) / "stats.json").exists()])
-    return run_mix(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard,
-                   input_paths=ctx.input_dirs)

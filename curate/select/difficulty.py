@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.io.inputs import counted_rows, input_schema
-from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import load_meta
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -191,13 +190,21 @@ def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None,
 
 
 @remote_output
-def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyConfig | None = None, *,
-                   generator: Any = None, verifier: Callable[[list[dict]], list[dict]] | None = None,
-                   strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
-    """Label every row with pass_rate / difficulty / difficulty_n; all rows kept (malformed removed)."""
+def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
+    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
+
+    The reference model is sampled in process by `ctx.make_generator` (injected by the caller), or with
+    `server` set through datatrove's inference runner on the stage's executor (Slurm/Ray at scale). Every
+    row is kept with pass_rate / difficulty / difficulty_n (malformed input rows removed)."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    if cfg.server and cfg.model:
+        from cotforge.curate.generate.stage import RunnerGenerator
+
+        generator: Any = RunnerGenerator(cfg.runner_config(), Path(out_dir) / "_sampling", ctx.executor)
+    else:
+        generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
     from cotforge.curate.select.profile import problem_key
 
-    cfg = cfg or DifficultyConfig()
     labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}
     to_sample: dict[str, dict[str, Any]] = {}
     for row in counted_rows(specs, None, strict):  # pass 1: which problems need sampling
@@ -211,8 +218,7 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
         raise ValueError(f"difficulty: {len(to_sample)} problems need sampling from {cfg.model!r} but no generator "
                          "was given (the pipeline and `cotforge curate difficulty` build one for `model`)")
     if to_sample and generator is not None:
-        if verifier is None:
-            from cotforge.curate.verify import verify_rows as verifier
+        from cotforge.curate.verify import verify_rows as verifier
         keys = list(to_sample)
         rates = sample_pass_rates([to_sample[k] for k in keys], generator, verifier, cfg)
         for k, p in zip(keys, rates, strict=True):
@@ -243,18 +249,3 @@ def run_difficulty(specs: list[InputSpec], out_dir: str | Path, cfg: DifficultyC
         writer.keep(row)
     return writer.close({"difficulty_bins": dict(sorted(by_bin.items())), "difficulty_methods": dict(by_method),
                          "problems_sampled": len(labels)})
-
-
-def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
-    """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
-
-    The reference model is sampled in process by `ctx.make_generator` (injected by the caller), or with
-    `server` set through datatrove's inference runner on the stage's executor (Slurm/Ray at scale)."""
-    if cfg.server and cfg.model:
-        from cotforge.curate.generate.stage import RunnerGenerator
-
-        generator = RunnerGenerator(cfg.runner_config(), Path(ctx.out_dir) / "_sampling", ctx.executor)
-    else:
-        generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
-    return run_difficulty(ctx.inputs, ctx.out_dir, cfg, generator=generator, strict=ctx.strict,
-                          rows_per_shard=ctx.rows_per_shard)

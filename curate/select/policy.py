@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from cotforge.curate.schema import seeded_hash
+from cotforge.curate.core.schema import seeded_hash
 from cotforge.curate.select.difficulty import DEFAULT_T_EASY, DEFAULT_T_HARD, bin_pass_rate
 
 MODES = ("all", "correct", "drop")

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from cotforge.curate.core.reasoning import REASONING_MARKERS
+from cotforge.curate.core.schema import as_bool, load_meta
 from cotforge.curate.dedup.core import row_keys
 from cotforge.curate.io.inputs import counted_rows, input_schema, read_stats
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
-from cotforge.curate.schema import as_bool, load_meta
-from cotforge.curate.text.reasoning import REASONING_MARKERS
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -249,10 +249,16 @@ def _valid_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool
 
 
 @remote_output
-def run_profile(specs: list[InputSpec], out_dir: str | Path, cfg: ProfileConfig | None = None, *,
-                strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
-    """Profile the inputs; writes profile.parquet/.md, plots and stats.json (and kept/ when passthrough)."""
-    cfg = cfg or ProfileConfig()
+def run(cfg: ProfileConfig, ctx: StageContext) -> dict[str, Any]:
+    """Per source and domain statistics -> OUT/profile.parquet, OUT/profile.md, OUT/plots/*.png.
+
+    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES.
+
+    Not a datatrove pipeline: per-source statistics need every row at once, and one polars pass over the
+    columns it reads takes seconds per million rows on one core."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    if not cfg.stats_dirs:
+        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     length_fn, unit = make_length_fn(cfg.tokenizer)
@@ -265,7 +271,7 @@ def run_profile(specs: list[InputSpec], out_dir: str | Path, cfg: ProfileConfig 
                                     + markdown_table(prof, PROFILE_MD_COLUMNS))
     plots: list[str] = []
     if cfg.plots:
-        from cotforge.curate.mix.plots import difficulty_histogram, length_histogram, source_mix
+        from cotforge.curate.core.plots import difficulty_histogram, length_histogram, source_mix
 
         plots = [p for p in (length_histogram(rows, out / "plots" / "length_hist.png", unit),
                              source_mix(prof, out / "plots" / "source_mix.png"),
@@ -276,12 +282,3 @@ def run_profile(specs: list[InputSpec], out_dir: str | Path, cfg: ProfileConfig 
     stats = {"stage": "profile", "rows_in": rows.height, "config": asdict(cfg), **extra}
     (out / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True, default=str) + "\n")
     return stats
-
-
-def run(cfg: ProfileConfig, ctx: StageContext) -> dict[str, Any]:
-    """Per source and domain statistics -> OUT/profile.parquet, OUT/profile.md, OUT/plots/*.png.
-
-    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES."""
-    if not cfg.stats_dirs:
-        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
-    return run_profile(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from cotforge.curate.io.inputs import counted_rows, input_schema
-from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 from cotforge.curate.select.policy import PolicyConfig, policy_reasons
@@ -189,10 +188,16 @@ def row_decisions(frame: pl.DataFrame, table: pl.DataFrame, policy: PolicyConfig
 
 
 @remote_output
-def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | None = None, *,
-               strict: bool = False, rows_per_shard: int = 50_000) -> dict[str, Any]:
-    """The select stage: profile, score, rank, top-k, difficulty policy; kept/removed/stats + selection."""
-    cfg = cfg or SelectConfig()
+def run(cfg: SelectConfig, ctx: StageContext) -> dict[str, Any]:
+    """Score and rank sources, keep the top K per domain, and filter responses by difficulty.
+
+    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES.
+
+    Not a datatrove pipeline: ranking sources needs the whole corpus's per-source statistics first, and the
+    decision per row is one polars join (seconds per million rows on one core)."""
+    specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
+    if not cfg.stats_dirs:
+        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     length_fn, unit = make_length_fn(cfg.tokenizer)
@@ -223,12 +228,3 @@ def run_select(specs: list[InputSpec], out_dir: str | Path, cfg: SelectConfig | 
 
 def _config_dict(cfg: SelectConfig) -> dict[str, Any]:
     return asdict(cfg)
-
-
-def run(cfg: SelectConfig, ctx: StageContext) -> dict[str, Any]:
-    """Score and rank sources, keep the top K per domain, and filter responses by difficulty.
-
-    Duplicate and contamination rates come from `stats_dirs`, else from the run's earlier RATE_STAGES."""
-    if not cfg.stats_dirs:
-        cfg = replace(cfg, stats_dirs=ctx.earlier_dirs(RATE_STAGES))
-    return run_select(ctx.inputs, ctx.out_dir, cfg, strict=ctx.strict, rows_per_shard=ctx.rows_per_shard)

@@ -10,37 +10,37 @@ import numpy as np
 
 from cotforge.curate.text.normalize import BATCH_SEP
 
-_U64 = np.uint64
-_P = _U64(0x100000001B3)  # byte multiplier (odd)
-_Q = _U64(0x9E3779B97F4A7C15)  # word multiplier for n-grams (odd)
-_POW: list[np.ndarray] = [np.ones(1, dtype=_U64)]
+U64 = np.uint64
+_P = U64(0x100000001B3)  # byte multiplier (odd)
+_Q = U64(0x9E3779B97F4A7C15)  # word multiplier for n-grams (odd)
+_POW: list[np.ndarray] = [np.ones(1, dtype=U64)]
 
 
 def _powers(n: int) -> np.ndarray:
     """P^k mod 2^64 for k < n (k = byte position inside a word; cached)."""
     if len(_POW[0]) < n:
-        p = np.full(max(n, 64), _P, dtype=_U64)
+        p = np.full(max(n, 64), _P, dtype=U64)
         p[0] = 1
         with np.errstate(over="ignore"):
-            _POW[0] = np.cumprod(p, dtype=_U64)
+            _POW[0] = np.cumprod(p, dtype=U64)
     return _POW[0][:n]
 
 
-def _fmix(x: np.ndarray) -> np.ndarray:
+def fmix(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser: spreads polynomial hashes over all 64 bits."""
     with np.errstate(over="ignore"):
-        x = x ^ (x >> _U64(30))
-        x = x * _U64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> _U64(27))
-        x = x * _U64(0x94D049BB133111EB)
-        return x ^ (x >> _U64(31))
+        x = x ^ (x >> U64(30))
+        x = x * U64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> U64(27))
+        x = x * U64(0x94D049BB133111EB)
+        return x ^ (x >> U64(31))
 
 
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=_U64)  # keep the low k bytes
-_K1 = _U64(0xD6E8FEB86659FD93)
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=U64)  # keep the low k bytes
+_K1 = U64(0xD6E8FEB86659FD93)
 
 
-def _hash_spans(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def hash_spans(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """64-bit hashes of the byte spans arr[start:start+len] (words).
 
     Vectorised per word, not per byte: a word's first 16 bytes are read as two little-endian uint64
@@ -52,27 +52,27 @@ def _hash_spans(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.nda
     lo = v[starts] & _MASKS[np.minimum(lens, 8)]
     hi = v[starts + 8] & _MASKS[np.clip(lens - 8, 0, 8)]
     with np.errstate(over="ignore"):
-        hi = hi + lens.astype(_U64) * _K1
+        hi = hi + lens.astype(U64) * _K1
         long = np.flatnonzero(lens > 16)
         if len(long):
             hi[long] += _tail_sums(arr, starts[long] + 16, lens[long] - 16)
-    return _fmix(lo ^ _fmix(hi))
+    return fmix(lo ^ fmix(hi))
 
 
 def hash_words_bytes(y: bytes) -> tuple[np.ndarray, np.ndarray]:
     """64-bit hashes of the words of a normalised batch (bytes, rows split by \\x00) and each word's row."""
     if not y:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64)
     arr = np.frombuffer(y, dtype=np.uint8)
     isw = ((arr != 32) & (arr != 0)).view(np.int8)
     edge = np.diff(isw, prepend=np.int8(0), append=np.int8(0))
     starts = np.flatnonzero(edge == 1)
     if len(starts) == 0:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64)
     lens = np.flatnonzero(edge == -1) - starts
     cuts = np.searchsorted(starts, np.flatnonzero(arr == 0))  # words before each row separator
     rows = np.repeat(np.arange(len(cuts) + 1, dtype=np.int64), np.diff(cuts, prepend=0, append=len(starts)))
-    return _hash_spans(arr, starts, lens), rows
+    return hash_spans(arr, starts, lens), rows
 
 
 def hash_words_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,7 +84,7 @@ def hash_words_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo, hi = int(offs[0]), int(offs[-1])
     empty = np.zeros(0, dtype=np.int64)
     if hi == lo:
-        return np.zeros(0, dtype=_U64), empty, empty
+        return np.zeros(0, dtype=U64), empty, empty
     t = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[lo:hi]
     o = offs - lo
     sp = t == 32
@@ -102,7 +102,7 @@ def hash_words_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ends &= ~sp
     lens = np.flatnonzero(ends) + 1 - starts
     rows = np.searchsorted(o, starts, side="right") - 1
-    return _hash_spans(t, starts, lens), rows, starts - o[rows]
+    return hash_spans(t, starts, lens), rows, starts - o[rows]
 
 
 def _tail_sums(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -112,7 +112,7 @@ def _tail_sums(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndar
     owner = np.repeat(np.arange(len(starts)), lens)
     pos = np.arange(int(lens.sum())) - first[owner]
     with np.errstate(over="ignore"):
-        val = arr[starts[owner] + pos].astype(_U64) * _powers(int(lens.max()))[pos]
+        val = arr[starts[owner] + pos].astype(U64) * _powers(int(lens.max()))[pos]
         return np.add.reduceat(val, first)
 
 
@@ -125,14 +125,14 @@ def ngram_hashes(wh: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, 
     """Hashes of all word n-grams that do not cross a text boundary: (hashes, text index, start word)."""
     m = len(wh) - n + 1
     if m <= 0:
-        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    acc = np.zeros(m, dtype=_U64)
+        return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    acc = np.zeros(m, dtype=U64)
     with np.errstate(over="ignore"):
         for j in range(n):
             acc = acc * _Q + wh[j:j + m]
     ok = rows[:m] == rows[n - 1:]
     starts = np.flatnonzero(ok)
-    return _fmix(acc[ok]), rows[:m][ok], starts
+    return fmix(acc[ok]), rows[:m][ok], starts
 
 
 def ngram_hashes_at(wh: np.ndarray, rows: np.ndarray, starts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -140,29 +140,29 @@ def ngram_hashes_at(wh: np.ndarray, rows: np.ndarray, starts: np.ndarray, n: int
     mask of those that stay inside one text (cheap when only a few positions are candidates)."""
     ok = starts + n <= len(wh)
     s = starts[ok]
-    acc = np.zeros(len(s), dtype=_U64)
+    acc = np.zeros(len(s), dtype=U64)
     with np.errstate(over="ignore"):
         for j in range(n):
             acc = acc * _Q + wh[s + j]
     inside = np.zeros(len(starts), dtype=bool)
     inside[ok] = rows[s] == rows[s + n - 1]
-    out = np.zeros(len(starts), dtype=_U64)
-    out[ok] = _fmix(acc)
+    out = np.zeros(len(starts), dtype=U64)
+    out[ok] = fmix(acc)
     return out, inside
 
 
 def affine_perms(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Affine permutations a*h + b mod 2^64 (a odd), datasketch's "affine64" scheme."""
     rng = np.random.RandomState(seed)
-    a = rng.randint(1, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64) * _U64(2) + _U64(1)
-    b = rng.randint(0, 2**63 - 1, size=num_perm, dtype=np.int64).astype(_U64)
+    a = rng.randint(1, 2**63 - 1, size=num_perm, dtype=np.int64).astype(U64) * U64(2) + U64(1)
+    b = rng.randint(0, 2**63 - 1, size=num_perm, dtype=np.int64).astype(U64)
     return a, b
 
 
 def minhash_matrix(shingles: np.ndarray, rows: np.ndarray, n_rows: int, a: np.ndarray, b: np.ndarray,
                    chunk: int = 8192) -> np.ndarray:
     """MinHash signatures (n_rows x num_perm, uint64) of grouped shingle hashes; empty rows stay max."""
-    out = np.full((n_rows, len(a)), np.iinfo(np.uint64).max, dtype=_U64)
+    out = np.full((n_rows, len(a)), np.iinfo(np.uint64).max, dtype=U64)
     if len(shingles) == 0:
         return out
     order = np.argsort(rows, kind="stable")
@@ -184,3 +184,22 @@ def sorted_lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray
         return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
     pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
     return pos, sorted_keys[pos] == keys
+
+
+class BitPrefilter:
+    """Membership prefilter on the high bits of uint64 hashes: one bit per slot, 2^bits slots; a hash whose
+    bit is clear is surely absent, a set bit needs the exact check (a binary search of the sorted keys)."""
+
+    def __init__(self, keys: np.ndarray, bits_per_key: int = 64, min_bits: int = 20, max_bits: int = 30):
+        n = max(len(keys), 1) * bits_per_key
+        self.bits = int(min(max(n.bit_length(), min_bits), max_bits))
+        self.shift = U64(64 - self.bits)
+        self.table = np.zeros(1 << (self.bits - 3), dtype=np.uint8)
+        if len(keys):
+            idx = (keys >> self.shift).astype(np.int64)
+            np.bitwise_or.at(self.table, idx >> 3, (1 << (idx & 7)).astype(np.uint8))
+
+    def maybe(self, h: np.ndarray) -> np.ndarray:
+        """Bool mask: which of `h` may be keys."""
+        idx = (h >> self.shift).astype(np.int64)
+        return ((self.table[idx >> 3] >> (idx & 7).astype(np.uint8)) & 1).astype(bool)

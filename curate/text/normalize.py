@@ -18,6 +18,9 @@ NFKC; lower case; Unicode math symbols and `<=`/`>=` to LaTeX commands; code-fen
 (`\\frac12`, environments, every `\\command` mapped, aliased or dropped); punctuation; ASCII letters and
 digits split apart (`3x` = `3 x`, `x2` = `x_2` = `x²`, `holds420` = `holds 420` from a dropped `$`); numbers
 (optional); instruction wrappers (at the start or end, and long ones anywhere).
+
+One module on purpose: the plain-Python definition and the batched polars path of each step sit side by
+side, so a step cannot change in one path without the other (tests/test_normalize.py compares them).
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def _chars(text: str, cfg: NormConfig) -> str:
 
 
 @lru_cache(maxsize=8)
-def _wrappers(cfg: NormConfig) -> tuple[str, ...]:
+def normalized_wrappers(cfg: NormConfig) -> tuple[str, ...]:
     plain = replace(cfg, wrappers=False)
     found = {_chars(w, plain) for w in INSTRUCTION_WRAPPERS}
     return tuple(sorted((w for w in found if w), key=len, reverse=True))
@@ -148,8 +151,8 @@ def _wrapper_patterns(wrappers: tuple[str, ...]) -> tuple[str, str, str | None]:
 
 @lru_cache(maxsize=8)
 def _compiled_wrappers(cfg: NormConfig) -> tuple[re.Pattern, re.Pattern, re.Pattern | None, tuple[str, ...]]:
-    head, tail, middle = _wrapper_patterns(_wrappers(cfg))
-    long_ws = tuple(w for w in _wrappers(cfg) if w.count(" ") >= 3)
+    head, tail, middle = _wrapper_patterns(normalized_wrappers(cfg))
+    long_ws = tuple(w for w in normalized_wrappers(cfg) if w.count(" ") >= 3)
     return re.compile(head), re.compile(tail), re.compile(middle) if middle else None, long_ws
 
 
@@ -302,8 +305,8 @@ def any_of(literals: list[str]) -> str:
 
 def _polars_wrappers(s, cfg: NormConfig):
     """`_strip_wrappers` on the rows where a wrapper can be (first/last word of a wrapper, a long one inside)."""
-    head, tail, middle = _wrapper_patterns(_wrappers(cfg))
-    long_ws = [w for w in _wrappers(cfg) if w.count(" ") >= 3]
+    head, tail, middle = _wrapper_patterns(normalized_wrappers(cfg))
+    long_ws = [w for w in normalized_wrappers(cfg) if w.count(" ") >= 3]
     firsts, lasts = _wrapper_ends(cfg)
     cand = s.str.extract(r"^([^ ]*)").is_in(firsts) | s.str.extract(r"([^ ]*)$").is_in(lasts)
     if long_ws:
@@ -322,7 +325,7 @@ def _polars_wrappers(s, cfg: NormConfig):
 def _wrapper_ends(cfg: NormConfig) -> tuple[list[str], list[str]]:
     """First and last words of the wrappers: a text can start/end with a wrapper only if its own first/last
     word is one of them."""
-    ws = _wrappers(cfg)
+    ws = normalized_wrappers(cfg)
     return sorted({w.split(" ")[0] for w in ws}), sorted({w.split(" ")[-1] for w in ws})
 
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from cotforge.curate.schema import load_meta
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.math import split_after_reasoning
 from cotforge.curate.verify.sandbox import SandboxLimits, run_python

@@ -27,14 +27,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cotforge.curate.text.reasoning import REASONING_MARKERS
+from cotforge.curate.core.reasoning import REASONING_MARKERS
 from cotforge.curate.verify.math_compare import (
     MathCompare,
-    _install_numeric_hook,
     active,
     as_tuples,
     bare_lists_ordered,
     gold_list_ordered,
+    install_numeric_hook,
     is_set_literal,
     is_unordered_gold,
     localize,
@@ -68,7 +68,7 @@ class _DropTimeoutWarnings(logging.Filter):
 
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropTimeoutWarnings())
-_install_numeric_hook()
+install_numeric_hook()
 
 
 def _check_mode(mode: str) -> None:

@@ -16,7 +16,7 @@
   - `rel_tol` [0, off]: also equal when |a - b| <= rel_tol * max(|a|, |b|) (Qwen2.5-Math's grader uses 1e-4;
     off by default because it accepts 6630 for 6630.65).
   These rules also apply entry by entry inside tuples, sets, intervals and matrices: math-verify 0.9's grader
-  calls `sympy_numeric_eq` for every pair of numbers, and we wrap that function (`_install_numeric_hook`).
+  calls `sympy_numeric_eq` for every pair of numbers, and we wrap that function (`install_numeric_hook`).
 * **Lists** (`list_order` ["auto"]). A set written ``\\{a, b\\}`` is unordered, and so is a gold written as
   several boxes or several math spans (``$21, 16$ or $11$``); a tuple ``(a, b)`` is ordered (math-verify). A *bare comma list* ``a, b`` (also several boxes read as one answer) is, under "auto":
   unordered when the problem text asks for all solutions/values/roots (``all``/``every`` + a plural noun), says
@@ -235,7 +235,7 @@ def _numeric_eq(a: Any, b: Any, float_rounding: int, numeric_precision: int) -> 
     return False
 
 
-def _install_numeric_hook() -> None:
+def install_numeric_hook() -> None:
     """Wrap math_verify.grader.sympy_numeric_eq (called for every number pair, also inside containers)."""
     global _ORIGINAL_NUMERIC_EQ
     import math_verify.grader as grader

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cotforge.curate.text.reasoning import REASONING_MARKERS
+from cotforge.curate.core.reasoning import REASONING_MARKERS
 
 MODES = ("strict", "lenient")
 

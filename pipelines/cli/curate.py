@@ -11,19 +11,18 @@ command calls the same `run(cfg, ctx)` as `cotforge run`.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import click
 
-from cotforge.curate.benchmarks import BenchmarkError
-from cotforge.curate.config import ConfigError, build, load
 from cotforge.curate.context import StageContext
+from cotforge.curate.core.benchmarks import BenchmarkError
+from cotforge.curate.core.config import ConfigError, build, load
+from cotforge.curate.core.schema import DOMAINS
 from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending
-from cotforge.curate.executors.lock import RunLocked
 from cotforge.curate.io.inputs import resolve_inputs
+from cotforge.curate.io.lock import RunLocked
 from cotforge.curate.io.readers import InputError, InputSpec
-from cotforge.curate.schema import DOMAINS
 from cotforge.pipelines.cli.fields import FlagSet
 from cotforge.pipelines.stages import group
 from cotforge.pipelines.stages.spec import Stage, make_generator
@@ -61,8 +60,9 @@ def input_specs(inputs: tuple[str, ...], maps: tuple[str, ...], source_names: tu
 
 INPUT_PARAMS = [
     click.Argument(["inputs"], nargs=-1, required=True),
-    click.Option(["out", "-o", "--out"], required=True, type=click.Path(file_okay=False),
-                 help="Output folder (gets kept/, removed/, stats.json)."),
+    click.Option(["out", "-o", "--out"], required=True, metavar="DIR|URL",
+                 help="Output folder, local or an fsspec URL such as s3://bucket/run/dedup (gets kept/, removed/, "
+                      "stats.json)."),
     click.Option(["maps", "--map"], multiple=True, metavar="FIELD=INPUT_FIELD",
                  help="Field mapping override, e.g. --map prompt=problem (repeatable)."),
     click.Option(["source_names", "--source-name"], multiple=True, metavar="[INPUT=]NAME",
@@ -104,7 +104,7 @@ def stage_command(stage: Stage) -> click.Command:
             stats = stage.run(cfg, run_ctx)
         except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
             raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
-        click.echo(stage.report(stats, Path(params["out"])) if stage.report else str(stats))
+        click.echo(stage.report(stats, params["out"]) if stage.report else str(stats))
 
     return click.Command(stage.name, params=params, callback=callback, help=stage.help,
                          context_settings={"max_content_width": 110})

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cotforge.curate.config import ConfigError, load
+from cotforge.curate.core.config import ConfigError, load
 from cotforge.pipelines.cli.fields import FlagSet
 
 

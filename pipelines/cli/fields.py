@@ -29,7 +29,7 @@ import click
 import yaml
 from click.core import ParameterSource
 
-from cotforge.curate.config import init_fields, nested_dataclass, type_hints
+from cotforge.curate.core.config import init_fields, nested_dataclass, type_hints
 
 SCALARS = {int: click.INT, float: click.FLOAT, str: click.STRING}
 

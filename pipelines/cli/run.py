@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from cotforge.curate.io import fs
 from cotforge.pipelines.config import RecipeError, load_raw, load_recipe, packaged_recipes
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,10 @@ log = logging.getLogger(__name__)
 
 @click.command("run")
 @click.argument("recipe")
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
-              help="Output folder (default: runs/<recipe>-<timestamp>). Re-running into it skips complete stages.")
+@click.option("--run-dir", default=None, metavar="DIR|URL",
+              help="Output folder (default: runs/<recipe>-<timestamp>), local or an fsspec URL such as "
+                   "s3://bucket/runs/x (run in a local mirror, uploaded at the end). Re-running into it skips "
+                   "complete stages.")
 @click.option("--resume", is_flag=True, help="Continue the newest runs/<recipe>-* folder.")
 @click.option("--dry-run", is_flag=True, help="Validate the recipe and print the stages, inputs and outputs.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -38,7 +41,7 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         rec = load_recipe(recipe, overrides, profile)
-        target = Path(run_dir) if run_dir else None
+        target: Path | str | None = (run_dir if fs.is_remote(run_dir) else Path(run_dir)) if run_dir else None
         if resume and target is None:
             target = latest_run_dir(rec)
             if target is None:
@@ -52,7 +55,7 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
         raise click.ClickException(str(e)) from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
-        from cotforge.curate.executors.lock import RunLocked
+        from cotforge.curate.io.lock import RunLocked
 
         if isinstance(e, JobsPending | JobsFailed | RunLocked):
             raise click.ClickException(str(e)) from e
@@ -61,8 +64,8 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
     skipped = [n for n, s in result.statuses.items() if s == "skipped"]
     click.echo(f"run {rec.name}: {len(ran)} stage(s) ran, {len(skipped)} skipped"
                + (f" ({', '.join(skipped)})" if skipped else "") + f" in {time.time() - t0:.1f}s")
-    click.echo(f"summary: {result.run_dir / 'summary.md'}")
-    click.echo(f"manifest: {result.run_dir / 'manifest.json'}")
+    click.echo(f"summary: {fs.join(str(result.run_dir), 'summary.md')}")
+    click.echo(f"manifest: {fs.join(str(result.run_dir), 'manifest.json')}")
 
 
 @click.command("recipes")

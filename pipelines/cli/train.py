@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from cotforge.curate.config import ConfigError, build, load
+from cotforge.curate.core.config import ConfigError, build, load
 from cotforge.pipelines.cli.fields import FlagSet, cotforge_fields
 from cotforge.pipelines.cli.lazy import LazyGroup
 
@@ -26,8 +26,8 @@ SETS = click.Option(["overrides", "--set"], multiple=True, metavar="KEY=VALUE",
 
 def sft_command() -> click.Command:
     """`cotforge train sft`: TRL SFTTrainer on curated long-CoT shards (works under `accelerate launch`)."""
-    from cotforge.train.data.sft import SFTDataError
-    from cotforge.train.sft import CotSFTConfig, SFTConfigError, load_sft_config, run_sft
+    from cotforge.train.sft.data import SFTDataError
+    from cotforge.train.sft.trainer import CotSFTConfig, SFTConfigError, load_sft_config, run_sft
 
     flags = FlagSet(CotSFTConfig, "cfg", include=[*cotforge_fields(CotSFTConfig), "output_dir"],
                     names={"output_dir": ["-o", "--output-dir"]})

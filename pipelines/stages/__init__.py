@@ -9,7 +9,13 @@ torch; `tests/test_pipeline.py` checks that this index and the modules agree.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
+from cotforge.curate.context import StageContext
+from cotforge.curate.engine import ExecutorConfig
+from cotforge.curate.io.readers import InputSpec
 from cotforge.pipelines.stages.spec import Stage
 
 # module -> its stages, in pipeline order
@@ -34,3 +40,18 @@ def get_stage(name: str) -> Stage:
 def group(module: str) -> dict[str, Stage]:
     """All stages of one module (e.g. the curation stages for `cotforge curate`)."""
     return dict(importlib.import_module(module).STAGES)
+
+
+def run_stage(name: str, inputs: Iterable[InputSpec | str | Path], out: str | Path, cfg: Any = None,
+              executor: ExecutorConfig | None = None, *, generator: Any = None, **ctx: Any) -> dict[str, Any]:
+    """Run stage `name` from Python the way the command line does: its only door, `run(cfg, ctx)`, with a
+    StageContext holding `inputs` (InputSpecs or paths/URLs), `out` (a folder or URL, kept as given) and the
+    executor settings; returns the stage's stats. `generator` is what the injected `make_generator` returns
+    (the difficulty stage's reference model); other keywords are StageContext fields (strict, rows_per_shard,
+    input_dirs, earlier, make_generator)."""
+    stage = get_stage(name)
+    specs = [i if isinstance(i, InputSpec) else InputSpec(str(i)) for i in inputs]
+    context = StageContext(out_dir=str(out), inputs=specs, executor=executor or ExecutorConfig(), **ctx)
+    if generator is not None:
+        context.make_generator = lambda model, backend: generator
+    return stage.run(cfg if cfg is not None else stage.config(), context)

@@ -7,9 +7,9 @@ transformers, so `cotforge curate ...` stays light.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from cotforge.curate import ingest
 from cotforge.curate.context import StageContext
 from cotforge.curate.decontam import stage as decontam
 from cotforge.curate.decontam.config import DecontamConfig
@@ -17,7 +17,7 @@ from cotforge.curate.dedup import stage as dedup
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.generate import stage as generate
 from cotforge.curate.generate.config import GenerateConfig
-from cotforge.curate.io import ingest
+from cotforge.curate.io import fs
 from cotforge.curate.mix import stage as mix
 from cotforge.curate.select import difficulty, profile, sources
 from cotforge.curate.verify import stage as verify
@@ -29,20 +29,20 @@ from cotforge.pipelines.stages.spec import RecipeDefault, Stage
 CURATE_STAGES = ("ingest", "decontaminate", "dedup", "generate", "verify", "difficulty", "profile", "select")
 
 
-def counts_line(stats: dict[str, Any], out: Path) -> str:
+def counts_line(stats: dict[str, Any], out: str) -> str:
     """`N rows in, K kept, R removed (reason n, ...) -> OUT`: what every curation command prints."""
     by = ", ".join(f"{k} {v}" for k, v in (stats.get("removed_by_reason") or {}).items()) or "none"
     return f"{stats['rows_in']} rows in, {stats['kept']} kept, {stats['removed']} removed ({by}) -> {out}"
 
 
-def _decontam_report(stats: dict[str, Any], out: Path) -> str:
+def _decontam_report(stats: dict[str, Any], out: str) -> str:
     c = stats.get("contamination", {})
     return (f"{counts_line(stats, out)}\n{c.get('contaminated_rows', 0)} contaminated: "
             f"{c.get('prompt_side_rows', 0)} prompt side, {c.get('response_only_rows', 0)} response side only; "
-            f"report: {out / 'contamination_report.md'}")
+            f"report: {fs.join(out, 'contamination_report.md')}")
 
 
-def _generate_report(stats: dict[str, Any], out: Path) -> str:
+def _generate_report(stats: dict[str, Any], out: str) -> str:
     g = stats["generate"]
     return (f"{counts_line(stats, out)}\n{g['prompts']} prompts x {g['n']} from {g['teacher']}: "
             f"{g['prompts_by_outcome']}; finish reasons {g['finish_reasons']}; "
@@ -54,28 +54,30 @@ def _generate_fill(opts: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     out = dict(opts)
     model = str(out.get("model") or "")
     if model.startswith(GENERATED) and "data" in ctx.earlier:
-        out["model"] = str(Path(ctx.earlier["data"]) / model[len(GENERATED):])
+        out["model"] = fs.join(ctx.earlier["data"], model[len(GENERATED):])
     return out
 
 
-def _verify_report(stats: dict[str, Any], out: Path) -> str:
+def _verify_report(stats: dict[str, Any], out: str) -> str:
     by = ", ".join(f"{k} {v}" for k, v in stats["verify"]["by_status"].items())
     return f"{counts_line(stats, out)}\nverdicts: {by}"
 
 
-def _difficulty_report(stats: dict[str, Any], out: Path) -> str:
+def _difficulty_report(stats: dict[str, Any], out: str) -> str:
     return f"{counts_line(stats, out)}\nbins {stats['difficulty_bins']}, methods {stats['difficulty_methods']}"
 
 
-def _profile_report(stats: dict[str, Any], out: Path) -> str:
-    return (out / "profile.md").read_text()
+def _profile_report(stats: dict[str, Any], out: str) -> str:
+    with fs.open_text(fs.join(out, "profile.md")) as f:
+        return f.read()
 
 
-def _select_report(stats: dict[str, Any], out: Path) -> str:
-    return (out / "selection.md").read_text().split("\n## Profile")[0] + "\n" + counts_line(stats, out)
+def _select_report(stats: dict[str, Any], out: str) -> str:
+    with fs.open_text(fs.join(out, "selection.md")) as f:
+        return f.read().split("\n## Profile")[0] + "\n" + counts_line(stats, out)
 
 
-def _mix_report(stats: dict[str, Any], out: Path) -> str:
+def _mix_report(stats: dict[str, Any], out: str) -> str:
     return (f"{stats['mix']['name']}: {stats['kept']} SFT rows, {stats['mix']['rl_rows']} RL rows, "
             f"removed {stats['removed_by_reason']} -> {out}")
 
@@ -96,7 +98,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           fill=_generate_fill, report=_generate_report,
           outputs="kept/ (one row per response: +prompt_id, sample_index, teacher, finish_reason, sampling), "
                   "removed/, stats.json"),
-    Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES,
+    Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
     Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+pass_rate, difficulty), stats.json", report=_difficulty_report),

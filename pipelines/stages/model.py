@@ -102,7 +102,7 @@ def _convert_gguf(cfg: ModelConfig, dst: Path) -> None:
 
 def run(cfg: ModelConfig, ctx: StageContext) -> dict[str, Any]:
     """The model stage: build or fetch the base model into RUN/model/model."""
-    return prepare_model(cfg, ctx.out_dir)
+    return prepare_model(cfg, Path(ctx.out_dir))
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (

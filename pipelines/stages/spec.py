@@ -59,7 +59,7 @@ class Stage:
     datatrove: bool = False  # runs datatrove steps: takes the executor settings
     seeded: bool = True  # a `seed` field the recipe leaves unset gets the recipe seed
     outputs: str = "kept/, removed/, stats.json"
-    report: Callable[[dict[str, Any], Path], str] | None = None  # what the CLI prints after a run
+    report: Callable[[dict[str, Any], str], str] | None = None  # what the CLI prints after a run
 
     @property
     def code_seeds(self) -> tuple[str, ...]:

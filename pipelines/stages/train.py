@@ -1,5 +1,5 @@
 """The training and evaluation stages (sft, rl, eval_base, evaluate) as `Stage` objects; their configs and
-`run(cfg, ctx)` live in cotforge.train (`train/sft.py`, `train/rl/trainer.py`, `train/eval/run.py`).
+`run(cfg, ctx)` live in cotforge.train (`train/sft/trainer.py`, `train/rl/trainer.py`, `train/eval/run.py`).
 
 Their `fill` functions give the model, data and output paths from the run folder (the newest model
 before the stage, the mix's sft/ or rl/ shards, RUN/<stage>/); options the recipe sets win, except the
@@ -16,12 +16,12 @@ from typing import Any
 from cotforge.curate.context import StageContext
 from cotforge.pipelines.stages.model import MODEL_REF
 from cotforge.pipelines.stages.spec import RecipeDefault, Requirement, Stage
-from cotforge.train import sft
 from cotforge.train.callbacks import train_stats
 from cotforge.train.eval import run as evaluation
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.rl import trainer as rl
 from cotforge.train.rl.config import GPPOConfig
+from cotforge.train.sft import trainer as sft
 
 MODEL_STAGES = ("model", "sft", "rl")  # stages that leave a model behind, oldest first
 NEEDS_MODEL = Requirement(MODEL_STAGES, "model", "needs a model")

@@ -1,4 +1,4 @@
-"""Benchmark items as the evaluator sees them: loading from the shared registry (`curate.benchmarks`),
+"""Benchmark items as the evaluator sees them: loading from the shared registry (`curate.core.benchmarks`),
 the chat prompt per item, and fingerprints of what was evaluated."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cotforge.curate.core.schema import load_meta
 from cotforge.curate.io.readers import normalize_tests
-from cotforge.curate.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
 
 CODE_PROMPT_STDIO = (
@@ -42,7 +42,7 @@ class EvalItem:
 
 
 def load_items(name: str, cfg: EvalConfig) -> list[EvalItem]:
-    """The benchmark's items from the shared registry (`curate.benchmarks`), first `cfg.limit` of them."""
+    """The benchmark's items from the shared registry (`curate.core.benchmarks`), first `cfg.limit` of them."""
     raw, domain = _registry_load(name, cfg)
     if cfg.limit is not None:
         raw = raw[: cfg.limit]
@@ -62,8 +62,8 @@ def load_items(name: str, cfg: EvalConfig) -> list[EvalItem]:
 
 
 def _registry_load(name: str, cfg: EvalConfig) -> tuple[list[Any], str]:
-    """(items, domain) from `curate.benchmarks`, the registry decontamination uses (plus cfg.registry YAML)."""
-    from cotforge.curate import benchmarks as reg
+    """(items, domain) from `curate.core.benchmarks`, the registry decontamination uses (plus cfg.registry YAML)."""
+    from cotforge.curate.core import benchmarks as reg
 
     extra = reg.load_registry_yaml(cfg.registry) if cfg.registry else None
     try:
@@ -75,7 +75,7 @@ def _registry_load(name: str, cfg: EvalConfig) -> tuple[list[Any], str]:
 
 def registry_fingerprint(name: str, cfg: EvalConfig) -> str:
     """The registry's fingerprint of the whole benchmark (before --limit): what decontamination reports."""
-    from cotforge.curate import benchmarks as reg
+    from cotforge.curate.core import benchmarks as reg
 
     extra = reg.load_registry_yaml(cfg.registry) if cfg.registry else None
     return reg.items_fingerprint(reg.load_benchmark(name, benchmarks_dir=cfg.benchmarks_dir, extra_registry=extra))

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.schema import load_meta
+from cotforge.curate.core.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.eval.items import EvalItem, benchmark_fingerprint
 from cotforge.train.eval.metrics import maj_at_k, math_equivalent, mean_ci, pass_at_k

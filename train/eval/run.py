@@ -37,7 +37,7 @@ from cotforge.train.eval.config import EvalConfig
 from cotforge.train.eval.items import EvalItem, build_messages, load_items, registry_fingerprint
 from cotforge.train.eval.report import compute_results, write_report
 from cotforge.train.eval.scoring import score_samples
-from cotforge.train.eval.store import SampleStore, _check_resumable, chunk_seed, gen_key, plan_chunks
+from cotforge.train.eval.store import SampleStore, check_resumable, chunk_seed, gen_key, plan_chunks
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -112,7 +112,7 @@ def run_eval(cfg: EvalConfig, generator: Any = None) -> dict[str, Any]:
         store.clear()
     key = gen_key(cfg)
     rows = store.load()
-    _check_resumable(rows, key, out)
+    check_resumable(rows, key, out)
     have: dict[tuple[str, str], set[int]] = {}
     for r in rows:
         have.setdefault((r["benchmark"], r["item_id"]), set()).add(int(r["sample_idx"]))
@@ -225,4 +225,4 @@ def run(cfg: EvalConfig, ctx: StageContext) -> dict[str, Any]:
     results = run_eval(cfg)
     headline = {name: {k: v for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 for name, r in (results.get("benchmarks") or {}).items()}
-    return {"stage": ctx.out_dir.name, "model": cfg.model, "benchmarks": headline}
+    return {"stage": Path(ctx.out_dir).name, "model": cfg.model, "benchmarks": headline}

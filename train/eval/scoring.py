@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cotforge.curate.schema import load_meta
+from cotforge.curate.core.schema import load_meta
 from cotforge.train.eval.config import EvalConfig
 from cotforge.train.eval.items import EvalItem
 

@@ -82,7 +82,7 @@ class SampleStore:
             self.parts.rmdir()
 
 
-def _check_resumable(rows: list[dict[str, Any]], key: str, out: Path) -> None:
+def check_resumable(rows: list[dict[str, Any]], key: str, out: Path) -> None:
     """Stored samples from other settings would mix two distributions: refuse with a clear message."""
     other = sorted({r["gen_key"] for r in rows if r["gen_key"] != key})
     if other:

@@ -33,6 +33,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from cotforge.train.defaults import fill_auto_defaults
 from cotforge.train.rl.groups import FILTER_METRICS
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES
 from cotforge.train.rl.rewards import RewardConfig
@@ -131,10 +132,7 @@ class GPPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         self._check_own_fields()
         self._derive_batches()
-        if self.bf16 is None:
-            self.bf16 = _bf16_available(self.use_cpu) and not self.fp16
-        if self.activation_checkpointing is None and self.gradient_checkpointing is None:
-            self.activation_checkpointing = False
+        fill_auto_defaults(self, checkpointing=False)
         if self.overlong_filter is None:
             self.overlong_filter = (self.max_completion_length or 0) < OFFICIAL_MAX_LENGTH
         if isinstance(self.train_files, str):
@@ -224,10 +222,3 @@ class GPPOConfig(GRPOConfig):
     def reward_config(self) -> RewardConfig:
         """The RewardConfig built from `reward`."""
         return RewardConfig(**self.reward)
-
-
-def _bf16_available(use_cpu: bool) -> bool:
-    """True when training will run on a CUDA device that supports bf16."""
-    import torch
-
-    return (not use_cpu) and torch.cuda.is_available() and torch.cuda.is_bf16_supported()

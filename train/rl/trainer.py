@@ -33,7 +33,8 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from cotforge.curate.config import build
+from cotforge.curate.core.config import build
+from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
 from cotforge.train.rl.groups import select_groups
@@ -276,7 +277,7 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     from transformers import AutoTokenizer
 
     from cotforge.train.callbacks import CsvJsonLogger
-    from cotforge.train.data.rl import load_rl_dataset
+    from cotforge.train.rl.data import load_rl_dataset
 
     if train_dataset is None:
         if not cfg.train_files:
@@ -296,18 +297,6 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
                                   *callbacks])
 
 
-def resolve_resume(cfg: GPPOConfig) -> str | None:
-    """"latest" -> newest checkpoint-N in output_dir (None if there is none); a path must exist."""
-    r = cfg.resume_from_checkpoint
-    if not r:
-        return None
-    if r == "latest":
-        ckpts = sorted(Path(cfg.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-        return str(ckpts[-1]) if ckpts else None
-    if not Path(r).is_dir():
-        raise FileNotFoundError(f"resume_from_checkpoint: {r} is not a folder")
-    return r
-
 
 def run_rl(cfg: GPPOConfig, **build_kw: Any) -> GPPOTrainer:
     """Train, save the final model to output_dir/final, write rl_config.json; returns the trainer."""
@@ -315,7 +304,8 @@ def run_rl(cfg: GPPOConfig, **build_kw: Any) -> GPPOTrainer:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rl_config.json").write_text(cfg.to_json_string())
-    trainer.train(resume_from_checkpoint=resolve_resume(cfg))
+    trainer.train(resume_from_checkpoint=resolve_resume(cfg.resume_from_checkpoint, cfg.output_dir,
+                                                                 "resume_from_checkpoint"))
     trainer.save_model(str(out / "final"))
     return trainer
 

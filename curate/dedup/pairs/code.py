@@ -1,6 +1,6 @@
-"""The pair check of code problems by sections (curate/dedup/sections.py), on top of the graded check.
+"""The pair check of code problems by sections (curate/dedup/pairs/sections.py), on top of the graded check.
 
-Two scrapes of one problem agree on their statements (graded check of curate/dedup/pairs.py) and on every
+Two scrapes of one problem agree on their statements (graded check of curate/dedup/pairs/text.py) and on every
 section both carry (constraints, examples, stub names); a section only one carries is what the other scrape
 left out, no evidence either way. Such a merge is *partial*: `ProblemCluster` undoes it when it would join two
 prompts whose sections disagree (`CONFLICT_REASONS`).
@@ -9,8 +9,8 @@ prompts whose sections disagree (`CONFLICT_REASONS`).
 from __future__ import annotations
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs import _jaccard_ok, _plain, graded_verdict, prompt_view
-from cotforge.curate.dedup.sections import CodeSections, code_sections, join_superscripts
+from cotforge.curate.dedup.pairs.sections import CodeSections, code_sections, join_superscripts
+from cotforge.curate.dedup.pairs.text import graded_verdict, jaccard_ok, plain_norm, prompt_view
 from cotforge.curate.text.normalize import normalize
 
 # a rejected pair whose sections disagree where both have them: two different problems, never one cluster
@@ -47,13 +47,13 @@ def code_verdict(sa: CodeSections | None, sb: CodeSections | None, whole_a: tupl
             return "signature_changed"
         if sa.constraints.strip() and sb.constraints.strip() and _constraints_differ(sa, sb, cfg):
             return "constraints_changed"
-        plain = _plain(cfg.norm)
+        plain = plain_norm(cfg.norm)
         both = zip(sa.examples, sb.examples, strict=False)  # the examples both scrapes have
         if any(normalize(ea, plain) != normalize(eb, plain) for ea, eb in both):
             return "examples_changed"
     (ta, ra), (tb, rb) = _statement(sa, whole_a, cfg), _statement(sb, whole_b, cfg)
     if not cfg.edit_guard:
-        return None if _jaccard_ok(ta.split(" "), tb.split(" "), cfg) else "below_threshold"
+        return None if jaccard_ok(ta.split(" "), tb.split(" "), cfg) else "below_threshold"
     return graded_verdict(prompt_view(ta, ra, cfg.norm), prompt_view(tb, rb, cfg.norm), cfg, edges=sa is None or sb is None)
 
 

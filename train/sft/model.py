@@ -1,6 +1,6 @@
 """Model-side SFT setup: the attention default on GPUs, the packing decision, and where generation stops.
 
-Split from `train/sft.py` (config + trainer wiring). The functions take the config duck-typed (any
+Split from `train/sft/trainer.py` (config + trainer wiring). The functions take the config duck-typed (any
 object with the CotSFTConfig/TrainingArguments fields they read), so this module does not import it.
 """
 
@@ -10,8 +10,8 @@ import logging
 import os
 from typing import Any
 
-from cotforge.curate.config import ConfigError
-from cotforge.train.data.sft import packing_probe
+from cotforge.curate.core.config import ConfigError
+from cotforge.train.sft.data import packing_probe
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,10 @@ def _is_sharded(cfg) -> bool:
     env = any(os.environ.get(k, "false").lower() in ("1", "true")
               for k in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"))
     return bool(env or cfg.deepspeed or cfg.fsdp
-                or _dist_type(cfg) in ("DEEPSPEED", "FSDP"))
+                or dist_type(cfg) in ("DEEPSPEED", "FSDP"))
 
 
-def _dist_type(cfg) -> str:
+def dist_type(cfg) -> str:
     """accelerate's distributed type as a plain string ("NO", "MULTI_GPU", "DEEPSPEED", ...)."""
     kind = cfg.distributed_state.distributed_type
     return str(getattr(kind, "value", kind))
@@ -64,7 +64,7 @@ def _probe_autocast(cfg, model):
 def check_packing(cfg, model) -> tuple[bool, dict[str, Any]]:
     """Whether to pack, and why: yes for FlashAttention varlen; for other backends only if the probe passes.
 
-    The probe (`train.data.packing_probe`) runs on the model's device under training's autocast dtype.
+    The probe (`train.sft.data.packing_probe`) runs on the model's device under training's autocast dtype.
     A failure triggers `packing_fallback`: `unpacked` or `error`.
     """
     impl = str(getattr(model.config, "_attn_implementation", None) or "")

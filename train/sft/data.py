@@ -4,7 +4,7 @@ assistant-only labels; rows that cannot be rendered faithfully are dropped with 
 The flow is `load_sft_dataset` -> `prepare_sft_dataset` (messages -> `input_ids` + `labels`, where every
 prompt token is -100) -> TRL's `SFTTrainer`, which sees an already tokenised dataset and only
 truncates / packs / collates it. Doing the tokenisation here (not in TRL) keeps the label rule in one
-place for every chat template. `train.data.sft_render` has the rendering rules:
+place for every chat template. `train.sft.render` has the rendering rules:
 
 * ``mask_mode="diff"`` (what ``auto`` picks): prompt = the generation prompt of the history, labels = what
   the model must generate after it, up to and including the template's end-of-turn token;
@@ -13,7 +13,7 @@ place for every chat template. `train.data.sft_render` has the rendering rules:
 
 Dropped rows (bad fields, templates that lose the reasoning with repair off, ...) are counted per reason
 and sampled in `PrepareStats` (written as `sft_data_stats.json` by the trainer); `strict=True` raises on
-the first one instead. Packing helpers live in `train.data.sft_packing`.
+the first one instead. Packing helpers live in `train.sft.packing`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.schema import chat_messages
-from cotforge.train.data.sft_packing import PackingProbe, collate, packing_leak, packing_probe, padding_share
-from cotforge.train.data.sft_render import (
+from cotforge.curate.core.schema import chat_messages
+from cotforge.train.sft.packing import PackingProbe, collate, packing_leak, packing_probe, padding_share
+from cotforge.train.sft.render import (
     DROP_REASONS,
     MASK_MODES,
     REASONING_MODES,

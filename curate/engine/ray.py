@@ -20,8 +20,8 @@ from pathlib import Path
 
 from datatrove.executor.ray import RankWorker, RayPipelineExecutor
 
-from cotforge.curate.executors.options import RayOptions
-from cotforge.curate.executors.slurm import JobsFailed, failure_detail
+from cotforge.curate.engine.options import RayOptions
+from cotforge.curate.engine.slurm import JobsFailed, failure_detail
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Word lists of the graded pair check (curate/dedup/pairs.py): which normalised tokens carry the problem.
+"""Word lists of the graded pair check (curate/dedup/pairs/text.py): which normalised tokens carry the problem.
 
 These are closed word classes, not paraphrase lists: number words, LaTeX layout commands, and the ordinary
 words that decide *what is asked* ("carriers": comparisons, operations, parity, sign, negation, bounds,

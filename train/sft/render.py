@@ -22,7 +22,7 @@ The end-of-turn token is read from the template (the first control token after a
 probe conversation), not from `tokenizer.eos_token`: Qwen base tokenizers have eos `<|endoftext|>` while
 their template ends turns with `<|im_end|>`.
 
-Reasoning: `curate.text.reasoning.find_reasoning` knows every marker pair cotforge knows and closing-only
+Reasoning: `curate.core.reasoning.find_reasoning` knows every marker pair cotforge knows and closing-only
 traces (`... </think>\\n\\nanswer`, R1's output when the prompt opened the block). Such a trace is kept as it is
 when the generation prompt opens the block. Otherwise its opener is prepended (`opened_closing_only`).
 `reasoning_markers` can rewrite a response's markers to the target model's (`auto`: the pair the template
@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cotforge.curate.text.reasoning import (
+from cotforge.curate.core.reasoning import (
     REASONING_MARKERS,
     find_reasoning,
     marker_pair,

@@ -25,7 +25,7 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-from cotforge.curate.dedup.synonyms import MORPHY, SPELLING, exceptions
+from cotforge.curate.dedup.pairs.synonyms import MORPHY, SPELLING, exceptions
 
 log = logging.getLogger(__name__)
 TABLE = Path(__file__).with_name("wordnet_relations.txt.gz")

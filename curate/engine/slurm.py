@@ -23,7 +23,7 @@ from pathlib import Path
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
-from cotforge.curate.executors.options import SlurmOptions, current_venv_line
+from cotforge.curate.engine.options import SlurmOptions, current_venv_line
 
 log = logging.getLogger(__name__)
 

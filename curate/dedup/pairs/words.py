@@ -7,9 +7,9 @@ are ordinary words outside the closed classes of lexicon.FUNCTION_WORDS (carrier
 
 from __future__ import annotations
 
-from cotforge.curate.dedup import relations
-from cotforge.curate.dedup.lexicon import CARRIERS, FUNCTION_WORDS, REWORD_GROUP
-from cotforge.curate.dedup.synonyms import known, synonyms
+from cotforge.curate.dedup.pairs import relations
+from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FUNCTION_WORDS, REWORD_GROUP
+from cotforge.curate.dedup.pairs.synonyms import known, synonyms
 
 
 def content_words(side: list[tuple[str, str]]) -> list[str]:

@@ -1,6 +1,7 @@
 """The graded check of an LSH candidate pair: align the two normalised prompts, classify what changed, decide.
 
-Runs only on candidate pairs (the cluster step, `PairJudge`), never per row. Steps:
+Runs only on candidate pairs (the cluster step, `PairJudge`), never per row; `verdict.py` picks this check or
+the code check (`code.py`) for a pair. Steps:
 
 1. Tokens: the normalised prompt split on spaces, with contractions put back together ("don t" -> "do not")
    and "non X" joined ("non negative" -> "nonnegative"). From the raw prompt (when given): the tokens that
@@ -11,7 +12,7 @@ Runs only on candidate pairs (the cluster step, `PairJudge`), never per row. Ste
    lies between is *interior* change.
 3. Each change is classified by the tokens it touches: numbers (digits, number words: compared by value),
    variables and math expressions, names, ordinary words, and among ordinary words the carriers of the
-   question (curate/dedup/lexicon.py). Verdicts, first match wins:
+   question (curate/dedup/pairs/lexicon.py). Verdicts, first match wins:
    - `number_changed`: the numbers in a changed span differ (the number guard already rejects pairs whose
      digit multisets differ; this adds number words and moved numbers: "3n square, 2n cube" vs "2n ..., 3n");
    - `math_changed`: a variable / expression token changed (at the edges: one the common problem lacks);
@@ -33,7 +34,7 @@ from difflib import SequenceMatcher
 from functools import cached_property, lru_cache
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.lexicon import (
+from cotforge.curate.dedup.pairs.lexicon import (
     CARRIERS,
     CONTRACTION_NOT,
     FORMAT_WORDS,
@@ -44,8 +45,7 @@ from cotforge.curate.dedup.lexicon import (
     STARTERS,
     STRICT_CATEGORIES,
 )
-from cotforge.curate.dedup.sections import code_sections
-from cotforge.curate.dedup.words import content_replaced, content_words, idioms, negated, said_by
+from cotforge.curate.dedup.pairs.words import content_replaced, content_words, idioms, negated, said_by
 from cotforge.curate.text.normalize import NormConfig, normalize
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
@@ -124,7 +124,7 @@ def dedup_tokens(norm: str) -> list[str]:
 
 
 @lru_cache(maxsize=8)
-def _plain(norm: NormConfig) -> NormConfig:
+def plain_norm(norm: NormConfig) -> NormConfig:
     return replace(norm, wrappers=False)
 
 
@@ -133,7 +133,7 @@ def _math_and_prose(raw: str, norm: NormConfig) -> tuple[set[str], str]:
     math: set[str] = set()
     prose: list[str] = []
     pos = 0
-    plain = _plain(norm)
+    plain = plain_norm(norm)
     spans = sorted([(m.start(), m.end(), True) for m in _ASY.finditer(raw)]
                    + [(m.start(), m.end(), False) for m in _MATH.finditer(raw)])
     for start, end, asy in spans:
@@ -283,7 +283,7 @@ def _shingles(toks: list[str] | tuple[str, ...], n: int) -> set[tuple[str, ...]]
     return {tuple(toks[i:i + n]) for i in range(max(1, len(toks) - n + 1))}
 
 
-def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
+def jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
     if cfg.threshold <= 0:
         return True
     sa, sb = _shingles(ta, cfg.ngram), _shingles(tb, cfg.ngram)
@@ -293,7 +293,7 @@ def _jaccard_ok(ta, tb, cfg: DedupConfig) -> bool:
 def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig, edges: bool = True) -> str | None:
     """None when the two prompts are the same problem, else the reason they are not (module docstring).
     `edges=False`: text before / after the common problem is judged like interior text (a code statement
-    whose wrappers curate/dedup/sections.py already cut: a trailing "You must write an algorithm that runs in
+    whose wrappers curate/dedup/pairs/sections.py already cut: a trailing "You must write an algorithm that runs in
     logarithmic time." there is part of the problem, not an instruction wrapper)."""
     if va.commands != vb.commands:
         return "math_changed"
@@ -332,7 +332,7 @@ def graded_verdict(va: PromptView, vb: PromptView, cfg: DedupConfig, edges: bool
         reworded += n if not edge else (min(i2 - i1, j2 - j1) if 0 < min(i2 - i1, j2 - j1) <= 2 else 0)
     if reworded > max(MIN_REWORDED, cfg.max_reworded * core_len):
         return "reworded_too_much"
-    if not _jaccard_ok(ta[ops[first][1]:ops[last][2]], tb[ops[first][3]:ops[last][4]], cfg):
+    if not jaccard_ok(ta[ops[first][1]:ops[last][2]], tb[ops[first][3]:ops[last][4]], cfg):
         return "below_threshold"
     return None
 
@@ -351,27 +351,4 @@ def _containment(ta: list[str], tb: list[str]) -> tuple[list[str], list[str], st
     return long_[:k], long_[k + len(short):], which
 
 
-def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | None = None,
-                      raw_b: str | None = None, views: tuple[PromptView, PromptView] | None = None) -> str | None:
-    """Check an LSH candidate pair of normalised prompts (raw prompts optional: they give names and math
-    tokens): None = near-duplicates, else the reason they are not. `edit_guard=False` keeps only the
-    n-gram Jaccard test on the whole prompts. `views` (from `prompt_view`) saves rebuilding them when one
-    prompt is in many pairs. Code problems (`code_sections`, both raw prompts given) go by `code_verdict`."""
-    if cfg.code_sections and raw_a and raw_b:
-        sa, sb = code_sections(raw_a), code_sections(raw_b)
-        if sa is not None or sb is not None:
-            from cotforge.curate.dedup.code_pairs import code_verdict  # it builds on this module
-
-            return code_verdict(sa, sb, (norm_a, raw_a), (norm_b, raw_b), cfg)
-    if not cfg.edit_guard:
-        return None if _jaccard_ok(norm_a.split(" "), norm_b.split(" "), cfg) else "below_threshold"
-    if views is None:
-        views = prompt_view(norm_a, raw_a, cfg.norm), prompt_view(norm_b, raw_b, cfg.norm)
-    return graded_verdict(*views, cfg)
-
-
-REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
-                  "signature_changed", "constraints_changed", "examples_changed", "reworded_too_much",
-                  "below_threshold")
-
-__all__ = ["PromptView", "prompt_view", "dedup_tokens", "graded_verdict", "candidate_verdict", "REJECT_REASONS"]
+__all__ = ["PromptView", "dedup_tokens", "graded_verdict", "jaccard_ok", "plain_norm", "prompt_view"]

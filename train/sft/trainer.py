@@ -1,6 +1,6 @@
 """Long chain-of-thought SFT: curated shards -> TRL `SFTTrainer` (transformers Trainer + accelerate).
 
-cotforge adds the data handling (`train.data`: rendering, assistant-only labels, overlong policy), the
+cotforge adds the data handling (`train/sft/data.py`: rendering, assistant-only labels, overlong policy), the
 paper's recipe as defaults (Klear-Reasoner §4.1: peak lr 8e-5, cosine decay to a floor of 4e-5, 4 epochs,
 32k tokens), a packing guard for attention backends that could leak across packed samples, plain
 CSV/JSON/PNG logs (the `cotforge train sft` command is generated from these fields in pipelines/cli). Training, checkpointing, resume (optimizer,
@@ -17,7 +17,7 @@ Packing: `packing: true` uses TRL's best-fit-decreasing packer with padding-free
 on CUDA when flash-attn is installed) keeps samples apart with varlen kernels. For `sdpa`/`eager`/
 `flex_attention` transformers builds a block-diagonal mask from the restarting position ids when no KV
 cache is used; before training, `check_packing` probes the real model on its device and compute dtype
-(`train.data.packing_probe`: the last sample's logits must not depend on the other samples' tokens, and
+(`train.sft.data.packing_probe`: the last sample's logits must not depend on the other samples' tokens, and
 must match the sample run alone). If the probe fails, `packing_fallback: unpacked` (default) trains unpacked
 with a warning and `error` stops. The padding-free collator flattens `per_device_train_batch_size` packed
 rows into one sequence, so without varlen kernels attention costs (batch * max_length)^2: the default batch
@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from trl import SFTConfig, SFTTrainer
 
-from cotforge.curate.config import load
+from cotforge.curate.core.config import load
 from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, train_stats
-from cotforge.train.data.sft import (
+from cotforge.train.defaults import fill_auto_defaults, resolve_resume
+from cotforge.train.distributed import check_training_args
+from cotforge.train.sft.data import (
     MASK_MODES,
     OVERLONG_POLICIES,
     REASONING_MODES,
@@ -49,14 +51,13 @@ from cotforge.train.data.sft import (
     load_sft_dataset,
     prepare_sft_dataset,
 )
-from cotforge.train.distributed import check_training_args
-from cotforge.train.sft_model import (
+from cotforge.train.sft.model import (
     PACKING_FALLBACKS,
     SFTConfigError,
-    _dist_type,
     check_packing,
     decide_packing,
     default_attn_implementation,
+    dist_type,
     stop_at_end_of_turn,
 )
 
@@ -129,10 +130,7 @@ class CotSFTConfig(SFTConfig):
 
     def __post_init__(self):
         self._check_choices()
-        if self.bf16 is None:
-            self.bf16 = _bf16_available(self.use_cpu) and not self.fp16
-        if self.activation_checkpointing is None and self.gradient_checkpointing is None:
-            self.activation_checkpointing = True
+        fill_auto_defaults(self, checkpointing=True)
         if isinstance(self.data, str):
             self.data = [self.data]
         if isinstance(self.eval_data, str):
@@ -160,11 +158,6 @@ class CotSFTConfig(SFTConfig):
             raise SFTConfigError(f"chat_template_kwargs: expected a mapping, got {self.chat_template_kwargs!r}")
 
 
-def _bf16_available(use_cpu: bool) -> bool:
-    """True when training will run on a CUDA device that supports bf16."""
-    import torch
-
-    return (not use_cpu) and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 # --------------------------------------------------------------------------- config loading
@@ -173,7 +166,7 @@ def _bf16_available(use_cpu: bool) -> bool:
 def load_sft_config(path: str | Path | None = None, overrides: Sequence[str] = (),
                     **shortcuts: Any) -> CotSFTConfig:
     """YAML file (flat keys, or under a top-level `sft:`) + `--set key=value` overrides + keyword shortcuts
-    (None / empty ones are ignored), through the one config loader (`cotforge.curate.config`)."""
+    (None / empty ones are ignored), through the one config loader (`cotforge.curate.core.config`)."""
     values = {k: v for k, v in shortcuts.items() if v not in (None, (), [])}
     return load(CotSFTConfig, path, overrides, values, section="sft", what="SFT config key", error=SFTConfigError)
 
@@ -199,7 +192,7 @@ def load_model_and_tokenizer(cfg: CotSFTConfig):
     attn = cfg.attn_implementation or default_attn_implementation(cfg)
     if attn:
         kwargs.setdefault("attn_implementation", attn)
-    if _dist_type(cfg) in ("MULTI_GPU", "DEEPSPEED", "FSDP"):
+    if dist_type(cfg) in ("MULTI_GPU", "DEEPSPEED", "FSDP"):
         kwargs["device_map"] = None
     model = create_model_from_path(cfg.model, **kwargs)
     model.config.use_cache = False  # a KV cache would disable transformers' packed-sequence mask
@@ -268,28 +261,13 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
     return trainer, stats
 
 
-def resolve_resume(cfg: CotSFTConfig) -> str | None:
-    """The checkpoint to resume from: an explicit folder, or the newest in output_dir for true/'latest'."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    value = cfg.resume if cfg.resume is not None else cfg.resume_from_checkpoint
-    if value in (None, False, "", "none"):
-        return None
-    if value is True or value in ("latest", "auto", "true"):
-        last = get_last_checkpoint(cfg.output_dir) if Path(cfg.output_dir).is_dir() else None
-        if last is None:
-            log.info("resume: no checkpoint in %s; starting fresh", cfg.output_dir)
-        return last
-    if not Path(str(value)).is_dir():
-        raise SFTConfigError(f"resume: {value} is not a checkpoint folder")
-    return str(value)
 
 
 def run_sft(cfg: CotSFTConfig, callbacks: Sequence[Any] = ()) -> SFTResult:
     """Train (or resume), save the final model + tokenizer to output_dir, write run files; the pipeline stage."""
     trainer, stats = build_trainer(cfg, callbacks)
     out = Path(cfg.output_dir)
-    resume = resolve_resume(cfg)
+    resume = resolve_resume(cfg.resume if cfg.resume is not None else cfg.resume_from_checkpoint, cfg.output_dir)
     result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(cfg.output_dir)
     if trainer.is_world_process_zero():
