@@ -2,14 +2,14 @@
 
 One OpenAI-compatible server process (cotforge.curate.generate.hf_server around a transformers model:
 by default the tiny random Qwen2 that tests build, or --model DIR) answers both arms, in the order
-direct, runner, direct, runner:
+runner, direct, direct, runner, runner, direct (after a short warm-up):
 - direct: the same requests (the stage's own payloads: same prompts, sampling and seeds) sent with a
   thread pool of --concurrency HTTP clients (urllib), timed from the first request to the last answer;
 - runner: `cotforge curate generate` in-process (local executor, 1 task, --concurrency requests in flight),
   timed two ways: the datatrove step (server readiness poll, reading, requests, checkpoint files) and the
   whole stage (ingest, step, joining results, publishing kept/ and removed/).
 tokens/s = completion tokens the server reports / seconds. Overhead = 1 - runner tokens/s / direct tokens/s
-(the better of the two rounds of each arm). Prompts: the first --prompts problems of
+(medians of three rounds per arm, run in the order R D D R R D after a warm-up, so load drift cancels). Prompts: the first --prompts problems of
 ../shared/data/sft_sources/deepscaler_math_train.jsonl.gz, --n samples each. Load average is printed.
 
     /tmp/tools/heavy python bench/generate.py --prompts 32 --n 4 --max-tokens 48 --concurrency 4
@@ -22,6 +22,7 @@ import gzip
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,19 +124,22 @@ def main() -> None:
     server = start_server(model, port)
     results: dict[str, list] = {"direct": [], "runner": []}
     try:
-        for i in range(2):
-            tok, s = direct(url, payloads, args.concurrency)
-            results["direct"].append((tok, s))
-            print(f"direct round {i}: {tok} tokens in {s:.1f}s = {tok / s:.1f} tokens/s", flush=True)
-            tok, step_s, stage_s = through_runner(url, prompts, work / f"runner{i}", args)
-            results["runner"].append((tok, step_s, stage_s))
-            print(f"runner round {i}: {tok} tokens, step {step_s:.1f}s = {tok / step_s:.1f} tokens/s, "
-                  f"stage {stage_s:.1f}s = {tok / stage_s:.1f} tokens/s", flush=True)
+        direct(url, payloads[:4], args.concurrency)  # warm-up: the server's first generate calls
+        for i, arm in enumerate(("runner", "direct", "direct", "runner", "runner", "direct")):  # ABBA: drift cancels
+            if arm == "direct":
+                tok, s = direct(url, payloads, args.concurrency)
+                results["direct"].append((tok, s))
+                print(f"{i} direct: {tok} tokens in {s:.1f}s = {tok / s:.1f} tokens/s", flush=True)
+            else:
+                tok, step_s, stage_s = through_runner(url, prompts, work / f"runner{i}", args)
+                results["runner"].append((tok, step_s, stage_s))
+                print(f"{i} runner: {tok} tokens, step {step_s:.1f}s = {tok / step_s:.1f} tokens/s, "
+                      f"stage {stage_s:.1f}s = {tok / stage_s:.1f} tokens/s", flush=True)
     finally:
         server.terminate()
-    best_direct = max(t / s for t, s in results["direct"])
-    best_step = max(t / s for t, s, _ in results["runner"])
-    best_stage = max(t / s for t, _, s in results["runner"])
+    best_direct = statistics.median(t / s for t, s in results["direct"])
+    best_step = statistics.median(t / s for t, s, _ in results["runner"])
+    best_stage = statistics.median(t / s for t, _, s in results["runner"])
     summary = {"model": model if args.model else "tiny random Qwen2 (cotforge.train.tiny, 2 layers, hidden 64)",
                "server": "cotforge.curate.generate.hf_server (1 torch thread, requests answered one at a time)",
                "requests": len(payloads), "max_tokens": args.max_tokens, "concurrency": args.concurrency,
