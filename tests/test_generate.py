@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
@@ -95,6 +96,69 @@ def test_think_and_truncation_policies():
     assert removal_reason({"error": "Error http status 404"}, "", GenerateConfig(model="m")) == \
         "request_failed: Error http status 404"
     assert removal_reason(None, "", GenerateConfig(model="m")).startswith("no_result")
+
+
+class FlakyHandler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible stub: the first request of each prompt gets 429, a prompt with BAD gets 400."""
+
+    seen: dict[str, int] = {}
+
+    def do_GET(self):  # noqa: N802
+        self._reply(200, {"data": [{"id": "stub"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][-1]["content"]
+        key = f"{prompt}|{body.get('seed')}"
+        FlakyHandler.seen[key] = FlakyHandler.seen.get(key, 0) + 1
+        if "BAD" in prompt:
+            self._reply(400, {"error": {"message": "prompt rejected by policy"}})
+        elif FlakyHandler.seen[key] == 1:
+            self._reply(429, {"error": {"message": "slow down"}})
+        else:
+            self._reply(200, {"choices": [{"message": {"content": f"ok {body.get('seed')}"}, "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+
+    def _reply(self, code: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_retries_429_and_accounts_for_rejected_prompts(tmp_path, monkeypatch):
+    """429 is retried with backoff; a 400 ends in removed/ with the server's reason; the API key is never
+    written anywhere under OUT (work folder kept)."""
+    import threading
+
+    monkeypatch.setenv("COTFORGE_TEST_KEY", "sk-do-not-leak-42")
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FlakyHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    rows = [{"id": "a", "problem": "fine question", "source": "s"}, {"id": "b", "problem": "BAD question", "source": "s"}]
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    try:
+        res = cli(str(src), "-o", str(tmp_path / "out"), "--endpoint", f"http://127.0.0.1:{srv.server_port}/v1",
+                  "--model", "stub", "--n", "2", "--workers", "1", "--backoff-s", "0.05", "--keep-work",
+                  "--api-key-env", "COTFORGE_TEST_KEY")
+    finally:
+        srv.shutdown()
+    assert res.exit_code == 0, res.output
+    kept = read(tmp_path / "out" / "kept").to_pylist()
+    assert [(r["id"], r["response"]) for r in kept] == [("a#0", "ok 0"), ("a#1", "ok 1")]
+    assert FlakyHandler.seen["fine question|0"] == 2  # one 429, one answer
+    removed = read(tmp_path / "out" / "removed").to_pylist()
+    assert [r["id"] for r in removed] == ["b#0", "b#1"]
+    assert all(r["reason"].startswith("request_failed") and "prompt rejected by policy" in r["reason"] for r in removed)
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["generate"]["prompts_by_outcome"] == {"complete": 1, "none_kept": 1}
+    for f in (tmp_path / "out").rglob("*"):
+        if f.is_file():
+            assert b"sk-do-not-leak-42" not in f.read_bytes(), f
 
 
 @pytest.mark.parametrize("args, message", [
