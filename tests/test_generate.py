@@ -161,6 +161,49 @@ def test_retries_429_and_accounts_for_rejected_prompts(tmp_path, monkeypatch):
             assert b"sk-do-not-leak-42" not in f.read_bytes(), f
 
 
+class RemoteHandler(FlakyHandler):
+    """A 'remote' OpenAI-compatible stub that returns reasoning apart (reasoning_content) and records what
+    it was sent."""
+
+    calls: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        RemoteHandler.calls.append((self.headers.get("Authorization"), body))
+        self._reply(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                          "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                              "role": "assistant", "content": "The answer is 4.", "reasoning_content": "2+2=4"}}],
+                          "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
+
+
+def test_remote_endpoint_key_extra_fields_and_reasoning(tmp_path, monkeypatch):
+    """A non-local endpoint goes through the OpenAI client: the key from the environment is sent (and
+    written nowhere), fields the client does not know reach the server, and reasoning returned apart is
+    merged back as a <think> block."""
+    pytest.importorskip("openai")
+    import threading
+
+    monkeypatch.setenv("COTFORGE_TEST_KEY", "sk-remote-secret-7")
+    srv = ThreadingHTTPServer(("127.0.0.2", 0), RemoteHandler)  # not "localhost": the remote code path
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    prompts = write_prompts(tmp_path / "p.jsonl", 2)
+    try:
+        res = cli(str(prompts), "-o", str(tmp_path / "out"), "--endpoint", f"http://127.0.0.2:{srv.server_port}/v1",
+                  "--model", "r1", "--n", "1", "--workers", "1", "--api-key-env", "COTFORGE_TEST_KEY", "--keep-work",
+                  "--extra-params", "chat_template_kwargs={enable_thinking: true}", "--think", "require")
+    finally:
+        srv.shutdown()
+    assert res.exit_code == 0, res.output
+    kept = read(tmp_path / "out" / "kept").to_pylist()
+    assert [r["response"] for r in kept] == ["<think>\n2+2=4\n</think>\n\nThe answer is 4."] * 2
+    auth, body = RemoteHandler.calls[-1]
+    assert auth == "Bearer sk-remote-secret-7" and body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["seed"] == 0 and body["model"] == "r1"
+    for f in (tmp_path / "out").rglob("*"):
+        if f.is_file():
+            assert b"sk-remote-secret-7" not in f.read_bytes(), f
+
+
 @pytest.mark.parametrize("args, message", [
     (["--model", "m"], "needs the URL of an OpenAI-compatible server"),
     (["--endpoint", "http://127.0.0.1:9/v1"], "the teacher model is not set"),

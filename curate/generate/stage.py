@@ -65,6 +65,10 @@ GENERATE_FIELDS = [
     pa.field("completion_tokens", pa.int64()),
     pa.field("sampling", pa.string()),
 ]
+# request fields the OpenAI client takes as arguments (others go to `extra_body` for remote endpoints)
+OPENAI_FIELDS = frozenset({"messages", "prompt", "temperature", "top_p", "max_tokens", "max_completion_tokens",
+                           "seed", "n", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
+                           "logit_bias", "user", "response_format", "reasoning_effort"})
 # columns that describe an earlier response of the row: cleared on the new response
 RESPONSE_COLUMNS = ("correct", "verify_status", "tests_passed", "tests_total")
 
@@ -216,6 +220,46 @@ class OpenAIEndpoint(EndpointServer):
                 return r.status_code == 200
         except Exception:
             return False
+
+
+    async def _make_request(self, payload: dict) -> dict:
+        """Local plain HTTP: datatrove's client. Remote: the OpenAI client, with fields it does not know
+        (chat_template_kwargs, top_k ...) in `extra_body`, and the reasoning a server returns apart
+        (`reasoning_content`, e.g. DeepSeek-R1) kept, which datatrove's remote path drops."""
+        if self.client is None:
+            return await super()._make_request(payload)
+        from openai import (
+            APIConnectionError,
+            APITimeoutError,
+            AuthenticationError,
+            BadRequestError,
+            InternalServerError,
+            NotFoundError,
+            PermissionDeniedError,
+            RateLimitError,
+        )
+
+        body = dict(payload)
+        model = body.pop("model")
+        extra = {k: body.pop(k) for k in list(body) if k not in OPENAI_FIELDS}
+        try:
+            if self.config.use_chat:
+                r = await self.client.chat.completions.create(model=model, extra_body=extra or None, **body)
+                msg = r.choices[0].message
+                reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None) or ""
+                choice = {"message": {"content": msg.content or "", "reasoning_content": reasoning}}
+            else:
+                r = await self.client.completions.create(model=model, extra_body=extra or None, **body)
+                choice = {"text": r.choices[0].text or ""}
+        except (AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError) as e:
+            raise InferenceError(None, f"{type(e).__name__}: {e}") from e  # not retried
+        except (APIConnectionError, RateLimitError, InternalServerError) as e:
+            raise ConnectionError(str(e)) from e  # retried by datatrove with backoff
+        except APITimeoutError as e:
+            raise TimeoutError(str(e)) from e
+        usage = {"prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens} \
+            if r.usage else {}
+        return {"choices": [{**choice, "finish_reason": r.choices[0].finish_reason}], "usage": usage}
 
 
 class GenerateRunner(InferenceRunner):
