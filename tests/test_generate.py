@@ -209,6 +209,7 @@ def test_remote_endpoint_key_extra_fields_and_reasoning(tmp_path, monkeypatch):
     (["--endpoint", "http://127.0.0.1:9/v1"], "the teacher model is not set"),
     (["--model", "m", "--endpoint", "http://user:secret@127.0.0.1:9/v1"], "not in the URL"),
     (["--model", "m", "--server", "dummy", "--n", "0"], "n: must be >= 1"),
+    (["--model", "m", "--endpoint", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9/v1 does not answer GET /models"),
 ])
 def test_bad_settings_are_clear_errors(tmp_path, args, message):
     prompts = write_prompts(tmp_path / "p.jsonl", 2)

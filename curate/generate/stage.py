@@ -39,13 +39,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datatrove.pipeline.inference.run_inference import InferenceConfig, InferenceRunner
 from datatrove.pipeline.inference.servers import EndpointServer
-from datatrove.pipeline.inference.types import InferenceError
+from datatrove.pipeline.inference.types import InferenceError, ServerError
 from datatrove.pipeline.readers import ParquetReader
 from datatrove.pipeline.writers import JsonlWriter
 from loguru import logger
 
 from cotforge.curate.core.schema import load_meta
-from cotforge.curate.engine import Step, finish_stage, run_steps, start_stage
+from cotforge.curate.engine import JobsFailed, Step, finish_stage, run_steps, start_stage
 from cotforge.curate.generate.config import RETRY_STATUSES, GenerateConfig
 from cotforge.curate.io.remote import remote_output
 
@@ -291,6 +291,8 @@ def inference_config(cfg: GenerateConfig, server_logs: Path) -> InferenceConfig:
     """datatrove's InferenceConfig for `cfg` (no API key: the task reads it from the environment)."""
     server_type, kwargs = cfg.server, dict(cfg.server_options)
     delay = 5.0 if cfg.server in ("vllm", "sglang") else 1.0  # seconds between readiness polls
+    # an endpoint is already up or unreachable: give up after 30 s; a server we start gets its start timeout
+    attempts = 30 if cfg.server == "endpoint" else max(1, int(cfg.server_start_timeout_s // delay))
     if cfg.server == "hf":  # datatrove's custom server type runs `python SCRIPT --port P --KEY=VALUE ...`
         from cotforge.curate.generate import hf_server
 
@@ -302,7 +304,7 @@ def inference_config(cfg: GenerateConfig, server_logs: Path) -> InferenceConfig:
         rollouts_per_document=cfg.n, max_concurrent_generations=cfg.max_concurrent,
         request_timeout=cfg.request_timeout_s, model_kwargs=kwargs or None,
         server_log_folder=str(server_logs), server_start_timeout_sec=cfg.server_start_timeout_s,
-        server_ready_max_attempts=max(1, int(cfg.server_start_timeout_s // delay)), server_ready_delay_sec=delay)
+        server_ready_max_attempts=attempts, server_ready_delay_sec=delay)
 
 
 def build_pipeline(cfg: GenerateConfig, work: Path, batch_rows: int) -> list:
@@ -495,12 +497,38 @@ def with_generate_fields(schema: pa.Schema) -> pa.Schema:
     return schema
 
 
+def check_endpoint(cfg: GenerateConfig, tries: int = 3) -> None:
+    """Fail early, naming the URL, when a local run cannot reach the endpoint's `GET /models` (Slurm/Ray
+    tasks may reach endpoints this machine cannot, so only local runs check)."""
+    import httpx
+
+    url = f"{cfg.endpoint.rstrip('/')}/models"
+    key = cfg.api_key()
+    error = ""
+    for i in range(tries):
+        try:
+            r = httpx.get(url, headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=10.0)
+            if r.status_code == 200:
+                return
+            error = f"HTTP {r.status_code}"
+            if r.status_code in (401, 403):
+                break
+        except httpx.HTTPError as e:
+            error = type(e).__name__
+        if i < tries - 1:
+            time.sleep(1.0 * (i + 1))
+    hint = f" (is ${cfg.api_key_env} set?)" if error in ("HTTP 401", "HTTP 403") else ""
+    raise ValueError(f"generate: endpoint {cfg.public_endpoint()} does not answer GET /models: {error}{hint}")
+
+
 @remote_output
 def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
     """Generate n teacher responses per prompt (one row each, with teacher, sampling and finish reason)
     through datatrove's inference runner: an OpenAI-compatible endpoint or a vLLM/SGLang server per task."""
     cfg.check_runnable()
     check_dependencies(cfg)
+    if cfg.server == "endpoint" and ctx.executor.executor == "local":
+        check_endpoint(cfg)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per readiness poll otherwise
     exec_cfg = ctx.executor
     if cfg.executor_options:
@@ -517,7 +545,11 @@ def run(cfg: GenerateConfig, ctx: StageContext) -> dict[str, Any]:
                      cfg.server if cfg.server != "endpoint" else cfg.public_endpoint())
             pipeline = build_pipeline(cfg, area.work, area.batch_rows(cap=1000))
             t0 = time.time()
-            run_steps(area.work, [Step(STAGE, pipeline, tasks)], exec_cfg, STAGE)
+            try:
+                run_steps(area.work, [Step(STAGE, pipeline, tasks)], exec_cfg, STAGE)
+            except ServerError as e:  # a task run in this process (one worker) lost its server
+                raise JobsFailed(f"generate: the teacher's server failed ({e}); finished requests are kept: run the "
+                                 "same command again to resume") from e
             secs = round(time.time() - t0, 3)  # the datatrove step (Slurm: queueing included)
         tally = collect_responses(area, cfg, exec_cfg.rows_per_task)
         fresh = _fresh_tokens(area.work / "logs" / f"1_{STAGE}")
