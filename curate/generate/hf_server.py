@@ -90,6 +90,7 @@ class State:
 def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
 
         def _send(self, code: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
