@@ -66,6 +66,18 @@ def test_dummy_server_one_row_per_response(tmp_path):
     assert "15 kept" in res.output
 
 
+def test_repeated_prompt_ids_give_distinct_response_ids(tmp_path):
+    """Ingest makes a repeated id unique (`same~2`), so no two response rows share an id."""
+    rows = [{"id": "same", "problem": "first?", "source": "s"}, {"id": "same", "problem": "second?", "source": "s"}]
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = cli(str(src), "-o", str(tmp_path / "out"), "--server", "dummy", "--model", "m", "--n", "2", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    kept = read(tmp_path / "out" / "kept").to_pylist()
+    assert [r["id"] for r in kept] == ["same#0", "same#1", "same~2#0", "same~2#1"]
+    assert [r["prompt"] for r in kept] == ["first?", "first?", "second?", "second?"]
+
+
 def test_keep_responses_answers_only_prompt_only_rows(tmp_path):
     rows = [{"id": f"r{i}", "problem": f"Q{i}?", "answer": "1", "source": "mixed", "domain": "math",
              "response": f"old answer {i}" if i % 2 else None} for i in range(6)]
