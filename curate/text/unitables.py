@@ -3,7 +3,7 @@ once per Python / Unicode version and cached on disk.
 
 Each table is a scan of all 1.1M code points through Python's own `unicodedata` / `str.isalnum` (so the
 batch path agrees with `normalize`): about 6 s of CPU per process, paid by the stage's main process and by
-every worker (bench/decontam.py: a sixth of a 200k-row run). The JSON cache file is named by the Python
+every worker (bench/decontam/measure.py: a sixth of a 200k-row run). The JSON cache file is named by the Python
 version, `unicodedata.unidata_version` and a digest of the computing function's code, so a new interpreter,
 Unicode version or table rule computes it afresh; it is written atomically (temporary file + rename) and an
 unreadable or unwritable cache folder only means computing it again. Folder: $COTFORGE_CACHE_DIR, else

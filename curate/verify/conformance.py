@@ -1,6 +1,6 @@
 """Math conformance suites: peer graders' test cases (as data) run through `verify_math_batch`.
 
-The suites live in tests/data/math_conformance/*.jsonl (built by bench/math_conformance_build.py; the first
+The suites live in tests/data/math_conformance/*.jsonl (built by bench/builders/math_conformance.py; the first
 line of each file is a header naming the source repository, commit and licence). A case is
 ``{"id", "gold", "prediction", "expected", "settings", "match_types"}``; `settings` holds the comparison
 settings the peer test states (math-verify's ``precision=4`` -> ``decimal_places=4``, ``strict`` ->

@@ -88,7 +88,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("ingest", "curate", ingest.IngestConfig, ingest.run, reads="sources", uses=("sources", "strict"),
           report=counts_line),
     Stage("decontaminate", "curate", DecontamConfig, decontam.run, after=CURATE_STAGES, datatrove=True,
-          uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json}",
+          uses=("benchmarks",), outputs="kept/, removed/, stats.json, contamination_report.{md,json,html}",
           defaults=(RecipeDefault("benchmarks", "benchmarks", "names"),
                     RecipeDefault("benchmarks_dir", "benchmarks", "dir", path=True),
                     RecipeDefault("registry_yaml", "benchmarks", "registry", path=True)),

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from trl import GRPOConfig
@@ -61,7 +61,9 @@ class GPPOConfig(GRPOConfig):
         "verl-style RL parquet shards (files, folders or globs) written by the curation `mix` stage."))
     limit: int | None = field(default=None, metadata=_help("Use only the first N prompts (None: all)."))
     reward: dict[str, Any] = field(default_factory=dict, metadata=_help(
-        "Reward shaping: fields of train.rl.rewards.RewardConfig (Klear's ScoringConfig by default)."))
+        "Reward values and format rules, KEY=VALUE (repeatable); keys (default): "
+        + ", ".join(f"{f.name} ({f.default!r})" for f in fields(RewardConfig) if f.default is not MISSING)
+        + ". Defaults are Klear-Reasoner's scoring."))
 
     # ---- loss (train.rl.losses.policy_loss)
     loss_type: str = field(default="gppo", metadata=_help(

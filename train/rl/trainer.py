@@ -276,9 +276,11 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     `callbacks` (transformers TrainerCallbacks) run after the log writer."""
     from transformers import AutoTokenizer
 
-    from cotforge.train.callbacks import CsvJsonLogger
+    from cotforge.train.callbacks import CsvJsonLogger, quiet_printer
     from cotforge.train.rl.data import load_rl_dataset
 
+    if train_dataset is None and model is None:
+        preflight(cfg)
     if train_dataset is None:
         if not cfg.train_files:
             raise ValueError("train_files: empty, and no dataset was given")
@@ -291,10 +293,55 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
                                          chat_template_kwargs=cfg.chat_template_kwargs)]
     log.info("GPPO: %s", cfg.describe_batches())
     check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
-    return GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg, train_dataset=train_dataset,
-                       processing_class=tok,
-                       callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),
-                                  *callbacks])
+    trainer = GPPOTrainer(model=model or cfg.model, reward_funcs=reward_funcs, args=cfg,
+                          train_dataset=train_dataset, processing_class=tok,
+                          callbacks=[CsvJsonLogger(cfg.output_dir, curves=PLOT_KEYS, png_name="curves.png"),
+                                     *callbacks])
+    quiet_printer(trainer)
+    return trainer
+
+
+def preflight(cfg: GPPOConfig) -> dict[str, Any]:
+    """Check the inputs before anything loads (train.preflight): the prompt shards exist and their first row
+    is a valid verl row, the model's config.json reads, the completion length fits the model. Returns what
+    `--dry-run` prints; raises PreflightError (a ConfigError) naming the flag."""
+    import pyarrow.parquet as pq
+
+    from cotforge.train.preflight import (
+        PreflightError,
+        check_data,
+        check_max_length,
+        check_model,
+        check_output_dir,
+    )
+    from cotforge.train.rl.data import resolve_parquet, to_trl_row
+
+    check_data(cfg.train_files, "--train-files (--data)")
+    try:
+        files = resolve_parquet(cfg.train_files)
+    except FileNotFoundError as e:
+        raise PreflightError(f"--train-files (--data): {e}") from e
+    rows = 0
+    for f in files:
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+            raise PreflightError(f"--train-files (--data): {f} is not a readable Parquet file ({e})") from e
+        rows += pf.metadata.num_rows
+        if rows and pf.metadata.num_rows:
+            first = pf.read_row_group(0).slice(0, 1).to_pylist()[0]
+            try:
+                to_trl_row(first, f"{f}:0")
+            except ValueError as e:
+                raise PreflightError(f"--train-files (--data): {e} (expected the verl rows of `cotforge curate mix`'s "
+                                     "rl/ folder)") from e
+    if rows == 0:
+        raise PreflightError(f"--train-files (--data): {len(files)} file(s), 0 rows")
+    model_config = check_model(cfg.model, "--model")
+    check_max_length(cfg.max_completion_length, model_config, flag="--max-completion-length")
+    check_output_dir(cfg.output_dir)
+    return {"files": len(files), "prompts": min(rows, cfg.limit) if cfg.limit else rows,
+            "model_type": getattr(model_config, "model_type", None), "batches": cfg.describe_batches()}
 
 
 

@@ -1,7 +1,7 @@
 """WordNet relations between two content words, for the graded pair check (words.py): are they related
 (the same thing said another way), opposed, or different members of one category?
 
-The table, wordnet_relations.txt.gz, is built by bench/dedup_wordnet.py from Princeton WordNet 3.0: every
+The table, wordnet_relations.txt.gz, is built by bench/builders/wordnet_tables.py from Princeton WordNet 3.0: every
 synset with its lexicographer file (its domain: noun.quantity, noun.shape, verb.motion ...), hypernyms,
 "near" links (similar to, also see, verb group, derivationally related form, attribute) and antonyms, and
 every lemma (one to three words, "use_up") with its synsets in WordNet's sense order. Unlike the synonym
@@ -29,13 +29,13 @@ from cotforge.curate.dedup.pairs.synonyms import MORPHY, SPELLING, exceptions
 
 log = logging.getLogger(__name__)
 TABLE = Path(__file__).with_name("wordnet_relations.txt.gz")
-MATH_WORDS = Path(__file__).with_name("math_words.txt")  # built by bench/dedup_mathwords.py
+MATH_WORDS = Path(__file__).with_name("math_words.txt")  # built by bench/builders/math_words.py
 POS = "nvar"
 # Domains whose words name what a math problem measures or counts (WordNet lexicographer files):
 # quantity (units, numbers, numerator), shape (figures, chord, diameter), time (minute, decade), relation
 # (percent, ratio, north), attribute (height, width, area, speed, colour).
 TECHNICAL_DOMAINS = frozenset({"noun.quantity", "noun.shape", "noun.time", "noun.relation", "noun.attribute"})
-SYNONYM_SENSES = 5  # as bench/dedup_wordnet.py --senses for the synonym table
+SYNONYM_SENSES = 5  # as bench/builders/wordnet_tables.py --senses for the synonym table
 COUSIN_DEPTH = 2
 TOP_SENSES = 2  # noun senses that say what a word is, for `siblings`
 
@@ -125,7 +125,7 @@ def _math_words() -> frozenset[str]:
 
 def math_word(word: str) -> bool:
     """The word (or its base form) is in math_words.txt: >= 10x more frequent in competition math prose than
-    in grade-school word problems (bench/dedup_mathwords.py): "diagonal", "vertex", "inscribed", "digit"."""
+    in grade-school word problems (bench/builders/math_words.py): "diagonal", "vertex", "inscribed", "digit"."""
     words = _math_words()
     return word in words or base_form(word) in words
 

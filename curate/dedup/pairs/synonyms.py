@@ -1,6 +1,6 @@
 """Synonyms for the graded pair check: WordNet 3.0 synonym groups shipped as wordnet_synonyms.txt.gz.
 
-Built by bench/dedup_wordnet.py (its docstring says what is kept: each word's 3 most frequent senses, adjective
+Built by bench/builders/wordnet_tables.py (its docstring says what is kept: each word's 3 most frequent senses, adjective
 satellites with their heads). A word is looked up as itself, through WordNet's exception lists (bought ->
 buy) and through WordNet's suffix rules (morphy: "purchases" -> "purchase", "biggest" -> "big"); two words are
 synonyms when some lemma of each shares a group. Loaded once per process, on the first lookup.

@@ -1,0 +1,85 @@
+"""Decontamination verdicts of two code versions are the same: removed rows (id, benchmark, benchmark_id,
+match_kind, side, match offsets) of the decontaminate stage with its defaults on the speed corpora.
+
+A speed change must not change which rows are flagged or why. `--save REF` writes the verdicts of the code
+checked out now (run it on main first); `--against REF` runs the current code and lists every difference
+(exit status 1 when there is one). The stage's stats.json timings are printed too (seconds per stage).
+Run it under `flock /work/coord/cpu.lock` (about a minute per corpus).
+
+    python -m bench.decontam.equiv --save /tmp/decontam_main.json
+    python -m bench.decontam.equiv --against /tmp/decontam_main.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.decontam.corpora import SHARED, ensure_corpora
+
+KEY_COLUMNS = ("id", "benchmark", "benchmark_id", "match_kind", "side", "match_start", "match_end")
+
+
+def verdicts(path: Path, workers: int = 2) -> tuple[dict[str, list], dict]:
+    """Removed rows as {id: [benchmark, benchmark_id, match_kind, side, match_start, match_end]} and the
+    stage's timings, from one decontaminate stage run with its defaults."""
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.core.benchmarks import local_benchmark_names
+    from cotforge.curate.decontam.config import DecontamConfig
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    names = local_benchmark_names(SHARED / "benchmarks")
+    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"))
+    with tempfile.TemporaryDirectory() as d:
+        t = time.time()
+        stats = run_stage("decontaminate", [InputSpec(str(path), "corpus")], Path(d) / "o", cfg, ExecutorConfig(workers=workers))
+        wall = time.time() - t
+        out: dict[str, list] = {}
+        for f in sorted((Path(d) / "o" / "removed").glob("*.parquet")):
+            for r in pq.read_table(f, columns=list(KEY_COLUMNS)).to_pylist():
+                out[r["id"]] = [r[k] for k in KEY_COLUMNS[1:]]
+    return out, {**stats.get("timings", {}), "wall_s": round(wall, 2), "removed": len(out)}
+
+
+def diff(ref: dict[str, list], got: dict[str, list], show: int = 10) -> list[str]:
+    """Differences between two verdict maps, as readable lines."""
+    lines = [f"only in reference: {i} {ref[i]}" for i in sorted(set(ref) - set(got))]
+    lines += [f"only now: {i} {got[i]}" for i in sorted(set(got) - set(ref))]
+    lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]]
+    return lines[:show] + ([f"... {len(lines) - show} more"] if len(lines) > show else [])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpora", default="short,longcot")
+    ap.add_argument("--save", help="write the verdicts of this checkout to this JSON file")
+    ap.add_argument("--against", help="compare with verdicts saved by --save")
+    args = ap.parse_args()
+    corpora = ensure_corpora(which=tuple(args.corpora.split(",")))
+    ref = json.loads(Path(args.against).read_text()) if args.against else {}
+    saved, bad = {}, 0
+    for name, path in corpora.items():
+        got, timings = verdicts(path)
+        saved[name] = got
+        print(f"{name}: {timings['removed']} removed, timings {json.dumps(timings)}, load {os.getloadavg()[0]:.2f}")
+        if name in ref:
+            d = diff(ref[name], got)
+            bad += len(d)
+            print(f"  {'IDENTICAL to the reference' if not d else 'DIFFERS from the reference:'}")
+            for line in d:
+                print("  " + line)
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

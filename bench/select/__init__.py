@@ -1,0 +1,1 @@
+"""Source selection measurements: profile + select over the shared sources (`profile_sources`)."""
