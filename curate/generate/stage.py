@@ -486,7 +486,7 @@ def check_dependencies(cfg: GenerateConfig) -> None:
         needed.append("openai")  # datatrove calls remote endpoints through the OpenAI client
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        raise ValueError(f"generate: missing packages {', '.join(missing)}: pip install 'cotforge[generate]'")
+        raise ValueError(f"generate: missing packages {', '.join(missing)}: pip install cotforge (they are its dependencies)")
 
 
 def with_generate_fields(schema: pa.Schema) -> pa.Schema:
