@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cotforge.curate.core.config import ConfigError, build, load_yaml, parse_set, set_dotted
+from cotforge.curate.core.config import ConfigError, blame_sets, build, load_yaml, parse_set, set_dotted
 from cotforge.curate.core.schema import DOMAINS
 from cotforge.curate.engine import ExecutorConfig
 
@@ -189,7 +189,10 @@ def load_recipe(recipe: str | Path, overrides: list[str] | tuple[str, ...] = (),
             _set(data, str(key).split("."), copy.deepcopy(value))
     for o in overrides:
         _set(data, *parse_override(o))
-    return recipe_from_dict(data, base_dir=p.resolve().parent, path=str(p))
+    try:
+        return recipe_from_dict(data, base_dir=p.resolve().parent, path=str(p))
+    except RecipeError as e:
+        raise RecipeError(blame_sets(str(e), str(p), overrides)) from e
 
 
 def _set(data: dict[str, Any], keys: list[str], value: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+MIN_CURVE_POINTS = 4  # fewer logged points are drawn as markers only
 METRIC_FILE = "log.jsonl"  # what SFT and RL both write (train/callbacks.py CsvJsonLogger)
 CARD_FILES = (("mix", "README.md", "README.md"),
               ("decontaminate", "contamination_report.md", "contamination_report.md"),
@@ -25,6 +26,8 @@ ARTEFACTS = (
     ("data", "truth.json", "generated demo sources and planted duplicates/contamination"),
     ("ingest", "stats.json", "ingestion stats (quarantined rows in removed/)"),
     ("decontaminate", "contamination_report.md", "contamination report"),
+    ("decontaminate", "contamination_report.html", "contamination report (HTML: rows beside benchmark items)"),
+    ("dedup", "dedup_report.html", "dedup report (HTML: merged pairs side by side)"),
     ("decontaminate", "removed", "contaminated rows"),
     ("dedup", "removed", "duplicate rows (with duplicate_of)"),
     ("verify", "stats.json", "verification stats"),
@@ -38,8 +41,12 @@ ARTEFACTS = (
     ("eval_base", "report.md", "evaluation of the base model"),
     ("sft", "log.csv", "SFT training log"),
     ("sft", "config.json", "SFT model"),
+    ("rl_data", "rl_math", "RL math prompts (verl layout, RL data branch)"),
+    ("rl_data", "rl_code", "RL code prompts (verl layout, RL data branch)"),
     ("rl", "log.csv", "RL training log"),
     ("rl", "final", "RL model"),
+    ("rl_code", "log.csv", "code RL training log"),
+    ("rl_code", "final", "code RL model"),
     ("evaluate", "report.md", "evaluation of the final model"),
 )
 
@@ -61,13 +68,17 @@ def plot_curve(rows: list[dict[str, Any]], keys: tuple[str, ...], path: Path, ti
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     pts = [(r.get("step", i), r[key]) for i, r in enumerate(rows) if isinstance(r.get(key), (int, float))]
     fig, ax = plt.subplots(figsize=(4.5, 3))
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3)
-    ax.set_xlabel("step")
+    few = len(pts) < MIN_CURVE_POINTS  # a line through two or three points would read as a trend
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4 if few else 3,
+            linestyle="none" if few else "-")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("optimizer step")
     ax.set_ylabel(key)
-    ax.set_title(title)
+    ax.set_title(title + (f"\n({len(pts)} logged steps: points, not a trend)" if few else ""), fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +125,54 @@ def _eval_lines(run: Path, manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _removed(stage_dir: Path, columns: list[str]) -> list[dict[str, Any]]:
+    """Removed rows of a stage folder (only `columns`), [] when it has none."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for f in sorted((stage_dir / "removed").glob("*.parquet")):
+        names = set(pq.read_schema(f).names)
+        rows += pq.read_table(f, columns=[c for c in columns if c in names]).to_pylist()
+    return rows
+
+
+def planted_lines(run: Path) -> list[str]:
+    """Planted vs caught, when the run's data says what was planted (the demo's data/truth.json): leaked
+    benchmark problems vs rows removed as contaminated, duplicates vs rows removed naming their original,
+    malformed records vs rows quarantined at ingest."""
+    truth_path = run / "data" / "truth.json"
+    if not truth_path.exists():
+        return []
+    truth = json.loads(truth_path.read_text())
+    contaminated = {r["id"] for r in _removed(run / "decontaminate", ["id", "reason"]) if r.get("reason") == "contaminated"}
+    dup_of = {r["id"]: r.get("duplicate_of") for r in _removed(run / "dedup", ["id", "duplicate_of"])}
+    lines = ["| planted | rows | caught | missed | caught by |", "|---|---:|---:|---:|---|"]
+
+    def row(label: str, planted: int, caught: int | None, by: str) -> None:
+        shown = "not run" if caught is None else str(caught)
+        missed = "" if caught is None else str(planted - caught)
+        lines.append(f"| {label} | {planted} | {shown} | {missed} | {by} |")
+
+    ran_decontam, ran_dedup = (run / "decontaminate" / "stats.json").exists(), (run / "dedup" / "stats.json").exists()
+    for key, label in (("bench_leaks", "benchmark problems leaked into training rows"),
+                       ("humaneval_leaks", "HumanEval problems leaked into code rows")):
+        ids = truth.get(key) or []
+        if ids:
+            row(label, len(ids), sum(i in contaminated for i in ids) if ran_decontam else None,
+                "decontaminate (reason contaminated)")
+    for key, label in (("exact_dups", "exact duplicates"), ("near_dups", "near duplicates (reworded)")):
+        pairs = truth.get(key) or []
+        if pairs:
+            row(label, len(pairs), sum(dup_of.get(d) == o for d, o in pairs) if ran_dedup else None,
+                "dedup (removed, duplicate_of = the original)")
+    if isinstance(truth.get("malformed"), int) and truth["malformed"]:
+        ingest = run / "ingest" / "stats.json"
+        caught = json.loads(ingest.read_text()).get("removed_by_reason", {}).get("malformed", 0) \
+            if ingest.exists() else None
+        row("malformed records", truth["malformed"], caught, "ingest (quarantined, reason malformed)")
+    return lines if len(lines) > 2 else []
+
+
 def write_summary(run_dir: str | Path, manifest: dict[str, Any] | None = None) -> Path:
     """Write RUN/summary.md (+ RUN/plots/*.png) from the run folder; returns the summary path."""
     run = Path(run_dir)
@@ -124,7 +183,9 @@ def write_summary(run_dir: str | Path, manifest: dict[str, Any] | None = None) -
     sft_png = plot_curve(read_metrics(run / "sft"), ("loss", "train_loss"), plots / "sft_loss.png", "SFT loss")
     rl_png = plot_curve(read_metrics(run / "rl"), ("reward", "rewards/mean", "train/reward"), plots / "rl_reward.png",
                         "RL mean reward")
-    for png, label in ((sft_png, "SFT loss"), (rl_png, "RL reward")):
+    code_png = plot_curve(read_metrics(run / "rl_code"), ("reward", "rewards/mean", "train/reward"),
+                          plots / "rl_code_reward.png", "code RL mean reward")
+    for png, label in ((sft_png, "SFT loss"), (rl_png, "RL reward"), (code_png, "code RL reward")):
         if png is not None:
             curves.append(f"![{label}]({png.relative_to(run).as_posix()})")
     v = manifest.get("versions", {})
@@ -137,6 +198,10 @@ def write_summary(run_dir: str | Path, manifest: dict[str, Any] | None = None) -
              f"{manifest.get('invocations')} invocation(s))",
              "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val), "",
              "## Stages", "", *stage_table(manifest), ""]
+    planted = planted_lines(run)
+    if planted:
+        lines += ["## Planted vs caught", "", "What the demo data planted (data/truth.json) and what the stages "
+                  "removed:", "", *planted, ""]
     evals = _eval_lines(run, manifest)
     if evals:
         lines += ["## Evaluation", "", *evals, ""]

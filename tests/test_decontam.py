@@ -298,8 +298,8 @@ def test_cli(tmp_path):
                                                      "--benchmarks-dir", str(bench), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert "6 rows in, 3 kept, 3 removed" in res.output
-    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(out), "--benchmarks", "nope",
-                                                     "--benchmarks-dir", str(bench)])
+    res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(tmp_path / "bad"), "--benchmarks",
+                                                     "nope", "--benchmarks-dir", str(bench)])
     assert res.exit_code != 0 and "unknown benchmark 'nope'" in res.output
     # the new fields are flags of the generated command; --keep-work keeps the work area with the index
     res = CliRunner().invoke(COMMANDS["decontaminate"], [str(src), "-o", str(tmp_path / "o2"), "--benchmarks",

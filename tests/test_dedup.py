@@ -96,7 +96,7 @@ def dedup_run(tmp_path_factory):
 
 
 def test_e2e_kept_removed_and_stats(dedup_run):
-    _, _, out = dedup_run
+    _, _inputs, out = dedup_run
     kept = read_table(out, "kept")
     assert kept["id"].to_list() == ["a1", "a2", "a4", "a5", "a6", "a7", "a8", "b2", "b4"]  # input order
     removed = removed_map(out)
@@ -105,10 +105,12 @@ def test_e2e_kept_removed_and_stats(dedup_run):
         "b1": ("near_duplicate", "a5"),
         "b3": ("exact_duplicate", "a6"),
     }
-    assert sum(v[0] == "malformed" for v in removed.values()) == 4  # bad JSON, no prompt, int prompt, bad UTF-8
+    # bad JSON, no prompt, int prompt, bad UTF-8 in a; the empty file c is one quarantined record naming it
+    assert sum(v[0] == "malformed" for v in removed.values()) == 5
     assert all(v[1] in set(kept["id"]) for v in removed.values() if v[1])  # duplicate_of is a kept row
     stats = read_stats(out)
-    assert stats["rows_in"] == 16 and stats["kept"] == 9 and stats["removed"] == 7
+    assert stats["rows_in"] == 17 and stats["kept"] == 9 and stats["removed"] == 8
+    assert stats["per_source"]["c"] == {"rows_in": 1, "kept": 0, "removed": {"malformed": 1}}
     assert stats["per_source"]["a"] == {"rows_in": 12, "kept": 7,
                                         "removed": {"exact_duplicate": 1, "malformed": 4}}
     assert stats["per_source"]["b"] == {"rows_in": 4, "kept": 2,
@@ -118,7 +120,9 @@ def test_e2e_kept_removed_and_stats(dedup_run):
     assert stats["shards"]["kept"] == 3  # 9 rows at 4 rows per shard
     meta = [json.loads(r["meta"]) for r in read_table(out, "removed").iter_rows(named=True)
             if r["reason"].startswith("malformed")]
-    assert {m["_origin"]["line"] for m in meta} == {4, 10, 11, 12}
+    assert {m["_origin"]["line"] for m in meta if m["_origin"]["file"].endswith("a.jsonl")} == {4, 10, 11, 12}
+    assert [m["_origin"] for m in meta if m["_origin"]["file"].endswith("c.jsonl")] == [
+        {"file": str(Path(_inputs[2])), "byte": 0}]
 
 
 @pytest.mark.slow

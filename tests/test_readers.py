@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -130,10 +129,11 @@ def test_missing_unreadable_and_empty_inputs(tmp_path, caplog):
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     with pytest.raises(InputError, match="not a readable Parquet"):
         rows(InputSpec(str(tmp_path / "broken.parquet")))
-    (tmp_path / "empty.jsonl").write_text("")
-    with caplog.at_level(logging.WARNING):
-        assert rows(InputSpec(str(tmp_path / "empty.jsonl"))) == []
-    assert "empty file" in caplog.text
+    (tmp_path / "empty.jsonl").write_text("")  # quarantined as one record naming the file (README), strict stops
+    empty = rows(InputSpec(str(tmp_path / "empty.jsonl")))
+    assert len(empty) == 1 and isinstance(empty[0], Quarantined) and "empty file" in empty[0].reason
+    with pytest.raises(InputError, match="empty.jsonl.*empty file"):
+        rows(InputSpec(str(tmp_path / "empty.jsonl")), strict=True)
 
 
 def test_shared_sft_sources_map_correctly(shared_data):

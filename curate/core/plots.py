@@ -30,6 +30,31 @@ def _save(fig, path: Path) -> str:
     return str(path)
 
 
+def _integer_y(ax) -> None:
+    """Row counts on the y axis: integer ticks only."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _short(x: float, _pos: int = 0) -> str:
+    """1500 -> "1.5k", 2000000 -> "2M": tick labels that fit."""
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if x >= div:
+            return f"{x / div:g}{suffix}"
+    return f"{x:g}"
+
+
+def _readable_log_x(ax) -> None:
+    """A log x axis labelled at 1, 2 and 5 times each power of ten (a range inside one decade would otherwise
+    get one or two labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(_short))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def length_histogram(rows: pl.DataFrame, path: str | Path, unit: str = "chars", bins: int = 30) -> str | None:
     """Response length histogram per source (log-spaced bins); needs columns source, length, has_response."""
     data = rows.filter(pl.col("has_response") & (pl.col("length") > 0))
@@ -45,7 +70,9 @@ def length_histogram(rows: pl.DataFrame, path: str | Path, unit: str = "chars", 
         ax.hist(data.filter(pl.col("source") == src)["length"].to_numpy(), bins=edges, histtype="step",
                 label=src, linewidth=1.4)
     ax.set_xscale("log")
-    ax.set_xlabel(f"response length ({unit})")
+    _readable_log_x(ax)
+    _integer_y(ax)
+    ax.set_xlabel(f"response length ({unit}, log scale)")
     ax.set_ylabel("rows")
     ax.set_title("Response length per source")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -64,6 +91,10 @@ def source_mix(counts: pl.DataFrame, path: str | Path, value: str = "rows") -> s
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.2))
     ax.barh(labels, data[value].to_list(), color=[colours[d] for d in data["domain"]])
     ax.invert_yaxis()
+    if value == "rows":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(value)
     ax.set_title("Source mix")
     return _save(fig, Path(path))
@@ -78,6 +109,7 @@ def difficulty_histogram(rows: pl.DataFrame, path: str | Path) -> str | None:
         ax.hist(rates.to_numpy(), bins=[i / 10 for i in range(11)], color="C2", edgecolor="black")
         ax.set_xlabel("pass rate p of the reference model")
         ax.set_ylabel("rows")
+        _integer_y(ax)
         ax.set_title("Difficulty (pass rate)")
         return _save(fig, Path(path))
     if "difficulty" not in rows.columns or rows["difficulty"].is_null().all():
@@ -86,5 +118,6 @@ def difficulty_histogram(rows: pl.DataFrame, path: str | Path) -> str | None:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.bar(list(DIFFICULTY_ORDER), [diff.count(b) for b in DIFFICULTY_ORDER], color="C2")
     ax.set_ylabel("rows")
+    _integer_y(ax)
     ax.set_title("Difficulty bins")
     return _save(fig, Path(path))

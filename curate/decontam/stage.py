@@ -200,7 +200,7 @@ def load_config_benchmarks(cfg: DecontamConfig) -> tuple[dict[str, list[Benchmar
     extra = load_registry_yaml(cfg.registry_yaml) if cfg.registry_yaml else None
     if not cfg.benchmarks:
         raise ValueError("decontaminate: no benchmarks given (--benchmarks aime2024,math500,...)")
-    loaded = load_benchmarks(cfg.benchmarks, cfg.benchmarks_dir, extra)
+    loaded = load_benchmarks(cfg.benchmarks, cfg.benchmarks_dir, extra, offline=cfg.offline)
     return loaded, {n: resolve_spec(n, cfg.benchmarks_dir, extra) for n in cfg.benchmarks}
 
 

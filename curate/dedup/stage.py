@@ -173,7 +173,11 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
             collect_tables(area.writer, work, area.tasks, area.exec_cfg.budget().batch_bytes)
             timings["collect_s"] = round(time.time() - t2, 3)
         timings["total_s"] = round(time.time() - t0, 3)
-        return finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
+        stats = finish_stage(area, {"dedup": {**cluster_stats, "tasks": area.tasks, "timings": timings}})
+    from cotforge.curate.dedup.report import write_dedup_report
+
+    write_dedup_report(out_dir, stats)  # what was merged and why: dedup_report.{md,html}
+    return stats
 
 
 

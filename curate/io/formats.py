@@ -253,7 +253,8 @@ def parse_json_line(raw: bytes, lineno: int) -> dict[str, Any] | BadRecord:
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as e:
-        return BadRecord(lineno, f"malformed: invalid JSON ({e.msg} at column {e.colno})", text)
+        # json's "Unterminated string starting at" already ends in "at": no "at at column"
+        return BadRecord(lineno, f"malformed: invalid JSON ({e.msg.removesuffix(' at')} at column {e.colno})", text)
     if not isinstance(rec, dict):
         return BadRecord(lineno, "malformed: line is not a JSON object", text)
     return rec

@@ -135,8 +135,9 @@ def to_row(rec: dict[str, Any], mapping: dict[str, str], spec: InputSpec, origin
             prompt = text_field(rec.get(mapping["prompt"]), mapping["prompt"], origin, required=True)
     else:
         if "prompt" not in mapping:
-            raise err(origin, f"no prompt field (looked for {', '.join(ALIASES['prompt'])}, "
-                              f"{', '.join(CHAT_KEYS)}; use --map prompt=FIELD)")
+            raise err(origin, f"no prompt field among the record's columns ({', '.join(map(str, rec)) or 'none'}; "
+                              f"looked for {', '.join(ALIASES['prompt'])}, {', '.join(CHAT_KEYS)}; "
+                              "use --map prompt=COLUMN)")
         value = rec.get(mapping["prompt"])
         if isinstance(value, list):  # verl-style prompt as a chat list
             prompt, _, system = chat_to_pair(value, origin, mapping["prompt"])

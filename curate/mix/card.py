@@ -94,13 +94,13 @@ def source_flow(stages: list[dict[str, Any]]) -> str:
     rows = []
     for s in sources:
         first = next((st["per_source"][s]["rows_in"] for st in stages if s in st.get("per_source", {})), 0)
-        rows.append([s, first] + [st.get("per_source", {}).get(s, {}).get("kept", 0) for st in stages])
+        rows.append([s, count(first)] + [count(st.get("per_source", {}).get(s, {}).get("kept", 0)) for st in stages])
     return _table(header, rows)
 
 
 def removals(stages: list[dict[str, Any]]) -> str:
     """Rows removed per stage and reason."""
-    rows = [[st["stage"], r, n] for st in stages for r, n in sorted(st.get("removed_by_reason", {}).items())]
+    rows = [[st["stage"], r, count(n)] for st in stages for r, n in sorted(st.get("removed_by_reason", {}).items())]
     return _table(["stage", "reason", "rows"], rows) if rows else "No rows were removed.\n"
 
 
@@ -132,8 +132,10 @@ def contamination_summary(stages: list[dict[str, Any]], history: list[str] | Non
 
 
 def render_card(name: str, stats: dict[str, Any], *, config: dict[str, Any], history: list[str] | None = None,
-                license: str = "other", plots: list[str] | None = None, domains: list[str] | None = None) -> str:
-    """The README.md text of a mix folder (front matter + body)."""
+                license: str = "other", plots: list[str] | None = None, domains: list[str] | None = None,
+                base: Path | None = None) -> str:
+    """The README.md text of a mix folder (front matter + body); `base` is that folder (paths in the
+    settings are written relative to it)."""
     n_sft = int(stats.get("kept", 0))
     mix = stats.get("mix", {})
     meta = front_matter(name, n_sft, license, domains, rl=bool(config.get("write_rl", True)))
@@ -148,7 +150,7 @@ def render_card(name: str, stats: dict[str, Any], *, config: dict[str, Any], his
         f"folder configs by folder name).\n",
         "## Mix\n",
         _table(["domain", f"available ({mix.get('measure', 'rows')})", "target", "drawn"],
-               [[d, round(v, 1), round(float(mix.get("targets", {}).get(d, 0)), 1), mix.get("drawn", {}).get(d, 0)]
+               [[d, count(v), count(mix.get("targets", {}).get(d, 0)), count(mix.get("drawn", {}).get(d, 0))]
                 for d, v in sorted(mix.get("available", {}).items())]),
         "## Rows per source\n",
         source_flow(stages),
@@ -161,10 +163,37 @@ def render_card(name: str, stats: dict[str, Any], *, config: dict[str, Any], his
     if plots:
         parts.append("## Plots\n")
         parts += [f"![{Path(p).stem}]({p})\n" for p in plots]
-    parts += ["## Pipeline config\n", "```yaml\n" + yaml.safe_dump(
-        {"mix": config, "stages": [{"stage": st["stage"], "config": st.get("config", {})} for st in stages[:-1]]},
-        sort_keys=True, allow_unicode=True) + "```\n"]
+    settings = portable({"mix": config, "stages": [{"stage": st["stage"], "config": st.get("config", {})}
+                                                    for st in stages[:-1]]}, base)
+    parts += ["## Pipeline config\n", "<details><summary>Settings of every stage (paths relative to the run folder, "
+              "the card folder's parent)</summary>\n", "```yaml\n" + yaml.safe_dump(settings, sort_keys=True, allow_unicode=True)
+              + "```\n", "</details>\n"]
     return "\n".join(parts)
+
+
+def count(value: Any) -> Any:
+    """A count for a card table: an integer when the value is whole (JSON round trips give 57.0), else
+    rounded to one decimal."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return int(value) if float(value).is_integer() else round(float(value), 1)
+
+
+def portable(value: Any, base: Path | None) -> Any:
+    """`value` with absolute paths made relative to the run folder (the parent of `base`, the card's folder)
+    when they are inside it, else cut to their last two parts: a published card names no machine's folders."""
+    import os
+
+    if isinstance(value, dict):
+        return {k: portable(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable(v, base) for v in value]
+    if not isinstance(value, str) or not value.startswith("/"):
+        return value
+    path = Path(value)
+    if base is not None and base.is_absolute() and path.is_relative_to(base.parent):
+        return os.path.relpath(path, base.parent)
+    return "…/" + "/".join(path.parts[-2:])
 
 
 def write_card(out_dir: str | Path, name: str, stats: dict[str, Any], drawn: pl.DataFrame, *,
@@ -180,7 +209,8 @@ def write_card(out_dir: str | Path, name: str, stats: dict[str, Any], drawn: pl.
             difficulty_histogram(drawn, out / "plots" / "difficulty_hist.png")]
     plots = [str(Path(p).relative_to(out)) for p in made if p]
     domains = sorted(drawn["domain"].unique().to_list()) if drawn.height else []
-    text = render_card(name, stats, config=config, history=history, license=license, plots=plots, domains=domains)
+    text = render_card(name, stats, config=config, history=history, license=license, plots=plots, domains=domains,
+                       base=out.resolve())
     path = out / "README.md"
     path.write_text(text)
     return path

@@ -11,6 +11,9 @@ command calls the same `run(cfg, ctx)` as `cotforge run`.
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,9 +26,12 @@ from cotforge.curate.engine import ExecutorConfig, JobsFailed, JobsPending
 from cotforge.curate.io.inputs import resolve_inputs
 from cotforge.curate.io.lock import RunLocked
 from cotforge.curate.io.readers import InputError, InputSpec
-from cotforge.pipelines.cli.fields import FlagSet
+from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, grouped_options
+from cotforge.pipelines.lineage import LineageError, check_one_run, history, upstream, write_lineage
 from cotforge.pipelines.stages import group
 from cotforge.pipelines.stages.spec import Stage, make_generator
+
+log = logging.getLogger(__name__)
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -70,6 +76,13 @@ INPUT_PARAMS = [
     click.Option(["domain", "--domain"], type=click.Choice(DOMAINS), default=None,
                  help="Domain for rows whose input has no domain field."),
 ]
+RUN_PARAMS = [
+    click.Option(["overwrite", "--overwrite"], is_flag=True,
+                 help="Replace a finished stage output (or other files) already in OUT; without it such a folder "
+                      "is refused. An interrupted run of the same stage in OUT is resumed either way."),
+    click.Option(["allow_empty", "--allow-empty"], is_flag=True,
+                 help="Exit 0 when no row was read or none was kept (default: exit 1 naming what was empty)."),
+]
 CONFIG_PARAMS = [
     click.Option(["config_path", "--config"], type=click.Path(exists=True, dir_okay=False), default=None,
                  help="YAML with the stage's config fields; --set and flags override it."),
@@ -85,7 +98,7 @@ def stage_command(stage: Stage) -> click.Command:
     executor_flags = FlagSet(ExecutorConfig, "exec") if stage.datatrove else None
     config_flags = FlagSet(stage.config, "cfg")
     params = [*INPUT_PARAMS, *reader_flags.options, *context_flags.options, *(executor_flags.options if executor_flags else []),
-              *config_flags.options, *CONFIG_PARAMS]
+              *config_flags.options, *RUN_PARAMS, *CONFIG_PARAMS]
 
     def callback(**params: Any) -> None:
         ctx = click.get_current_context()
@@ -98,16 +111,94 @@ def stage_command(stage: Stage) -> click.Command:
             run_ctx = build(StageContext, {"out_dir": params["out"], **context_flags.values(ctx)}, "command line")
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
+        if "://" not in params["out"]:  # a remote OUT: its lock and the publish step guard it
+            check_out_dir(Path(params["out"]), stage.name, overwrite=params["overwrite"])
         run_ctx.inputs, run_ctx.input_dirs = specs, list(params["inputs"])
+        try:
+            if stage.name == "mix":  # the card's history: the run the inputs belong to (or --history, one run)
+                run_ctx.earlier = _mix_history(cfg, list(params["inputs"]))
+        except LineageError as e:
+            raise click.UsageError(str(e)) from e
         run_ctx.executor, run_ctx.make_generator = executor, make_generator
         try:
             stats = stage.run(cfg, run_ctx)
         except (InputError, BenchmarkError, ValueError, JobsPending, JobsFailed, RunLocked) as e:
             raise click.ClickException(str(e)) from e  # Slurm jobs pending/failed, stage folder in use: no traceback
+        write_lineage(params["out"], stage.name, list(params["inputs"]))
         click.echo(stage.report(stats, params["out"]) if stage.report else str(stats))
+        empty = empty_result(stats)
+        if empty and not params["allow_empty"]:
+            raise click.ClickException(f"{empty} (see {params['out'].rstrip('/')}/stats.json); pass --allow-empty "
+                                       "if that is expected")
 
-    return click.Command(stage.name, params=params, callback=callback, help=stage.help,
-                         context_settings={"max_content_width": 110})
+    by_name = {p.name: p for p in params}
+    sections = [("Inputs", [*INPUT_PARAMS, *reader_flags.options]),
+                ("Outputs", [by_name["out"], *RUN_PARAMS, *context_flags.options]),
+                ("Executor", executor_flags.options if executor_flags else []),
+                *grouped_options(config_flags, "Tuning" if getattr(stage.config, "CLI_GROUPS", None) else "Options"),
+                ("Config file and overrides", CONFIG_PARAMS)]
+    return GroupedCommand(stage.name, params=params, callback=callback, help=stage.help, sections=sections,
+                          context_settings={"max_content_width": 110})
+
+
+def _mix_history(cfg: Any, inputs: list[str]) -> dict[str, str]:
+    """The stage folders whose stats the mix card reports: `--history` as given (checked to be one run), else
+    the history of the run the input stage folders belong to (`pipelines.lineage`)."""
+    given = list(getattr(cfg, "history", None) or [])
+    if given:
+        check_one_run([Path(h).resolve() for h in given] + upstream(inputs), "--history")
+        return {}
+    found = history(inputs)
+    if found:
+        log.info("mix: the card reports the run's stages %s", ", ".join(found))
+    return found
+
+
+# what a stage leaves in OUT besides its published outputs while it runs (resumable work, partial output, lock)
+_IN_PROGRESS = ("_work", ".partial-", ".cotforge.lock")
+
+
+def check_out_dir(out: Path, stage: str, *, overwrite: bool) -> None:
+    """Refuse an OUT that already holds a finished stage output or unrelated files, unless `overwrite`.
+
+    An empty or missing folder is fine, and so is one holding only an interrupted run of the same stage
+    (`_work/<stage>`, `.partial-<stage>`): the stage resumes it (its work key decides what is reused)."""
+    if not out.exists() or overwrite:
+        return
+    if not out.is_dir():
+        raise click.UsageError(f"-o/--out: {out} is a file, not a folder")
+    entries = sorted(p.name for p in out.iterdir())
+    stats = out / "stats.json"
+    if stats.is_file():
+        try:
+            done = json.loads(stats.read_text(encoding="utf-8")).get("stage", "?")
+        except (OSError, ValueError):
+            done = "?"
+        raise click.UsageError(f"-o/--out: {out} already holds a finished {done!r} stage output (stats.json, "
+                               "kept/, removed/); pass --overwrite to replace it, or choose another folder")
+    others = [e for e in entries if not e.startswith(_IN_PROGRESS)]
+    interrupted = [e for e in entries if e.startswith(_IN_PROGRESS)]
+    other_stage = [w.name for w in (out / "_work").iterdir() if w.name != stage] if (out / "_work").is_dir() else []
+    other_stage += [e[len(".partial-"):] for e in interrupted if e.startswith(".partial-") and e != f".partial-{stage}"]
+    if others or other_stage:
+        what = f"files ({', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else \
+            f"an interrupted {other_stage[0]!r} stage"
+        raise click.UsageError(f"-o/--out: {out} is not empty: it holds {what}; pass --overwrite to write "
+                               "into it anyway, or choose another folder")
+
+
+def empty_result(stats: dict[str, Any]) -> str | None:
+    """Why a finished stage's result is empty ("0 rows read from the inputs", "0 of N rows kept"), or None."""
+    rows_in, kept = stats.get("rows_in"), stats.get("kept")
+    if not isinstance(rows_in, int) or not isinstance(kept, int):
+        return None
+    if rows_in == 0:
+        return "0 rows read from the inputs"
+    if kept == 0:
+        removed = stats.get("removed_by_reason") or {}
+        why = ", ".join(f"{k} {v}" for k, v in removed.items())
+        return f"0 of {rows_in} rows kept ({why})" if why else f"0 of {rows_in} rows kept"
+    return None
 
 
 CURATE_STAGES = {name: st for name, st in group("cotforge.pipelines.stages.curate").items() if st.kind == "curate"}

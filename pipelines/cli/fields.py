@@ -127,8 +127,11 @@ class FlagSet:
             sub = nested_dataclass(tp)
             if sub is not None:
                 if _default(f) is not None and type(None) in typing.get_args(tp):
+                    what = field_help(cls, name)
                     self._option(_Flag(self._param(path + (name, "none")), path + (name,), "none", none=True),
-                                 [f"--no-{name.replace('_', '-')}"], field_help(cls, name), is_flag=True)
+                                 [f"--no-{name.replace('_', '-')}"],
+                                 f"Leave out {name} (set it to null; its options below then cannot be given)"
+                                 + (f"; {name}: {what}" if what else "."), is_flag=True)
                 self._add(sub, path + (name,), None, set())
                 continue
             self._field_option(cls, f, tp, path + (name,))
@@ -157,7 +160,7 @@ class FlagSet:
                     names = [f"--no-{f.name.replace('_', '-')}"]
                 kw.update(is_flag=True, flag_value=not default, default=default)
                 if default is True:
-                    kw["help_suffix"] = " (on by default; this flag turns it off)"
+                    kw["help_prefix"] = "Turn off (on by default): "
         elif kind == "scalar":
             ptype = click.Choice(list(md["choices"])) if "choices" in md else SCALARS[item]
             kw.update(type=ptype, default=default, show_default=default is not None)
@@ -169,7 +172,11 @@ class FlagSet:
                       show_default=", ".join(f"{k}={v}" for k, v in default.items()) if default else False)
         else:
             kw.update(type=click.STRING, default=None, show_default=False if default is None else str(default))
-        self._option(flag, names, field_help(cls, f.name) + kw.pop("help_suffix", ""), **kw)
+        help_text = field_help(cls, f.name)
+        prefix = kw.pop("help_prefix", "")
+        if prefix and help_text:
+            help_text = prefix + help_text
+        self._option(flag, names, help_text, **kw)
 
     def _option(self, flag: _Flag, names: list[str], help_text: str, **kw: Any) -> None:
         self.flags.append(flag)
@@ -221,3 +228,37 @@ def _pair(text: str, flag: _Flag) -> tuple[str, Any]:
     if flag.item is str:
         return key, raw
     return key, yaml.safe_load(raw) if raw.strip() else ""
+
+
+def grouped_options(flags: FlagSet, default: str) -> list[tuple[str, list[click.Option]]]:
+    """A flag set's options in `--help` sections: the config class's `CLI_GROUPS` ({title: field names}, by
+    top-level field) first, every other option under `default`."""
+    groups: dict[str, tuple[str, ...]] = getattr(flags.cls, "CLI_GROUPS", {})
+    where = {name: title for title, names in groups.items() for name in names}
+    out: dict[str, list[click.Option]] = {title: [] for title in groups}
+    for flag, option in zip(flags.flags, flags.options, strict=True):
+        out.setdefault(where.get(flag.path[0], default), []).append(option)
+    return [(title, options) for title, options in out.items() if options]
+
+
+class GroupedCommand(click.Command):
+    """A command whose `--help` lists its options in titled sections (inputs, outputs, executor, ...)."""
+
+    def __init__(self, *args: Any, sections: list[tuple[str, list[click.Parameter]]] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sections = list(sections)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        placed: set[int] = set()
+        for title, params in [*self.sections, ("Other options", self.get_params(ctx))]:
+            rows = []
+            for param in params:
+                if id(param) in placed:
+                    continue
+                placed.add(id(param))
+                record = param.get_help_record(ctx)
+                if record is not None:
+                    rows.append(record)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)

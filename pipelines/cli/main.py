@@ -53,6 +53,12 @@ def _recipes() -> click.Command:
     return recipes
 
 
+def _benchmarks() -> click.Command:
+    from cotforge.pipelines.cli.benchmarks import benchmarks
+
+    return benchmarks
+
+
 def _eval() -> click.Command:
     from cotforge.pipelines.cli.eval import eval_command
 
@@ -60,8 +66,9 @@ def _eval() -> click.Command:
 
 
 @click.group(cls=LazyGroup, lazy={"curate": _curate, "train": _train, "run": _run, "recipes": _recipes,
-                                  "eval": _eval})
+                                  "eval": _eval, "benchmarks": _benchmarks})
 @click.option("-v", "--verbose", count=True, help="More logging (-vv includes datatrove's).")
+@click.version_option(package_name="cotforge", prog_name="cotforge")
 def main(verbose: int) -> None:
     """cotforge: curate long chain-of-thought data, then SFT and GPPO RL on it."""
     setup_logging(verbose)

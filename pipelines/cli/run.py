@@ -11,8 +11,9 @@ from pathlib import Path
 
 import click
 
+from cotforge.curate.core.config import ConfigError, blame_sets
 from cotforge.curate.io import fs
-from cotforge.pipelines.config import RecipeError, load_raw, load_recipe, packaged_recipes
+from cotforge.pipelines.config import RecipeError, find_recipe, load_raw, load_recipe, packaged_recipes
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,11 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
             return
         t0 = time.time()
         result = run_recipe(rec, target, until=until, force=force, command=sys.argv, publish_cards=publish_cards)
-    except RecipeError as e:
-        raise click.ClickException(str(e)) from e
+    except (RecipeError, ConfigError) as e:
+        raise click.ClickException(_blamed(str(e), recipe, overrides)) from e
+    except ValueError as e:  # a stage's bad input or setting (InputError, a missing package): one line
+        log.debug("run failed", exc_info=e)
+        raise click.ClickException(f"{e} (-v for the traceback)") from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
         from cotforge.curate.io.lock import RunLocked
@@ -66,6 +70,15 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
                + (f" ({', '.join(skipped)})" if skipped else "") + f" in {time.time() - t0:.1f}s")
     click.echo(f"summary: {fs.join(str(result.run_dir), 'summary.md')}")
     click.echo(f"manifest: {fs.join(str(result.run_dir), 'manifest.json')}")
+
+
+def _blamed(message: str, recipe: str, overrides: tuple[str, ...]) -> str:
+    """A recipe error blamed on the `--set` that introduced the key, when one did."""
+    try:
+        where = str(find_recipe(recipe))
+    except RecipeError:
+        return message
+    return blame_sets(message, where, overrides)
 
 
 @click.command("recipes")

@@ -8,6 +8,7 @@ first use (building it imports torch and TRL).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -18,64 +19,102 @@ from cotforge.curate.core.config import ConfigError, build, load
 from cotforge.pipelines.cli.fields import FlagSet, cotforge_fields
 from cotforge.pipelines.cli.lazy import LazyGroup
 
+log = logging.getLogger(__name__)
+
 CONFIG = click.Option(["config_path", "-c", "--config"], type=click.Path(exists=True, dir_okay=False), default=None,
                       help="YAML config (the config's fields); --set and flags override it.")
 SETS = click.Option(["overrides", "--set"], multiple=True, metavar="KEY=VALUE",
                     help="Set any config field, TRL's included (YAML value; dotted keys go into dicts). Repeatable.")
 
 
+DRY_RUN = click.Option(["dry_run", "--dry-run"], is_flag=True,
+                       help="Check the config and the inputs (data paths, the model's config.json, attention on this "
+                            "machine, lengths) without loading weights; print the resolved config.")
+# one naming scheme for both commands: every flag is its YAML key with dashes; --data and --out are the
+# short aliases both accept for the data and the output folder
+OUTPUT_NAMES = ["-o", "--output-dir", "--out"]
+RL_TRL_FLAGS = ("learning_rate", "num_generations", "epsilon", "temperature", "max_steps", "resume_from_checkpoint",
+                "max_completion_length")
+REFERENCES = "[P] cites the Klear-Reasoner paper (arXiv 2508.07629), [R] its official training scripts."
+# user mistakes a training command reports in one line (the traceback is logged at debug level, -v)
+USER_ERRORS = (ConfigError, ValueError, FileNotFoundError, NotADirectoryError, PermissionError)
+
+
+def _fail(e: BaseException) -> click.ClickException:
+    """A one-line error for a user mistake (traceback with -v)."""
+    log.debug("training command failed", exc_info=e)
+    text = str(e).strip() or type(e).__name__
+    return click.ClickException(text)
+
+
+def _echo_dry_run(cfg: Any, checks: dict[str, Any]) -> None:
+    click.echo(cfg.to_json_string())
+    click.echo("checks passed: " + json.dumps(checks, default=str), err=True)
+
+
 def sft_command() -> click.Command:
     """`cotforge train sft`: TRL SFTTrainer on curated long-CoT shards (works under `accelerate launch`)."""
-    from cotforge.train.sft.data import SFTDataError
-    from cotforge.train.sft.trainer import CotSFTConfig, SFTConfigError, load_sft_config, run_sft
+    from cotforge.train.sft.trainer import CotSFTConfig, load_sft_config, preflight, run_sft
 
     flags = FlagSet(CotSFTConfig, "cfg", include=[*cotforge_fields(CotSFTConfig), "output_dir"],
-                    names={"output_dir": ["-o", "--output-dir"]})
-    dry = click.Option(["dry_run", "--dry-run"], is_flag=True, help="Validate and print the resolved config.")
+                    exclude=("gradient_checkpointing",),
+                    names={"output_dir": OUTPUT_NAMES, "data": ["--data"]})
 
     def callback(config_path: str | None, overrides: tuple[str, ...], dry_run: bool, **_: Any) -> None:
         try:
             cfg = load_sft_config(config_path, overrides, **flags.values(click.get_current_context()))
-        except SFTConfigError as e:
+        except ConfigError as e:
             raise click.UsageError(str(e)) from e
-        if dry_run:
-            click.echo(cfg.to_json_string())
-            return
         try:
+            if dry_run:
+                _echo_dry_run(cfg, preflight(cfg))
+                return
             result = run_sft(cfg)
-        except (SFTConfigError, SFTDataError) as e:
-            raise click.ClickException(str(e)) from e
+        except USER_ERRORS as e:
+            raise _fail(e) from e
         click.echo(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
                                "train_loss": result.train_loss, "packed": result.packed,
                                "rows": result.data.get("rows_kept")}))
 
-    return click.Command("sft", params=[CONFIG, SETS, *flags.options, dry], callback=callback,
+    return click.Command("sft", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+                         context_settings={"max_content_width": 110},
                          help="Supervised fine-tuning on curated long-CoT shards (TRL SFTTrainer; works under "
-                              "`accelerate launch`).")
+                              "`accelerate launch`). Flags are the YAML keys of train/sft.py's CotSFTConfig; any "
+                              "other TRL field goes through --set.")
 
 
 def rl_command() -> click.Command:
     """`cotforge train rl`: GPPO / PPO-clip / CISPO / GSPO on verl-style prompt shards."""
     from cotforge.train.rl.config import GPPOConfig
-    from cotforge.train.rl.trainer import run_rl
+    from cotforge.train.rl.trainer import preflight, run_rl
 
-    flags = FlagSet(GPPOConfig, "cfg", include=[*cotforge_fields(GPPOConfig), "max_steps", "resume_from_checkpoint"],
-                    names={"train_files": ["--data"], "output_dir": ["-o", "--out"],
-                           "resume_from_checkpoint": ["--resume"]})
+    flags = FlagSet(GPPOConfig, "cfg", include=[*cotforge_fields(GPPOConfig), *RL_TRL_FLAGS],
+                    exclude=("gradient_checkpointing",),
+                    names={"train_files": ["--train-files", "--data"], "output_dir": OUTPUT_NAMES,
+                           "resume_from_checkpoint": ["--resume-from-checkpoint", "--resume"]})
 
-    def callback(config_path: str | None, overrides: tuple[str, ...], **_: Any) -> None:
+    def callback(config_path: str | None, overrides: tuple[str, ...], dry_run: bool, **_: Any) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             cfg = load(GPPOConfig, config_path, overrides, flags.values(click.get_current_context()),
                        what="RL config key")
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
-        trainer = run_rl(cfg)
+        try:
+            if dry_run:
+                _echo_dry_run(cfg, preflight(cfg))
+                return
+            trainer = run_rl(cfg)
+        except USER_ERRORS as e:
+            raise _fail(e) from e
         click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
                    f"logs in {Path(cfg.output_dir) / 'log.csv'}")
 
-    return click.Command("rl", params=[CONFIG, SETS, *flags.options], callback=callback,
-                         help="GPPO / PPO-clip / CISPO / GSPO RL on verl-style prompt shards, from an SFT checkpoint.")
+    return click.Command("rl", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+                         context_settings={"max_content_width": 110},
+                         help="GPPO / PPO-clip / CISPO / GSPO RL on verl-style prompt shards, from an SFT checkpoint. "
+                              "Flags are the YAML keys of train/rl/config.py's GPPOConfig; any other TRL field goes "
+                              "through --set.", epilog=REFERENCES)
 
 
 def tiny_model_command() -> click.Command:

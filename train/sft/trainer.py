@@ -40,9 +40,16 @@ from typing import TYPE_CHECKING, Any
 from trl import SFTConfig, SFTTrainer
 
 from cotforge.curate.core.config import load
-from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, train_stats
+from cotforge.train.callbacks import DEFAULT_CURVES, CsvJsonLogger, quiet_printer, train_stats
 from cotforge.train.defaults import fill_auto_defaults, resolve_resume
 from cotforge.train.distributed import check_training_args
+from cotforge.train.preflight import (
+    check_attention,
+    check_data,
+    check_max_length,
+    check_model,
+    check_output_dir,
+)
 from cotforge.train.sft.data import (
     MASK_MODES,
     OVERLONG_POLICIES,
@@ -67,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["PACKING_FALLBACKS", "CotSFTConfig", "SFTConfigError", "SFTResult", "build_trainer", "check_packing",
-           "decide_packing", "default_attn_implementation", "load_sft_config", "run_sft",
+           "decide_packing", "default_attn_implementation", "load_sft_config", "preflight", "run_sft",
            "stop_at_end_of_turn"]
 _MIN_LR_SCHEDULERS = ("cosine_with_min_lr", "cosine_warmup_with_min_lr")
 
@@ -171,6 +178,28 @@ def load_sft_config(path: str | Path | None = None, overrides: Sequence[str] = (
     return load(CotSFTConfig, path, overrides, values, section="sft", what="SFT config key", error=SFTConfigError)
 
 
+# --------------------------------------------------------------------------- checks before loading
+
+
+def preflight(cfg: CotSFTConfig) -> dict[str, Any]:
+    """Check the inputs before anything loads (train.preflight): data paths, the model's config.json, the
+    attention implementation on this machine and max_length against the model's positions. Returns what
+    `--dry-run` prints about them; raises PreflightError (a ConfigError) naming the flag."""
+    check_data(cfg.data, "--data")
+    if cfg.eval_data:
+        check_data(cfg.eval_data, "--eval-data")
+    model_config = check_model(cfg.model, "--model", trust_remote_code=cfg.trust_remote_code)
+    if cfg.tokenizer:
+        check_model(cfg.tokenizer, "--tokenizer", trust_remote_code=cfg.trust_remote_code)
+    check_attention(cfg.attn_implementation, cfg.use_cpu)
+    check_max_length(cfg.max_length, model_config)
+    check_output_dir(cfg.output_dir)
+    return {"model_type": getattr(model_config, "model_type", None),
+            "max_position_embeddings": getattr(model_config, "max_position_embeddings", None),
+            "attn_implementation": cfg.attn_implementation or default_attn_implementation(cfg) or "model default",
+            "data": list(cfg.data or [])}
+
+
 # --------------------------------------------------------------------------- model, packing, trainer
 
 
@@ -233,6 +262,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
         raise SFTConfigError("data: required (SFT shards: files, folders or hf:org/name)")
     check_training_args(cfg)  # refuse launches that would silently train otherwise (train/distributed.py)
     if model is None:
+        preflight(cfg)
         model, tok = load_model_and_tokenizer(cfg)
     elif tokenizer is None:
         raise SFTConfigError("build_trainer: a preloaded model needs its tokenizer")
@@ -258,6 +288,7 @@ def build_trainer(cfg: CotSFTConfig, callbacks: Sequence[Any] = (), *, model=Non
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
                          processing_class=tok, callbacks=[logger, *callbacks])
     stop_at_end_of_turn(trainer.model, tok, stats.end_of_turn_id)  # again: the Trainer re-aligns special tokens
+    quiet_printer(trainer)
     return trainer, stats
 
 

@@ -1,0 +1,175 @@
+"""Dedup report: what was merged and why, for a reviewer. OUT/dedup_report.md and OUT/dedup_report.html.
+
+Every removed row of a dedup stage names the kept row it duplicates (`duplicate_of`) and why (`reason`:
+exact_duplicate = the same (prompt, response) after normalisation; near_duplicate = its problem is in a
+cluster of near-duplicate prompts represented by another problem). The report puts each sampled removed
+row beside the row it was merged into, with the words that differ marked, the reason and a similarity
+score. The score is the word 3-gram Jaccard similarity of the two prompts as written (lowercased words):
+a reviewer's yardstick that does not depend on the dedup settings, so near duplicates with a low score are
+the ones to check first. The sample covers every reason x source pair, lowest score first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from collections import defaultdict
+from html import escape
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+REASONS = ("exact_duplicate", "near_duplicate")
+MD_ROWS = 100
+HTML_ROWS = 600
+_WORD = re.compile(r"\S+")
+
+
+def _read(folder: Path, columns: list[str], ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of the shards in `folder` (only `ids` when given)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    if ids is not None and not ids:
+        return rows
+    for f in sorted(folder.glob("*.parquet")):
+        names = set(pq.read_schema(f).names)
+        t = pq.read_table(f, columns=[c for c in columns if c in names])
+        if ids is not None:
+            t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(sorted(ids), type=pa.string())))
+        rows.extend(t.to_pylist())
+    return rows
+
+
+def similarity(a: str, b: str, n: int = 3) -> float:
+    """Word n-gram Jaccard similarity of two texts (lowercased words as written)."""
+    wa, wb = str(a or "").lower().split(), str(b or "").lower().split()
+    ga = {tuple(wa[i:i + n]) for i in range(max(len(wa) - n + 1, 1))}
+    gb = {tuple(wb[i:i + n]) for i in range(max(len(wb) - n + 1, 1))}
+    return len(ga & gb) / len(ga | gb) if ga | gb else 1.0
+
+
+def differing_spans(a: str, b: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Character spans of the words that differ between `a` and `b` (difflib on words), for each text."""
+    ma, mb = list(_WORD.finditer(a or "")), list(_WORD.finditer(b or ""))
+    sm = difflib.SequenceMatcher(a=[m.group().lower() for m in ma], b=[m.group().lower() for m in mb],
+                                 autojunk=False)
+    sa: list[tuple[int, int]] = []
+    sb: list[tuple[int, int]] = []
+    for op, i0, i1, j0, j1 in sm.get_opcodes():
+        if op == "equal":
+            continue
+        if i1 > i0:
+            sa.append((ma[i0].start(), ma[i1 - 1].end()))
+        if j1 > j0:
+            sb.append((mb[j0].start(), mb[j1 - 1].end()))
+    return sa, sb
+
+
+def merged_pairs(out_dir: str | Path) -> list[dict[str, Any]]:
+    """Every removed duplicate with the kept row it was merged into (prompt, response, source of both)."""
+    out = Path(out_dir)
+    cols = ["id", "source", "prompt", "response", "reason", "duplicate_of"]
+    removed = [r for r in _read(out / "removed", cols) if r.get("reason") in REASONS and r.get("duplicate_of")]
+    kept = {r["id"]: r for r in _read(out / "kept", ["id", "source", "prompt", "response"],
+                                      {r["duplicate_of"] for r in removed})}
+    pairs = []
+    for r in removed:
+        k = kept.get(r["duplicate_of"], {})
+        pairs.append({"reason": r["reason"], "id": r["id"], "source": r["source"], "prompt": r["prompt"] or "",
+                      "response": r["response"] or "", "kept_id": r["duplicate_of"], "kept_source": k.get("source", ""),
+                      "kept_prompt": k.get("prompt") or "", "kept_response": k.get("response") or "",
+                      "score": round(similarity(r["prompt"], k.get("prompt") or ""), 4)})
+    return pairs
+
+
+def sample_pairs(pairs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """About `limit` pairs covering every (reason, source) pair, lowest score first within each."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in pairs:
+        groups[(p["reason"], p["source"])].append(p)
+    share = max(1, limit // max(len(groups), 1))
+    out: list[dict[str, Any]] = []
+    for key in sorted(groups):
+        out += sorted(groups[key], key=lambda p: (p["score"], p["id"]))[:share]
+    return out
+
+
+def _cell(text: str, limit: int = 160) -> str:
+    t = " ".join(str(text or "").split())
+    return (t[:limit - 1] + "…" if len(t) > limit else t).replace("|", "\\|").replace("`", "'")
+
+
+def render_markdown(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
+    """The report as Markdown: counts per reason x source, then sampled pairs side by side."""
+    cell: dict[tuple[str, str], int] = defaultdict(int)
+    for p in pairs:
+        cell[(p["reason"], p["source"])] += 1
+    sources = sorted({p["source"] for p in pairs})
+    lines = ["# Dedup report", "",
+             f"{stats.get('rows_in', '?')} rows in, {stats.get('kept', '?')} kept, {len(pairs)} removed as duplicates "
+             "(each names the kept row it was merged into). Score: word 3-gram Jaccard similarity of the two "
+             "prompts as written (1.0 = the same words); low-scoring near duplicates are the ones to check.", "",
+             "## Removed duplicates per reason x source", "",
+             "| reason | " + " | ".join(_cell(s, 40) for s in sources) + " | total |",
+             "|---|" + "---:|" * (len(sources) + 1)]
+    for reason in REASONS:
+        vals = [cell.get((reason, s), 0) for s in sources]
+        lines.append(f"| {reason} | " + " | ".join(str(v) for v in vals) + f" | {sum(vals)} |")
+    shown = sample_pairs(pairs, MD_ROWS)
+    lines += ["", f"## Merged pairs ({len(shown)} of {len(pairs)}: every reason x source, lowest score first; "
+              "all of them in dedup_report.html and removed/)", "",
+              "| reason | score | removed row | its prompt | kept row | kept prompt |", "|---|---:|---|---|---|---|"]
+    for p in shown:
+        lines.append(f"| {p['reason']} | {p['score']:.2f} | {_cell(p['id'], 200)} ({_cell(p['source'], 40)}) | "
+                     f"{_cell(p['prompt'])} | {_cell(p['kept_id'], 200)} ({_cell(p['kept_source'], 40)}) | "
+                     f"{_cell(p['kept_prompt'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
+    """The self-contained HTML report: counts, then one card per sampled pair with differing words marked,
+    filterable by reason and source."""
+    from cotforge.curate.io import html
+
+    sources = sorted({p["source"] for p in pairs})
+    cell: dict[tuple[str, str], int] = defaultdict(int)
+    for p in pairs:
+        cell[(p["reason"], p["source"])] += 1
+    shown = sample_pairs(pairs, HTML_ROWS)
+    body = [f"<h1>Dedup report</h1><p>{stats.get('rows_in', '?')} rows in, {stats.get('kept', '?')} kept, "
+            f"<b>{len(pairs)} removed as duplicates</b>. Score: word 3-gram Jaccard similarity of the two prompts "
+            "(1.0 = the same words). Words that differ between the two prompts are marked.</p>",
+            "<h2>Removed duplicates per reason x source</h2>",
+            html.counts_table(list(REASONS), sources, cell, "reason"),
+            f"<h2>Merged pairs ({len(shown)} of {len(pairs)}: every reason x source, lowest score first)</h2>",
+            html.filters({"reason": sorted({p["reason"] for p in shown}),
+                          "source": sorted({p["source"] for p in shown})})]
+    for p in shown:
+        da, db = differing_spans(p["prompt"], p["kept_prompt"])
+        left = html.marked(p["prompt"], da, "diff")
+        right = html.marked(p["kept_prompt"], db, "diff")
+        if p["response"] or p["kept_response"]:
+            left += "\n\n── response ──\n" + escape(p["response"][:1500])
+            right += "\n\n── response ──\n" + escape(p["kept_response"][:1500])
+        head = (f"<b>{escape(p['reason'])}</b> &middot; score {p['score']:.3f} &middot; removed "
+                f"<b>{escape(str(p['id']))}</b> ({escape(p['source'])}) &rarr; kept <b>{escape(str(p['kept_id']))}</b>"
+                f" ({escape(p['kept_source'])})")
+        body.append(html.card({"reason": p["reason"], "source": p["source"]}, head, "removed row", left,
+                              "kept row (merged into)", right))
+    return html.page("Dedup report", "".join(body))
+
+
+def write_dedup_report(out_dir: str | Path, stats: dict[str, Any]) -> dict[str, int]:
+    """Write OUT/dedup_report.md and OUT/dedup_report.html; returns the merged pairs per reason."""
+    out = Path(out_dir)
+    pairs = merged_pairs(out)
+    (out / "dedup_report.md").write_text(render_markdown(pairs, stats), encoding="utf-8")
+    (out / "dedup_report.html").write_text(render_html(pairs, stats), encoding="utf-8")
+    counts = {r: sum(p["reason"] == r for p in pairs) for r in REASONS}
+    log.info("dedup report: %s -> %s", counts, out / "dedup_report.html")
+    return counts
