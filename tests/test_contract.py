@@ -27,6 +27,7 @@ BAD = {
     "ingest": ("strict=maybe", "strict: expected true or false"),  # ingest's only setting is the recipe's
     "decontaminate": ("stages.decontaminate.threshold=7", "stages.decontaminate.threshold"),
     "dedup": ("stages.dedup.bands=0", "stages.dedup.bands"),
+    "generate": ("stages.generate.n=0", "stages.generate.n"),
     "verify": ("stages.verify.math_timeout_s=0", "stages.verify.math_timeout_s"),
     "difficulty": ("stages.difficulty.n_samples=0", "stages.difficulty.n_samples"),
     "profile": ("stages.profile.stats_dirs=somewhere", "stages.profile.stats_dirs"),
@@ -126,7 +127,8 @@ def test_curation_commands_take_the_same_executor_flags():
         flags = {o for p in command.params for o in getattr(p, "opts", [])}
         assert {"-o", "--strict", "--rows-per-shard", "--config", "--set"} <= flags, name
         assert (executor <= flags) == CURATE_STAGES[name].datatrove, name
-    assert {"decontaminate", "dedup", "verify"} <= {n for n, s in CURATE_STAGES.items() if s.datatrove}  # issue 29: verify on the engine
+    assert {"decontaminate", "dedup", "generate", "verify", "difficulty"} == {
+        n for n, s in CURATE_STAGES.items() if s.datatrove}
 
 
 def test_executor_options_reach_the_executor_config(tmp_path):

@@ -10,7 +10,7 @@ Shipped shapes read here:
 - KodCode's pytest file (`from solution import f` + `def test_*():` functions) -> assert code that defines
   the tests and calls each; files that need pytest itself (fixtures, parametrize, `pytest.raises`) stay
   `{"kind": "pytest", "test": code}`, which the verifier runs with pytest in the sandbox's test jail
-  (`cotforge.curate.verify.jailed.pytestrun`);
+  (`cotforge.curate.verify.sandbox.jailed.pytestrun`);
 - MBPP `test_list` (a list of assert lines);
 - code-r1 / Klear-Reasoner verl `ground_truth` JSON: `{"functional": code}` (test code run after the program)
   -> assert code, `{"pytest": code}` -> as a KodCode pytest file (their `timeout` / `max_test_cases` keys

@@ -217,4 +217,4 @@ def verify_math_batch(pairs: Sequence[tuple[str, str]], think_end: str | None = 
         return []
     cfg = MathCompare.from_value(compare)
     items = [(r, a, problems[i] if problems is not None else None) for i, (r, a) in enumerate(pairs)]
-    return get_pool(workers).run(items, (think_end, mode, cfg), timeout_s)
+    return get_pool(workers, verify_math).run(items, (think_end, mode, cfg), timeout_s)

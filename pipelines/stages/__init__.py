@@ -20,7 +20,7 @@ from cotforge.pipelines.stages.spec import Stage
 
 # module -> its stages, in pipeline order
 GROUPS: dict[str, tuple[str, ...]] = {
-    "cotforge.pipelines.stages.curate": ("data", "ingest", "decontaminate", "dedup", "verify", "difficulty",
+    "cotforge.pipelines.stages.curate": ("data", "ingest", "decontaminate", "dedup", "generate", "verify", "difficulty",
                                          "profile", "select", "mix"),
     "cotforge.pipelines.stages.model": ("model",),
     "cotforge.pipelines.stages.train": ("eval_base", "sft", "rl_data", "rl", "rl_code", "evaluate"),
