@@ -56,6 +56,12 @@ class DemoDataConfig:
     bench_leaks: int = field(default=5, metadata={"help": "Local-benchmark problems planted in the long-CoT source."})
     n_heldout: int = field(default=0, metadata={
         "help": "Fresh long-CoT-style problems written as the local benchmark `demo_heldout`."})
+    n_prompt_pool: int = field(default=0, metadata={
+        "help": "Prompt-only math problems (answers, no responses) written as prompt_pool.jsonl: the `generate` "
+                "stage answers them."})
+    teacher: bool = field(default=False, metadata={
+        "help": "Also build a tiny random teacher model into RUN/data/teacher (the `generate` stage serves it "
+                "on CPU; needs the train extra)."})
     malformed: int = field(default=3, metadata={"help": "Broken lines in the low-quality source."})
     wrong_rate_short: float = field(default=0.4, metadata={"help": "Share of wrong answers in the short source."})
     wrong_rate_code: float = field(default=0.35, metadata={"help": "Share of wrong solutions in the code source."})
@@ -256,7 +262,7 @@ def _bench_problem(rng: random.Random, i: int) -> dict[str, Any]:
 GENERATED_BENCHMARKS = ("demo_olympiad", "demo_heldout")
 GENERATED_FILES = ("longcot_math.jsonl", "shortcot_math.jsonl", "code_tests.jsonl", "benchmarks",
                    "benchmarks/demo_olympiad.jsonl", "benchmarks/demo_heldout.jsonl", "benchmarks/registry.yaml",
-                   "truth.json")
+                   "truth.json", "prompt_pool.jsonl", "teacher")
 REGISTRY_YAML = """\
 # Local benchmark written by the demo generator (curate.core.benchmarks.load_registry_yaml format).
 benchmarks:
@@ -348,12 +354,22 @@ def generate_demo_data(out_dir: str | Path, cfg: DemoDataConfig | None = None) -
     _write_jsonl(out / "benchmarks" / "demo_heldout.jsonl",
                  [{"id": f"demo_heldout-{i:03d}", "benchmark": "demo_heldout", "problem": p["question"],
                    "answer": p["answer"], "level": p["level"]} for i, p in enumerate(held)])
+    if cfg.n_prompt_pool:  # its own generator: the other files stay byte-identical whatever its size
+        pool = _unique_problems(random.Random(cfg.seed + 7), cfg.n_prompt_pool, 30_006, seen)
+        _write_jsonl(out / "prompt_pool.jsonl", [{"id": f"pool-{i:04d}", "problem": p["question"], "response": None,
+                                                  "answer": p["answer"], "domain": "math",
+                                                  "meta": {"level": p["level"]}} for i, p in enumerate(pool)])
+    if cfg.teacher:
+        from cotforge.train.tiny import build_tiny_model
+
+        build_tiny_model(out / "teacher", seed=cfg.seed + 1)
     _write_jsonl(out / "longcot_math.jsonl", longcot)
     _write_jsonl(out / "shortcot_math.jsonl", short)
     _write_jsonl(out / "code_tests.jsonl", code)
     truth["files"] = {"longcot_math.jsonl": len(longcot), "shortcot_math.jsonl": len(short),
                       "code_tests.jsonl": len(code), "benchmarks/demo_olympiad.jsonl": len(bench),
-                      "benchmarks/demo_heldout.jsonl": len(held)}
+                      "benchmarks/demo_heldout.jsonl": len(held),
+                      **({"prompt_pool.jsonl": cfg.n_prompt_pool} if cfg.n_prompt_pool else {})}
     (out / "truth.json").write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n")
     log.info("demo data: %s -> %s", truth["files"], out)
     return truth

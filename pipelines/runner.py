@@ -373,7 +373,7 @@ def _describe(recipe: Recipe, stages: list[PlannedStage], shown: Path | str, run
         cls = st.stage.config
         if hasattr(cls, "optimizer_steps_per_rollout"):  # RL: the report's batch structure
             cfg = st.cfg if isinstance(st.cfg, cls) else build(cls, st.cfg, st.where or f"stages.{st.name}")
-            lines.append(f"    optimizer steps per rollout batch: {cfg.optimizer_steps_per_rollout()}")
+            lines.append(f"    batches: {cfg.describe_batches()}")
     lines.append("")
     lines.append(f"then: {shown}/manifest.json, {shown}/summary.md"
                  + (f"; cards published to {publish_cards}" if publish_cards else ""))

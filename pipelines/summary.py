@@ -41,8 +41,12 @@ ARTEFACTS = (
     ("eval_base", "report.md", "evaluation of the base model"),
     ("sft", "log.csv", "SFT training log"),
     ("sft", "config.json", "SFT model"),
+    ("rl_data", "rl_math", "RL math prompts (verl layout, RL data branch)"),
+    ("rl_data", "rl_code", "RL code prompts (verl layout, RL data branch)"),
     ("rl", "log.csv", "RL training log"),
     ("rl", "final", "RL model"),
+    ("rl_code", "log.csv", "code RL training log"),
+    ("rl_code", "final", "code RL model"),
     ("evaluate", "report.md", "evaluation of the final model"),
 )
 
@@ -179,7 +183,9 @@ def write_summary(run_dir: str | Path, manifest: dict[str, Any] | None = None) -
     sft_png = plot_curve(read_metrics(run / "sft"), ("loss", "train_loss"), plots / "sft_loss.png", "SFT loss")
     rl_png = plot_curve(read_metrics(run / "rl"), ("reward", "rewards/mean", "train/reward"), plots / "rl_reward.png",
                         "RL mean reward")
-    for png, label in ((sft_png, "SFT loss"), (rl_png, "RL reward")):
+    code_png = plot_curve(read_metrics(run / "rl_code"), ("reward", "rewards/mean", "train/reward"),
+                          plots / "rl_code_reward.png", "code RL mean reward")
+    for png, label in ((sft_png, "SFT loss"), (rl_png, "RL reward"), (code_png, "code RL reward")):
         if png is not None:
             curves.append(f"![{label}]({png.relative_to(run).as_posix()})")
     v = manifest.get("versions", {})

@@ -27,6 +27,7 @@ BAD = {
     "ingest": ("strict=maybe", "strict: expected true or false"),  # ingest's only setting is the recipe's
     "decontaminate": ("stages.decontaminate.threshold=7", "stages.decontaminate.threshold"),
     "dedup": ("stages.dedup.bands=0", "stages.dedup.bands"),
+    "generate": ("stages.generate.n=0", "stages.generate.n"),
     "verify": ("stages.verify.math_timeout_s=0", "stages.verify.math_timeout_s"),
     "difficulty": ("stages.difficulty.n_samples=0", "stages.difficulty.n_samples"),
     "profile": ("stages.profile.stats_dirs=somewhere", "stages.profile.stats_dirs"),
@@ -35,9 +36,14 @@ BAD = {
     "model": ("stages.model.hidden_size=0", "stages.model.hidden_size"),
     "eval_base": ("stages.eval_base.k=0", "stages.eval_base.k"),
     "sft": ("stages.sft.mask_mode=everything", "stages.sft.mask_mode"),
+    "rl_data": ("stages.rl_data.min_tests=0", "min_tests: must be >= 1"),
     "rl": ("stages.rl.loss=grpo2", "'loss'"),
+    "rl_code": ("stages.rl_code.minibatch_rule=sometimes", "minibatch_rule"),
     "evaluate": ("stages.evaluate.temperature=-1", "stages.evaluate.temperature"),
 }
+# Stages the demo does not run, and the overrides that add them to it.
+ENABLE = {"rl_data": ["stages.rl_data.sources=[{name: extra, path: extra.jsonl, preset: acereason_math}]"],
+          "rl_code": ["stages.rl_code.seed=1"]}
 
 
 def test_every_stage_has_a_bad_value_case():
@@ -47,10 +53,11 @@ def test_every_stage_has_a_bad_value_case():
 @pytest.mark.parametrize("stage", ORDER)
 def test_dry_run_rejects_a_bad_value_of_every_stage(stage):
     override, field = BAD[stage]
-    good = load_recipe(DEMO, EVALS)
+    base = [*EVALS, *ENABLE.get(stage, [])]
+    good = load_recipe(DEMO, base)
     assert stage in [s.name for s in plan(good)]  # the demo + two eval stages plans cleanly...
     with pytest.raises(RecipeError) as e:  # ...and one bad value fails at plan time, naming the field
-        plan(load_recipe(DEMO, [*EVALS, override]))
+        plan(load_recipe(DEMO, [*base, override]))
     assert field in str(e.value)
 
 
@@ -120,7 +127,8 @@ def test_curation_commands_take_the_same_executor_flags():
         flags = {o for p in command.params for o in getattr(p, "opts", [])}
         assert {"-o", "--strict", "--rows-per-shard", "--config", "--set"} <= flags, name
         assert (executor <= flags) == CURATE_STAGES[name].datatrove, name
-    assert {"decontaminate", "dedup", "verify"} <= {n for n, s in CURATE_STAGES.items() if s.datatrove}  # issue 29: verify on the engine
+    assert {"decontaminate", "dedup", "generate", "verify", "difficulty"} == {
+        n for n, s in CURATE_STAGES.items() if s.datatrove}
 
 
 def test_executor_options_reach_the_executor_config(tmp_path):

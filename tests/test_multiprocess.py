@@ -111,7 +111,7 @@ def test_two_gloo_processes_reproduce_one_process_sft_losses(tiny_model_dir, sft
 
 
 RL_SCRIPT = """
-import logging, sys
+import json, logging, sys
 logging.basicConfig(level=logging.INFO)
 from cotforge.train.rl.rewards import RewardConfig, make_reward_func
 from cotforge.train.rl.config import GPPOConfig
@@ -125,14 +125,19 @@ model, data, out = sys.argv[1:4]
 cfg = GPPOConfig(model=model, train_files=[data], output_dir=out, loss_type="gppo", num_generations=4,
                  rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2, max_completion_length=10,
                  learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[], sft_alpha=0.0,
-                 filter_groups=False, oversample=1, overlong_filter=False, seed=0, use_cpu=True)
+                 **{"filter_groups": False, "oversample": 1, **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}")},
+                 overlong_filter=False, seed=0, use_cpu=True)
 run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False), custom={"sevens": sevens})])
 """
 
 
 @pytest.mark.slow
-def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path):
-    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves."""
+@pytest.mark.parametrize("extra", [{}, {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2,
+                                    "group_balance": "first", "minibatch_rule": "ceil"}])
+def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
+    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. The second
+    form keeps the first 2 of 4 sampled groups, both on process 0: process 1 has no row to compute old log-probs
+    for and no row in either mini-batch of the ceil rule, and still joins every forward and backward pass."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
@@ -145,7 +150,8 @@ def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rl" / "p.parquet")
     (tmp_path / "rl_job.py").write_text(RL_SCRIPT)
     out = tmp_path / "run"
-    res = _launch(2, [str(tiny_model_dir), str(tmp_path / "rl"), str(out)], script=tmp_path / "rl_job.py")
+    res = _launch(2, [str(tiny_model_dir), str(tmp_path / "rl"), str(out), json.dumps(extra)],
+                  script=tmp_path / "rl_job.py")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "distributed training: MULTI_CPU, 2 processes (gloo), rank 1" in res.stderr
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]

@@ -146,7 +146,7 @@ def test_demo_data_is_deterministic_and_plants_what_it_claims(tmp_path):
 # --------------------------------------------------------------------------- the shortened demo
 
 
-CURATED = ("ingest", "decontaminate", "dedup", "verify", "difficulty", "profile", "select", "mix")
+CURATED = ("ingest", "decontaminate", "dedup", "generate", "verify", "difficulty", "profile", "select", "mix")
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,11 @@ def test_demo_end_to_end(demo_run):
     # the chain: each curation stage reads exactly what the previous one kept
     cur = [n for n in CURATED if n in manifest["stages"]]
     for a, b in zip(cur, cur[1:], strict=False):
-        assert manifest["stages"][b]["rows"]["rows_in"] == manifest["stages"][a]["rows"]["kept"], (a, b)
+        rows_in = manifest["stages"][b]["rows"]["rows_in"]
+        if b == "generate":  # its unit is the requested response: each answered prompt counts n times
+            g = json.loads((run / b / "stats.json").read_text())["generate"]
+            rows_in -= (g["n"] - 1) * g["prompts"]
+        assert rows_in == manifest["stages"][a]["rows"]["kept"], (a, b)
     assert list((run / "mix" / "sft").glob("*.parquet")) and list((run / "mix" / "rl").glob("*.parquet"))
     assert manifest["stages"]["sft"]["rows"]["steps"] == 4 and manifest["stages"]["rl"]["rows"]["steps"] == 2
     assert (run / "rl" / "final" / "config.json").exists()

@@ -53,6 +53,8 @@ EXPECTED_RESPONSES = {
     "taco": lambda rows: [None, None],
     "verl": lambda rows: [None, None],
     "llama_nemotron": lambda rows: [r["output"] for r in rows],
+    "acereason_math": lambda rows: [None, None],
+    "deepcoder": lambda rows: [None, None],
 }
 
 
@@ -284,3 +286,15 @@ def test_curate_commands_take_the_reader_options_as_flags(tmp_path):
     assert res.exit_code == 0, res.output
     stats = json.loads((tmp_path / "c" / "stats.json").read_text())
     assert all(v["preset"] is None for v in stats["config"]["presets"].values())
+
+
+def test_rl_code_sources_keep_their_tests(tmp_path):
+    """DeepCoder's stdin cases -> stdio tests; its LiveCodeBench functional cases -> a call of func_name on the
+    starter's Solution class; Skywork-OR1 (verl) code rows' ground_truth -> stdio tests."""
+    dc = list(read_rows(InputSpec(str(write(tmp_path, "deepcoder")))))
+    stdio, call = json.loads(dc[0]["tests"]), json.loads(dc[1]["tests"])
+    assert stdio == {"kind": "stdio", "cases": [{"input": "1\n", "output": "2\n"}, {"input": "41\n", "output": "42\n"}]}
+    assert call["kind"] == "assert" and "Solution().total(*[[1, 2, 3]])" in call["test"]
+    verl = list(read_rows(InputSpec(str(write(tmp_path, "verl")))))
+    assert json.loads(verl[1]["tests"]) == {"kind": "stdio", "cases": [{"input": "1\n", "output": "2\n"},
+                                                                       {"input": "41\n", "output": "42\n"}]}

@@ -148,8 +148,11 @@ def test_rl_data_rows_and_errors(rl_parquet):
     bad = dict(_rows(1)[0], prompt="just text")
     with pytest.raises(ValueError, match="f.parquet:3: field 'prompt'"):
         to_trl_row(bad, "f.parquet:3")
-    code = dict(_rows(1)[0], ability="code", extra_info={"id": "c", "tests": '{"kind": "stdio", "cases": []}'})
+    case = '{"kind": "stdio", "cases": [{"input": "1", "output": "2"}]}'
+    code = dict(_rows(1)[0], ability="code", extra_info={"id": "c", "tests": case})
     assert to_trl_row(code, "x")["tests"].startswith('{"kind"')
+    with pytest.raises(ValueError, match="x: field 'extra_info.tests': tests: kind 'stdio' needs a non-empty"):
+        to_trl_row(dict(code, extra_info={"id": "c", "tests": '{"kind": "stdio", "cases": []}'}), "x")
 
 
 def test_format_penalties_and_routing():

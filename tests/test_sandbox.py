@@ -14,7 +14,8 @@ import pytest
 from cotforge.curate.verify.code import run_tests, run_tests_batch
 from cotforge.curate.verify.sandbox import SandboxLimits, run_python
 
-LIM = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
+LIM = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16,
+                    wall_allowance_s=1.0)
 
 
 def _stdio(inp: str, out: str) -> dict:
@@ -32,7 +33,7 @@ def test_infinite_loop_is_a_timeout():
 
 def test_sleep_past_the_deadline_is_a_timeout():
     r = run_python("import time\ntime.sleep(60)", limits=LIM)
-    assert r.status == "timeout" and r.wall_s < LIM.wall_s + 1.5
+    assert r.status == "timeout" and r.wall_s < LIM.wall_s + LIM.wall_allowance_s + 1.5
 
 
 def test_memory_bomb_is_memory():
@@ -190,7 +191,7 @@ def test_private_tmp_hides_host_tmp():
 
 def test_missing_bwrap_is_a_clear_error(monkeypatch):
     """No bubblewrap: an error that says what to install, never a silently weaker sandbox."""
-    import cotforge.curate.verify.jail as jail
+    import cotforge.curate.verify.sandbox.jail as jail
     from cotforge.curate.verify.sandbox import SandboxUnavailable
 
     monkeypatch.setattr(jail.shutil, "which", lambda name: None)
@@ -203,7 +204,7 @@ def test_missing_bwrap_is_a_clear_error(monkeypatch):
 def test_unprivileged_bwrap_mode_contains_the_basics(monkeypatch):
     """The code path for hosts without root (bwrap maps the caller's uid, --disable-userns) still runs,
     classifies and contains the basic cases."""
-    import cotforge.curate.verify.jail as jail
+    import cotforge.curate.verify.sandbox.jail as jail
 
     monkeypatch.setattr(jail, "is_root", lambda: False)
     assert run_python("print(input())", stdin="hi\n", limits=LIM).stdout == "hi\n"
@@ -259,7 +260,7 @@ def test_package_allow_list_from_the_generated_cli():
 
 
 def test_run_cgroups_are_left_empty():
-    from cotforge.curate.verify.cgroups import cgroup_tree
+    from cotforge.curate.verify.sandbox.cgroups import cgroup_tree
 
     run_python("import os\nfor _ in range(3):\n    os.fork()\nimport time\ntime.sleep(0.2)", limits=LIM)
     tree = cgroup_tree()

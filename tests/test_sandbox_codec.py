@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from cotforge.curate.verify.jailed import codec, wire
+from cotforge.curate.verify.sandbox.jailed import codec, wire
 
 
 def _roundtrip(value, **dec):
     sent = json.loads(wire.dumps({"v": codec.Encoder(handle=lambda x: 7).enc(value)}))["v"]
-    return codec.Decoder(handle=lambda i, n: ("handle", i, n), **dec).dec(sent)
+    return codec.Decoder(handle=lambda i, n, _iterator=False: ("handle", i, n), **dec).dec(sent)
 
 
 @pytest.mark.parametrize("value", [
@@ -108,7 +108,7 @@ def test_in_place_updates_reach_the_callers_objects():
 
 def test_setup_plan_of_the_leetcode_prelude():
     from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
-    from cotforge.curate.verify.setups import plan
+    from cotforge.curate.verify.sandbox.setups import plan
 
     p = plan(LEETCODE_PRELUDE)
     assert p["bind"]["List"] == ["typing", "List"] and p["bind"]["pow"] == ["builtins", "pow"]
@@ -118,11 +118,11 @@ def test_setup_plan_of_the_leetcode_prelude():
 
 
 def test_run_uids_are_unique_across_verifier_processes():
-    from cotforge.curate.verify.jail import UidLease
+    from cotforge.curate.verify.sandbox.jail import UidLease
 
     mine = UidLease()
     try:
-        other = subprocess.run([sys.executable, "-c", "from cotforge.curate.verify.jail import UidLease; "
+        other = subprocess.run([sys.executable, "-c", "from cotforge.curate.verify.sandbox.jail import UidLease; "
                                 "print(UidLease().uid)"], capture_output=True, text=True, check=True)
         assert int(other.stdout) != mine.uid
     finally:

@@ -404,7 +404,8 @@ def test_no_process_outlives_the_verdict():
             "libc.prctl(1, 0, 0, 0, 0)\nos.setsid()\nprint('detached', flush=True)\ntime.sleep(20)\n")
     before = set(_sandbox_pids())
     t0 = time.monotonic()
-    r = run_python(prog, limits=SandboxLimits(wall_s=1.0, cpu_s=1.0, memory_mb=256))
+    r = run_python(prog, limits=SandboxLimits(wall_s=1.0, cpu_s=1.0, memory_mb=256,
+                                                     wall_allowance_s=1.0))
     time.sleep(0.3)
     left = [p for p in _sandbox_pids() if p not in before]
     _kill_leftovers(left)

@@ -166,19 +166,21 @@ def test_honest_versions_of_the_hostile_files_pass():
 
 def test_a_call_that_blocks_times_out_and_leaves_nothing():
     prog = "import time\n\n\ndef check_age(a):\n    time.sleep(60)\n"
-    v = run_tests(prog, RAISES, SandboxLimits(wall_s=1.0, cpu_s=1.0, memory_mb=256))
+    v = run_tests(prog, RAISES, SandboxLimits(wall_s=1.0, cpu_s=1.0, memory_mb=256, wall_allowance_s=1.0))
     assert v.status == "timeout", v.details
     time.sleep(0.2)
     assert sandbox_pids() == []
 
 
-def test_missing_name_is_the_programs_fault_and_empty_files_the_tests():
+def test_missing_name_and_no_tests_are_the_programs_fault_a_broken_file_the_tests():
+    """A file that collects no test is the program's failure (issue 30: nothing ran, so no pass and no
+    dodge into the unscorable status); a file that does not compile is the test data's."""
     v = run_tests("def other():\n    return 1\n", KIND, LIM)
     assert v.status == "runtime_error" and "cannot import name 'add'" in v.details[0], v.details
     no_tests = {"kind": "pytest", "test": "from solution import add\n\nX = 1\n"}
     bad_file = {"kind": "pytest", "test": "def test_x(:\n    pass\n"}
     got = run_tests_batch([(RIGHT, no_tests), (RIGHT, bad_file)], LIM)
-    assert [v.status for v in got] == ["sandbox_error", "sandbox_error"], [v.details for v in got]
+    assert [v.status for v in got] == ["fail", "sandbox_error"], [v.details for v in got]
 
 
 def test_pytest_kind_is_validated():

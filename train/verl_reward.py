@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cotforge.curate.io.codetests import normalize_tests
 from cotforge.train.rl.data import resolve_parquet
 from cotforge.train.rl.rewards import RewardConfig, code_rewards, math_rewards
 
@@ -63,13 +64,13 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
                   **kwargs: Any) -> dict[str, Any]:
     """verl's custom reward signature: {"score", "acc"} for one rollout (acc: the reward equals `correct`).
 
-    Code: soft test pass fraction in the sandbox (2p - 1 with code_signed), 0.0 when the sandbox itself fails
-    on the row (verl needs a number); math and other answer rows: +-1 from the math verifier; both after the
-    think-tag format penalties."""
+    Code: the reward mode's test score in the sandbox (tests in any shape `normalize_tests` reads, e.g. Klear's
+    `{"inputs", "outputs"}` ground truth), 0.0 when the sandbox itself fails on the row (verl needs a number);
+    math and other answer rows: +-1 from the math verifier; both after the think-tag format penalties."""
     cfg = reward_config(kwargs)
     if is_code_row(data_source, ground_truth, extra_info):
-        tests = (extra_info or {}).get("tests") or ground_truth
-        value = code_rewards([solution_str], [str(tests)], cfg)[0]
+        tests = normalize_tests((extra_info or {}).get("tests") or ground_truth) or ""
+        value = code_rewards([solution_str], [tests], cfg)[0]
         score = 0.0 if value is None else value
     else:
         score = math_rewards([solution_str], [str(ground_truth)], cfg)[0]

@@ -10,9 +10,12 @@ Shipped shapes read here:
 - KodCode's pytest file (`from solution import f` + `def test_*():` functions) -> assert code that defines
   the tests and calls each; files that need pytest itself (fixtures, parametrize, `pytest.raises`) stay
   `{"kind": "pytest", "test": code}`, which the verifier runs with pytest in the sandbox's test jail
-  (`cotforge.curate.verify.jailed.pytestrun`);
-- MBPP `test_list` (a list of assert lines).
-Unknown shapes are kept as JSON text.
+  (`cotforge.curate.verify.sandbox.jailed.pytestrun`);
+- MBPP `test_list` (a list of assert lines);
+- code-r1 / Klear-Reasoner verl `ground_truth` JSON: `{"functional": code}` (test code run after the program)
+  -> assert code, `{"pytest": code}` -> as a KodCode pytest file (their `timeout` / `max_test_cases` keys
+  are not test content and are dropped).
+Unknown shapes are kept as JSON text (the verifiers' `parse_tests` then names what is wrong).
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
             value = {k: v for k, v in value.items() if k != "setup"}  # no setup: the verifier's default applies
         if "kind" in value:
             return json.dumps(value, ensure_ascii=False)
+        if isinstance(value.get("functional"), str) and value["functional"].strip():
+            return json.dumps({"kind": "assert", "test": value["functional"], "entry_point": None}, ensure_ascii=False)
+        if isinstance(value.get("pytest"), str) and value["pytest"].strip():
+            return pytest_file(value["pytest"])
         ins, outs = value.get("inputs"), value.get("outputs")
         if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs):
             if value.get("fn_name"):
@@ -92,3 +99,28 @@ def normalize_tests(value: Any, starter_code: str | None = None) -> str | None:
         if all(isinstance(t, str) for t in value) and any("assert" in t for t in value):  # MBPP test_list
             return json.dumps({"kind": "assert", "test": "\n".join(value), "entry_point": None})
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_ASSERT_LINE = re.compile(r"^\s*assert\b", re.M)
+
+
+def count_tests(tests: str | None) -> int:
+    """Test cases in normalised tests (the JSON `normalize_tests` writes): stdio cases, assert statements of an
+    assert script, `def test_*` functions of a pytest file; 0 for none or an unknown shape. What a minimum
+    such as Klear-Reasoner's "at least 16 test cases" counts."""
+    if not tests:
+        return 0
+    try:
+        spec = json.loads(tests)
+    except json.JSONDecodeError:
+        return 0
+    if not isinstance(spec, dict):
+        return 0
+    if spec.get("kind") == "stdio" and isinstance(spec.get("cases"), list):
+        return len(spec["cases"])
+    code = spec.get("test") if isinstance(spec.get("test"), str) else ""
+    if spec.get("kind") == "assert":
+        return len(_ASSERT_LINE.findall(code))
+    if spec.get("kind") == "pytest":
+        return len(re.findall(r"^\s*def\s+test_\w*\s*\(", code, re.M))
+    return 0

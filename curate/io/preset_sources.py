@@ -14,7 +14,7 @@ from typing import Any
 
 from cotforge.curate.core.reasoning import REASONING_MARKERS
 from cotforge.curate.core.schema import as_bool
-from cotforge.curate.io.codetests import normalize_tests, pytest_file
+from cotforge.curate.io.codetests import functional, normalize_tests, pytest_file
 from cotforge.curate.io.mapping import chat_to_pair, chat_turns, parse_meta, text_field
 from cotforge.curate.io.records import Origin, err
 
@@ -192,6 +192,13 @@ def build_numina(rec: dict, origin: Origin) -> tuple[Problem, list[Generation]]:
     return p, [Generation(with_marker(sol))]
 
 
+def build_acereason_math(rec: dict, origin: Origin) -> tuple[Problem, list[Generation]]:
+    """nvidia/AceReason-Math: RL prompts (`problem`, `answer`), no responses."""
+    p = Problem(_req(rec, "problem", origin), answer=rec.get("answer"), domain="math")
+    p.labels["answer"] = "answer"
+    return p, [Generation(None)]
+
+
 # --------------------------------------------------------------------------- chat-shaped sources
 
 
@@ -291,6 +298,48 @@ def build_taco(rec: dict, origin: Origin) -> tuple[Problem, list[Generation]]:
     if p.tests:
         p.labels["tests"] = "input_output (stdio cases, or fn_name call-based cases as assert code)"
     return p, [Generation(None)]  # human solutions are not long-CoT responses: prompt rows with tests
+
+
+def deepcoder_tests(tests: Any, metadata: dict, starter: str | None) -> str | None:
+    """DeepCoder's `tests` JSON (a list of {input, output[, testtype]}) as the verifiers' tests: stdin/stdout
+    cases as stdio; LiveCodeBench `functional` cases (one JSON value per input line, `metadata.func_name`) as
+    call-based asserts; None when they cannot be read (the row then has no tests)."""
+    if isinstance(tests, str):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError:
+            return normalize_tests(tests, starter)
+    if isinstance(tests, list) and tests and all(isinstance(t, dict) for t in tests):
+        if any(t.get("testtype") == "functional" for t in tests):
+            fn = metadata.get("func_name")
+            if not fn:
+                return None
+            try:
+                ins = [[json.loads(line) for line in str(t["input"]).split("\n") if line.strip()] for t in tests]
+                outs = [json.loads(str(t["output"])) for t in tests]
+            except (KeyError, json.JSONDecodeError):
+                return None
+            return functional(str(fn), ins, outs, starter)
+        return normalize_tests([{"input": t.get("input"), "output": t.get("output")} for t in tests], starter)
+    return normalize_tests(tests, starter)
+
+
+def build_deepcoder(rec: dict, origin: Origin) -> tuple[Problem, list[Generation]]:
+    """agentica-org/DeepCoder-Preview-Dataset: RL prompts with `tests` (JSON) and `metadata` (JSON)."""
+    meta = rec.get("metadata")
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta) if meta.strip() else {}
+        except json.JSONDecodeError:
+            meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    starter = rec.get("starter_code") or None
+    p = Problem(_req(rec, "problem", origin), domain="code",
+                tests=deepcoder_tests(rec.get("tests"), meta, starter),
+                meta={"starter_code": starter, **{k: v for k, v in meta.items() if isinstance(v, (str, int, float))}})
+    if p.tests:
+        p.labels["tests"] = "tests (stdin/stdout cases; functional cases as call-based asserts)"
+    return p, [Generation(None)]  # reference solutions are not long-CoT responses
 
 
 def build_opencodereasoning(rec: dict, origin: Origin) -> tuple[Problem, list[Generation]]:

@@ -28,7 +28,9 @@ from cotforge.curate.io.mapping import check_unicode, parse_meta, scalar_text
 from cotforge.curate.io.preset_sources import (
     Generation,
     Problem,
+    build_acereason_math,
     build_am,
+    build_deepcoder,
     build_deepmath,
     build_kodcode,
     build_limo,
@@ -133,6 +135,10 @@ _LIST: list[Preset] = [
            ("problem", "solution", "source"), ("problem", "solution", "answer", "source", "problem_type",
                                                "question_type", "messages"), "math",
            match=lambda r: "messages" in r or "question_type" in r),
+    Preset("deepcoder", HF + "agentica-org/DeepCoder-Preview-Dataset (RL code prompts)", build_deepcoder,
+           ("problem", "tests", "metadata"), ("problem", "tests", "metadata", "starter_code", "solutions"), "code"),
+    Preset("acereason_math", HF + "nvidia/AceReason-Math (RL math prompts)", build_acereason_math,
+           ("problem", "answer"), ("problem", "answer"), "math", exact=True),
     Preset("limo", HF + "GAIR/LIMO", build_limo, ("question", "solution", "answer"), ("question", "solution", "answer"),
            "math", exact=True),
 ]

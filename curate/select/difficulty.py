@@ -11,10 +11,14 @@ Where p comes from, per row, first match wins:
 1. an existing non-null `pass_rate` column (an earlier run, or data that ships one);
 2. a numeric level in meta (``level_key``, e.g. MATH-style ``"difficulty": 5.0`` or ``"level": "Level 3"``):
    level >= hard_level -> hard, level <= easy_level -> easy, else medium (pass_rate stays null);
-3. sampling: N responses per unique problem from an injected generator (the pipeline and the CLI pass
-   `StageContext.make_generator`, which they build from `cotforge.train.rollout.make_generator`: vLLM with
-   the `gpu` extra and a GPU, HF generate otherwise; curation never imports the trainer), verified with `cotforge.curate.verify.verify_rows`
-   (rows need an `answer` or `tests`);
+3. sampling: N responses per unique problem, verified with `cotforge.curate.verify.verify_rows` (rows
+   need an `answer` or `tests`). Two ways to sample:
+   - in process (default): an injected generator (the pipeline and the CLI pass `StageContext.make_generator`,
+     built from `cotforge.train.rollout.make_generator`: vLLM with the `gpu` extra and a GPU, HF generate
+     otherwise; curation never imports the trainer): CPU demos, one machine;
+   - through datatrove's inference runner (`server` set: endpoint / vllm / sglang / hf): the generate
+     stage's path (`curate/generate`), on the stage's executor, so a large pool's pass rates run on
+     Slurm/Ray with a server per task or against an endpoint, resumable batch by batch;
 4. otherwise null (unknown).
 Output columns: `pass_rate` (float|null), `difficulty` ("hard"|"medium"|"easy"|null), `difficulty_n`
 (samples behind p; 0 for meta levels). All rows are kept; stats.json counts rows per bin and method.
@@ -27,6 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -67,7 +72,16 @@ class DifficultyConfig:
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling top_p."})
     max_new_tokens: int = field(default=4096, metadata={"help": "Max generated tokens per sample."})
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
-    batch_problems: int = field(default=64, metadata={"help": "Problems per generate() call."})
+    batch_problems: int = field(default=64, metadata={"help": "Problems per generate() call (server set: per "
+                                                             "runner batch, a resumable unit)."})
+    server: str | None = field(default=None, metadata={
+        "help": "Sample through datatrove's inference runner instead of in process: endpoint (with --endpoint), "
+                "vllm / sglang (a server per task), hf (cotforge's CPU server per task) or dummy."})
+    endpoint: str | None = field(default=None, metadata={
+        "help": "server=endpoint: base URL of an OpenAI-compatible server serving `model`."})
+    api_key_env: str = field(default="OPENAI_API_KEY", metadata={
+        "help": "server=endpoint: environment variable with the API key (never logged)."})
+    max_concurrent: int = field(default=64, metadata={"help": "server set: requests in flight per task."})
     recompute: bool = field(default=False, metadata={"help": "Ignore existing pass_rate / difficulty columns."})
 
     def __post_init__(self) -> None:
@@ -79,6 +93,17 @@ class DifficultyConfig:
             raise ValueError(f"batch_problems: must be >= 1, got {self.batch_problems}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if self.server is not None:
+            self.runner_config()  # ValueError naming a bad server / endpoint now, not after pass 1
+
+    def runner_config(self):
+        """The generate stage's config that samples this reference model through the runner."""
+        from cotforge.curate.generate.config import GenerateConfig
+
+        return GenerateConfig(model=self.model or "", server=self.server or "endpoint", endpoint=self.endpoint,
+                              api_key_env=self.api_key_env, n=self.n_samples, temperature=self.temperature,
+                              top_p=self.top_p, max_tokens=self.max_new_tokens, seed=self.seed,
+                              max_concurrent=self.max_concurrent, on_truncated="flag", think="merge")
 
 
 def bin_pass_rate(p: float | None, t_hard: float = DEFAULT_T_HARD, t_easy: float = DEFAULT_T_EASY) -> str | None:
@@ -168,10 +193,16 @@ def _existing(row: dict[str, Any], cfg: DifficultyConfig) -> tuple[float | None,
 def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
     """Label problems hard/medium/easy from a reference model's pass rate (columns pass_rate, difficulty).
 
-    The reference model's generator comes from `ctx.make_generator` (injected by the caller). Every row is
-    kept with pass_rate / difficulty / difficulty_n (malformed input rows removed)."""
+    The reference model is sampled in process by `ctx.make_generator` (injected by the caller), or with
+    `server` set through datatrove's inference runner on the stage's executor (Slurm/Ray at scale). Every
+    row is kept with pass_rate / difficulty / difficulty_n (malformed input rows removed)."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
-    generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
+    if cfg.server and cfg.model:
+        from cotforge.curate.generate.stage import RunnerGenerator
+
+        generator: Any = RunnerGenerator(cfg.runner_config(), Path(out_dir) / "_sampling", ctx.executor)
+    else:
+        generator = ctx.make_generator(cfg.model, cfg.backend) if cfg.model and ctx.make_generator else None
     from cotforge.curate.select.profile import problem_key
 
     labels: dict[str, tuple[float | None, str | None, int | None, str]] = {}

@@ -3,8 +3,8 @@
 The same functions serve curation (`cotforge curate verify`), difficulty, RL rewards and evaluation:
 `verify_rows` (here: a row's kind -> its verdict), `verify.math.verify_math_batch`, `verify.code.run_tests_batch`
 (sandboxed through `verify.sandbox`). Import each from the module that defines it. Math verdicts take an
-extraction mode: "lenient" (default: SFT labels, evaluation) or "strict" (RL rewards: boxed after the
-reasoning block), and `MathCompare` settings (see `cotforge.curate.verify.math`).
+extraction mode: "lenient" (default: SFT labels, evaluation), "strict" (RL rewards: boxed after the
+reasoning block) or "official" (RL rewards: math-verify's own extraction after the reasoning block), and `MathCompare` settings (see `cotforge.curate.verify.math`).
 """
 
 from __future__ import annotations

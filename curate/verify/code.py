@@ -30,12 +30,13 @@ from typing import Any
 from cotforge.curate.core.schema import load_meta
 from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.math import split_after_reasoning
-from cotforge.curate.verify.sandbox import SandboxLimits, run_python
+from cotforge.curate.verify.sandbox import SandboxLimits, run_python, warm_setup
 
 __all__ = ["CHECKERS", "CodeVerdict", "TestsError", "default_workers", "extract_program",
            "outputs_match", "parse_tests", "run_tests", "run_tests_batch", "tests_from_row"]
 CHECKERS = ("exact", "tokens", "float")
 
+warm_setup(LEETCODE_PRELUDE)  # the setup of every LeetCode-style test: run once per test server
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 class TestsError(ValueError):

@@ -5,13 +5,14 @@ The public entry points take an explicit extraction `mode` and comparison settin
 * ``verify_math_batch(pairs, think_end, workers, timeout_s, mode="lenient", compare=None, problems=None)``
   (killable worker processes, a per-item deadline) and ``verify_math`` (one pair, in-process);
 * `mode` (rules in `math_extract`): ``"strict"`` for RL rewards (the answer must be boxed after the reasoning
-  block), ``"lenient"`` (default) for evaluation scores and SFT labels (also "the answer is", ``####``,
+  block), ``"official"`` for RL rewards as Klear's official code gives them (math-verify's own extraction of
+  anything after the reasoning block), ``"lenient"`` (default) for evaluation scores and SFT labels (also "the answer is", ``####``,
   "Answer" lines, and math-verify's own extraction);
 * `compare`: a `MathCompare` (rules in `math_compare`: numeric tolerance, list order, decimal comma,
   variables, set/relation comparison); `problems`: the problem texts, read for the list-order rule.
 
 Callers and their modes: the verify stage (`VerifyConfig.math_mode`, "lenient"), `verify_rows` ("lenient"),
-evaluation scoring (the default, "lenient"), RL rewards (train/rl/rewards.py passes "strict").
+evaluation scoring (the default, "lenient"), RL rewards (train/rl/rewards.py: "official" or "strict", by its reward mode).
 
 How the gold is read (`parse_gold`): golds with ``\\boxed`` or ``$`` go through math-verify's extraction with
 the box first; bare LaTeX golds are wrapped in ``\\boxed{}`` (env_notes §7). The prediction: box contents as
@@ -207,7 +208,7 @@ def verify_math_batch(pairs: Sequence[tuple[str, str]], think_end: str | None = 
     """Verdicts for many (response, answer) pairs, in order, over `workers` processes (default: all cores)
     with a `timeout_s` deadline per item (status "timeout", never an exception).
 
-    mode: "lenient" (default; eval scores, SFT labels) or "strict" (RL rewards); compare: `MathCompare`
+    mode: "lenient" (default; eval scores, SFT labels), "strict" or "official" (RL rewards); compare: `MathCompare`
     (default settings when None); problems: one problem text (or None) per pair, for the list-order rule."""
     _check_mode(mode)
     if problems is not None and len(problems) != len(pairs):
@@ -216,4 +217,4 @@ def verify_math_batch(pairs: Sequence[tuple[str, str]], think_end: str | None = 
         return []
     cfg = MathCompare.from_value(compare)
     items = [(r, a, problems[i] if problems is not None else None) for i, (r, a) in enumerate(pairs)]
-    return get_pool(workers).run(items, (think_end, mode, cfg), timeout_s)
+    return get_pool(workers, verify_math).run(items, (think_end, mode, cfg), timeout_s)

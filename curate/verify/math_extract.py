@@ -1,6 +1,11 @@
 """Where the final answer of a math response is: the answer part, then the answer in it, per extraction mode.
 
-Two modes (`MODES`), chosen by the caller:
+Three modes (`MODES`), chosen by the caller:
+
+``official`` (RL rewards as Klear-Reasoner's official reward code scores them, `math_dapo.py`):
+  * the answer part is the text after the last ``think_end``, as in strict mode (none without it);
+  * the answer is whatever math-verify's own extraction (``parse`` with LaTeX + expression targets) reads in
+    the whole answer part: boxed or not, "the answer is 5", a final ``$5$``.
 
 ``strict`` (RL rewards; Klear-Reasoner's format, paper §3.2.4):
   * the answer part is the text after the last ``think_end`` (default ``</think>``); ``think_end=None``: the
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 
 from cotforge.curate.core.reasoning import REASONING_MARKERS
 
-MODES = ("strict", "lenient")
+MODES = ("strict", "lenient", "official")
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _JOINER = re.compile(
@@ -126,6 +131,8 @@ def _from_group(group: tuple[int, tuple[str, ...]]) -> Extracted:
 
 def extract(text: str, mode: str = "lenient") -> Extracted | None:
     """The answer in an answer part (already split off the reasoning), per `mode`; None when there is none."""
+    if mode == "official":
+        return Extracted(text, "math_verify") if text.strip() else None
     group = last_box_group(text)
     if mode == "strict":
         return _from_group(group) if group else None
@@ -158,6 +165,6 @@ def _tail(text: str, limit: int = FALLBACK_CHARS) -> str:
 
 def answer_part(response: str, think_end: str | None, mode: str) -> str | None:
     """The part of `response` that holds the final answer in `mode`."""
-    if mode == "strict":
+    if mode in ("strict", "official"):
         return strict_answer_part(response, think_end)
     return split_after_reasoning(response, think_end)

@@ -14,11 +14,12 @@ import multiprocessing as mp
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from cotforge.curate.verify.math_compare import MathCompare
+from cotforge.curate.verify.math_compare import MathCompare, install_numeric_hook
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_loop(conn: Connection) -> None:
-    """Worker: receive (settings, [(idx, response, answer, problem), ...]) chunks, send (idx, verdict) per item."""
-    from cotforge.curate.verify import math as vmath
-
+def _worker_loop(conn: Connection, verify: Callable[..., Any]) -> None:
+    """Worker: receive (settings, [(idx, response, answer, problem), ...]) chunks, send (idx, verdict) per item;
+    `verify` is `verify.math.verify_math` (handed down by the caller: this module does not import it)."""
     _die_with_parent()
     while True:
         try:
@@ -62,16 +62,16 @@ def _worker_loop(conn: Connection) -> None:
             return
         (think_end, mode, compare), chunk = msg
         for idx, response, answer, problem in chunk:
-            v = vmath.verify_math(response, answer, think_end, mode=mode, compare=compare, problem=problem)
+            v = verify(response, answer, think_end, mode=mode, compare=compare, problem=problem)
             conn.send((idx, (v.status, v.correct, v.extracted)))
 
 
 class _Worker:
     """One pool process, its pipe, and the chunk it is working on (items not yet answered)."""
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Any, verify: Callable[..., Any]):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_loop, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_worker_loop, args=(child, verify), daemon=True)
         self.proc.start()
         child.close()
         self.pending: deque[int] = deque()
@@ -96,16 +96,17 @@ class MathPool:
     """A persistent pool of math-verify worker processes with a per-item deadline: a worker stuck on one
     item past `timeout_s` is killed and replaced, that item gets status "timeout", the rest continue."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None, verify: Callable[..., Any]):
         self.n = max(1, workers or os.cpu_count() or 1)
+        self.verify = verify
         # fork: workers inherit the imported math-verify/sympy (fast start) and, unlike spawn/forkserver,
         # do not re-import the caller's __main__ (scripts without a main guard keep working).
         import math_verify  # noqa: F401  (import before forking so workers start warm)
 
-        from cotforge.curate.verify import math as _vmath  # noqa: F401  (numeric hook installed before forking)
+        install_numeric_hook()  # before forking: every worker compares numbers through it
 
         self.ctx = mp.get_context("fork")
-        self.workers = [_Worker(self.ctx) for _ in range(self.n)]
+        self.workers = [_Worker(self.ctx, verify) for _ in range(self.n)]
 
     def close(self) -> None:
         """Stop all workers."""
@@ -161,20 +162,20 @@ class MathPool:
         if w.pending:
             out[w.pending[0]] = MathVerdict(status, None, None)
         w.stop(kill=True)
-        self.workers[k] = _Worker(self.ctx)
+        self.workers[k] = _Worker(self.ctx, self.verify)
 
 
 _POOL: MathPool | None = None
 
 
-def get_pool(workers: int | None) -> MathPool:
-    """The shared pool, (re)built when the worker count changes."""
+def get_pool(workers: int | None, verify: Callable[..., Any]) -> MathPool:
+    """The shared pool running `verify` per item, (re)built when the worker count or function changes."""
     global _POOL
     n = max(1, workers or os.cpu_count() or 1)
-    if _POOL is None or _POOL.n != n:
+    if _POOL is None or _POOL.n != n or _POOL.verify is not verify:
         if _POOL is not None:
             _POOL.close()
-        _POOL = MathPool(n)
+        _POOL = MathPool(n, verify)
     return _POOL
 
 

@@ -54,6 +54,9 @@ def run(recipe: str, run_dir: str | None, resume: bool, dry_run: bool, overrides
         result = run_recipe(rec, target, until=until, force=force, command=sys.argv, publish_cards=publish_cards)
     except (RecipeError, ConfigError) as e:
         raise click.ClickException(_blamed(str(e), recipe, overrides)) from e
+    except ValueError as e:  # a stage's bad input or setting (InputError, a missing package): one line
+        log.debug("run failed", exc_info=e)
+        raise click.ClickException(f"{e} (-v for the traceback)") from e
     except RuntimeError as e:  # run folder in use, Slurm jobs pending or failed: the message says what to do
         from cotforge.curate.engine import JobsFailed, JobsPending
         from cotforge.curate.io.lock import RunLocked

@@ -20,13 +20,13 @@ from cotforge.pipelines.stages.spec import Stage
 
 # module -> its stages, in pipeline order
 GROUPS: dict[str, tuple[str, ...]] = {
-    "cotforge.pipelines.stages.curate": ("data", "ingest", "decontaminate", "dedup", "verify", "difficulty",
+    "cotforge.pipelines.stages.curate": ("data", "ingest", "decontaminate", "dedup", "generate", "verify", "difficulty",
                                          "profile", "select", "mix"),
     "cotforge.pipelines.stages.model": ("model",),
-    "cotforge.pipelines.stages.train": ("eval_base", "sft", "rl", "evaluate"),
+    "cotforge.pipelines.stages.train": ("eval_base", "sft", "rl_data", "rl", "rl_code", "evaluate"),
 }
-ORDER: tuple[str, ...] = (*GROUPS["cotforge.pipelines.stages.curate"], "model", "eval_base", "sft", "rl",
-                          "evaluate")
+ORDER: tuple[str, ...] = (*GROUPS["cotforge.pipelines.stages.curate"], "model", "eval_base", "sft", "rl_data",
+                          "rl", "rl_code", "evaluate")
 # stages whose options are a top-level recipe section (and which run when that section is present)
 SECTION_STAGES = {"generate": "data"}
 MODULE_OF = {name: module for module, names in GROUPS.items() for name in names}

@@ -10,19 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from cotforge.curate import ingest
+from cotforge.curate.context import StageContext
 from cotforge.curate.decontam import stage as decontam
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.dedup import stage as dedup
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.generate import stage as generate
+from cotforge.curate.generate.config import GenerateConfig
 from cotforge.curate.io import fs
 from cotforge.curate.mix import stage as mix
 from cotforge.curate.select import difficulty, profile, sources
 from cotforge.curate.verify import stage as verify
 from cotforge.pipelines import demo_data
+from cotforge.pipelines.config import GENERATED
 from cotforge.pipelines.stages.spec import RecipeDefault, Stage
 
 # The curation stages a curation stage may read from (its default input is the nearest enabled one).
-CURATE_STAGES = ("ingest", "decontaminate", "dedup", "verify", "difficulty", "profile", "select")
+CURATE_STAGES = ("ingest", "decontaminate", "dedup", "generate", "verify", "difficulty", "profile", "select")
 
 
 def counts_line(stats: dict[str, Any], out: str) -> str:
@@ -36,6 +40,22 @@ def _decontam_report(stats: dict[str, Any], out: str) -> str:
     return (f"{counts_line(stats, out)}\n{c.get('contaminated_rows', 0)} contaminated: "
             f"{c.get('prompt_side_rows', 0)} prompt side, {c.get('response_only_rows', 0)} response side only; "
             f"report: {fs.join(out, 'contamination_report.md')}")
+
+
+def _generate_report(stats: dict[str, Any], out: str) -> str:
+    g = stats["generate"]
+    return (f"{counts_line(stats, out)}\n{g['prompts']} prompts x {g['n']} from {g['teacher']}: "
+            f"{g['prompts_by_outcome']}; finish reasons {g['finish_reasons']}; "
+            f"{g['completion_tokens_this_run']} tokens generated in this run ({g['tokens_per_s_this_run']} tokens/s)")
+
+
+def _generate_fill(opts: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    """A `generated:NAME` model (the demo's tiny teacher) is the data stage's RUN/data/NAME."""
+    out = dict(opts)
+    model = str(out.get("model") or "")
+    if model.startswith(GENERATED) and "data" in ctx.earlier:
+        out["model"] = fs.join(ctx.earlier["data"], model[len(GENERATED):])
+    return out
 
 
 def _verify_report(stats: dict[str, Any], out: str) -> str:
@@ -74,9 +94,13 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     RecipeDefault("registry_yaml", "benchmarks", "registry", path=True)),
           report=_decontam_report),
     Stage("dedup", "curate", DedupConfig, dedup.run, after=CURATE_STAGES, datatrove=True, report=counts_line),
+    Stage("generate", "curate", GenerateConfig, generate.run, after=CURATE_STAGES, datatrove=True,
+          fill=_generate_fill, report=_generate_report,
+          outputs="kept/ (one row per response: +prompt_id, sample_index, teacher, finish_reason, sampling), "
+                  "removed/, stats.json"),
     Stage("verify", "curate", verify.VerifyConfig, verify.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+correct), removed/, stats.json", report=_verify_report),
-    Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES,
+    Stage("difficulty", "curate", difficulty.DifficultyConfig, difficulty.run, after=CURATE_STAGES, datatrove=True,
           outputs="kept/ (+pass_rate, difficulty), stats.json", report=_difficulty_report),
     Stage("profile", "curate", profile.ProfileConfig, profile.run, after=CURATE_STAGES,
           outputs="kept/, profile.{parquet,md}, plots/", report=_profile_report),

@@ -34,7 +34,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from cotforge.train.defaults import fill_auto_defaults
-from cotforge.train.rl.groups import FILTER_METRICS
+from cotforge.train.rl.groups import BALANCE_MODES, FILTER_METRICS, MINIBATCH_RULES
 from cotforge.train.rl.losses import AGG_MODES, LOSS_TYPES
 from cotforge.train.rl.rewards import RewardConfig
 
@@ -60,6 +60,9 @@ class GPPOConfig(GRPOConfig):
     train_files: list[str] = field(default_factory=list, metadata=_help(
         "verl-style RL parquet shards (files, folders or globs) written by the curation `mix` stage."))
     limit: int | None = field(default=None, metadata=_help("Use only the first N prompts (None: all)."))
+    abilities: list[str] | None = field(default=None, metadata=_help(
+        "Train only on rows of these abilities (e.g. [math] for the math RL stage, [code] for the code stage; "
+        "[P] §4.1 runs math RL, then code RL). None: every row."))
     reward: dict[str, Any] = field(default_factory=dict, metadata=_help(
         "Reward values and format rules, KEY=VALUE (repeatable); keys (default): "
         + ", ".join(f"{f.name} ({f.default!r})" for f in fields(RewardConfig) if f.default is not MISSING)
@@ -96,6 +99,18 @@ class GPPOConfig(GRPOConfig):
         "rollout_prompts kept groups are trained on ([R]: 256 sampled for 128, never regenerated). 1 = no top-up "
         "(the paper's zero-advantage ablation, §5.2.5)."))
 
+    group_balance: str = field(default="procs", metadata=_help(
+        f"{' | '.join(BALANCE_MODES)}: which surviving groups the top-up keeps. procs: the same number from each "
+        "process (groups stay where they were generated), so every process trains on about the same rows; first: "
+        "the first in sampling order ([R] batch[:traj_bsz]), which with several processes fills the first ones."))
+
+    minibatch_rule: str = field(default="fixed", metadata=_help(
+        f"{' | '.join(MINIBATCH_RULES)}: how the kept groups of a rollout fill its optimizer steps when fewer than "
+        "rollout_prompts survive. fixed: every step of the rollout trains on a share (smaller mini-batches); ceil: "
+        "the official rule, mini-batches of mini_batch_prompts groups, ceil(N / mini_batch_prompts) steps, the last "
+        "one's loss scaled by its size / mini_batch_prompts, the rollout's remaining steps left out (no gradient, "
+        "no optimizer or weight-decay change; they still count in global_step)."))
+
     # ---- filtering and advantages (train.rl.groups)
     filter_groups: bool = field(default=True, metadata=_help(
         "Drop groups whose metric is constant (DAPO dynamic sampling; [R] filter_groups.enable)."))
@@ -116,7 +131,15 @@ class GPPOConfig(GRPOConfig):
     gradient_checkpointing: bool | None = field(default=None, metadata=_help(
         "Deprecated alias of activation_checkpointing (transformers 5)."))
     weight_decay: float = field(default=0.1, metadata=_help("AdamW weight decay ([R]: 0.1)."))
-    warmup_steps: float = field(default=10, metadata=_help("LR warmup steps ([R]: 10)."))
+    warmup_steps: float = field(default=10, metadata=_help(
+        "LR warmup in optimizer steps. The official `lr_warmup_steps=10` counts rollout batches (verl steps its "
+        "scheduler once per update_actor): set warmup_rollouts instead to follow it."))
+    warmup_rollouts: float | None = field(default=None, metadata=_help(
+        "LR warmup in rollout batches ([R] lr_warmup_steps: 10); sets warmup_steps = warmup_rollouts x optimizer "
+        "steps per rollout batch (10 x 8 = 80 for math, 10 x 4 = 40 for code). None: warmup_steps as given."))
+    max_prompt_length: int | None = field(default=None, metadata=_help(
+        "Prompt cap in tokens, left-truncated (the start of a long prompt is cut; [R] max_prompt_length 4096, "
+        "truncation 'left'). None: no cap."))
     lr_scheduler_type: str = field(default="constant_with_warmup", metadata=_help(
         "LR schedule ([P] §4.1: constant 1e-6 for math, 5e-7 for code, after warmup)."))
     num_train_epochs: float = field(default=1.0, metadata=_help("Passes over the prompts (when max_steps <= 0)."))
@@ -134,11 +157,18 @@ class GPPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         self._check_own_fields()
         self._derive_batches()
+        if self.warmup_rollouts is not None:
+            if self.warmup_steps not in (0, 10) and self.warmup_steps != self._rollout_warmup():
+                raise ValueError(f"warmup_rollouts: {self.warmup_rollouts} and warmup_steps: {self.warmup_steps} both "
+                                 "set; give the warmup in one unit (rollout batches or optimizer steps)")
+            self.warmup_steps = self._rollout_warmup()
         fill_auto_defaults(self, checkpointing=False)
         if self.overlong_filter is None:
             self.overlong_filter = (self.max_completion_length or 0) < OFFICIAL_MAX_LENGTH
         if isinstance(self.train_files, str):
             self.train_files = [self.train_files]
+        if isinstance(self.abilities, str):
+            self.abilities = [self.abilities]
         if self.report_to in ([], None):
             self.report_to = "none"
         super().__post_init__()
@@ -151,12 +181,18 @@ class GPPOConfig(GRPOConfig):
         """Optimizer steps one rollout batch feeds: (rollout_prompts / mini_batch_prompts) x num_iterations."""
         return self.rollout_prompts // self.mini_batch_prompts * self.num_iterations
 
+    def _rollout_warmup(self) -> int:
+        return int(round(float(self.warmup_rollouts or 0) * self.optimizer_steps_per_rollout()))
+
     def describe_batches(self) -> str:
         """One line for logs and the dry-run: the rollout and mini-batch structure in the report's terms."""
         return (f"rollout batch {self.rollout_prompts} prompts x {self.num_generations} samples "
                 f"(sampled from {self.oversample * self.rollout_prompts} prompts), mini-batch "
                 f"{self.mini_batch_prompts} prompts; optimizer steps per rollout batch: "
-                f"{self.optimizer_steps_per_rollout()}")
+                f"{self.optimizer_steps_per_rollout()}; lr {self.learning_rate:g}, warmup {self.warmup_steps:g} optimizer "
+                f"steps" + (f" ({self.warmup_rollouts:g} rollout batches)" if self.warmup_rollouts is not None else "")
+                + (f", prompts <= {self.max_prompt_length} tokens (left-truncated)" if self.max_prompt_length else "")
+                + (", ceil(kept groups / mini-batch) steps" if self.minibatch_rule == "ceil" else ""))
 
     def _derive_batches(self) -> None:
         """Set TRL's gradient_accumulation_steps / steps_per_generation from the report's batch structure."""
@@ -199,11 +235,16 @@ class GPPOConfig(GRPOConfig):
         checks = (("loss_type", self.loss_type in LOSS_TYPES, f"one of {LOSS_TYPES}"),
                   ("loss_agg_mode", self.loss_agg_mode in AGG_MODES, f"one of {AGG_MODES}"),
                   ("filter_groups_metric", self.filter_groups_metric in FILTER_METRICS, f"one of {FILTER_METRICS}"),
+                  ("group_balance", self.group_balance in BALANCE_MODES, f"one of {BALANCE_MODES}"),
+                  ("minibatch_rule", self.minibatch_rule in MINIBATCH_RULES, f"one of {MINIBATCH_RULES}"),
                   ("epsilon", 0.0 <= self.epsilon < 1.0, "in [0, 1)"),
                   ("epsilon_high", self.epsilon_high is None or self.epsilon_high >= 0.0, ">= 0"),
                   ("delta", self.delta is None or self.delta > 1.0, "> 1 (or null: no dual-clip)"),
                   ("gppo_beta1", self.gppo_beta1 >= 0.0, ">= 0"), ("gppo_beta2", self.gppo_beta2 >= 0.0, ">= 0"),
                   ("sft_alpha", self.sft_alpha >= 0.0, ">= 0"), ("advantage_eps", self.advantage_eps > 0.0, "> 0"),
+                  ("warmup_rollouts", self.warmup_rollouts is None or self.warmup_rollouts >= 0, ">= 0 (or null)"),
+                  ("max_prompt_length", self.max_prompt_length is None or self.max_prompt_length >= 1,
+                   ">= 1 (or null: no cap)"),
                   ("oversample", self.oversample == 1 or self.filter_groups,
                    "1 when filter_groups is off (nothing to top up)"))
         for name, ok, want in checks:

@@ -17,8 +17,14 @@ v1; [R] = github.com/suu990901/KlearReasoner @ 5d2d0b8; see /work/shared/docs/pa
    penalties is dropped. `metric="reward"` tests the raw reward (DAPO's `seq_reward` option); the demo uses it
    because its tiny model never answers correctly, so only the format penalties carry signal.
 4. Top-up ([R] `gen_prompt_bsz=256` for `train_prompt_bsz=128`, `max_num_gen_batches=1`): the caller samples
-   more prompts than the batch and `max_groups` keeps the first that many kept groups in sampling order (the
-   official `batch[:traj_bsz]`); if fewer survive, the batch is smaller. Nothing is regenerated.
+   more prompts than the batch and `max_groups` keeps that many of the groups that passed the filter; if fewer
+   survive, the batch is smaller. Nothing is regenerated. Which ones (`balance`):
+   * "first": the first in sampling order (the official `batch[:traj_bsz]`; verl's single controller then
+     re-splits the batch over its workers). Here the groups stay on the process that generated them (process
+     p holds groups [p*k, (p+1)*k)), so "first" fills the first processes and leaves the last with few or none;
+   * "procs" (default): the same number of groups from each process as far as their surviving groups allow
+     (a process short of groups gives its share to the others), ties broken by fewest kept tokens, each
+     process's groups taken in sampling order. With one process the two rules are the same.
 5. Advantages over the kept rows of each group ([R] `core_algos.compute_grpo_outcome_advantage`, computed after
    filtering): A = (R - mean_g) / (std_g + eps) with the unbiased std (torch.std) and eps = 1e-6; a group with one
    row gets mean 0 and std 1. [P] Eq. 4 writes the population std; the official code is followed here.
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 import torch
 
 FILTER_METRICS = ("acc", "reward")
+BALANCE_MODES = ("procs", "first")
+MINIBATCH_RULES = ("fixed", "ceil")
 SCALE_MODES = ("group", "batch", "none")
 
 
@@ -52,10 +60,15 @@ class GroupSelection:
 def select_groups(rewards: torch.Tensor, group_size: int, *, correct_score: float = 1.0,
                   truncated: torch.Tensor | None = None, overlong_filter: bool = False, filter_groups: bool = True,
                   metric: str = "acc", max_groups: int | None = None, scale: str = "group", eps: float = 1e-6,
-                  tol: float = 1e-6) -> GroupSelection:
-    """Apply rules 1-5 of the module docstring to one rollout batch of rewards ([N] float, NaN = unscorable)."""
+                  tol: float = 1e-6, n_procs: int = 1, tokens: torch.Tensor | None = None,
+                  balance: str = "procs") -> GroupSelection:
+    """Apply rules 1-5 of the module docstring to one rollout batch of rewards ([N] float, NaN = unscorable).
+    `n_procs`: processes holding the groups in equal contiguous blocks; `tokens`: [N] completion lengths (the
+    tie-break of the "procs" top-up)."""
     if metric not in FILTER_METRICS:
         raise ValueError(f"metric {metric!r} is not one of {FILTER_METRICS}")
+    if balance not in BALANCE_MODES:
+        raise ValueError(f"balance {balance!r} is not one of {BALANCE_MODES}")
     if scale not in SCALE_MODES:
         raise ValueError(f"scale {scale!r} is not one of {SCALE_MODES}")
     n = rewards.numel()
@@ -75,7 +88,14 @@ def select_groups(rewards: torch.Tensor, group_size: int, *, correct_score: floa
     lo = torch.where(v, stat, torch.full_like(stat, torch.inf)).amin(1)
     varies = (count >= 2) & ((hi - lo) > tol)
     mixed = (varies | (count == 1)) if filter_groups else count >= 1
-    selected = mixed & (torch.cumsum(mixed.long(), 0) <= max_groups) if max_groups is not None else mixed
+    if max_groups is None:
+        selected = mixed
+    elif balance == "first" or n_procs <= 1:
+        selected = mixed & (torch.cumsum(mixed.long(), 0) <= max_groups)
+    else:
+        group_tokens = (torch.ones(n, dtype=torch.float64) if tokens is None else tokens.reshape(-1).double())
+        group_tokens = torch.where(v.reshape(-1), group_tokens, torch.zeros_like(group_tokens))
+        selected = balanced_top_up(mixed, group_tokens.view(-1, group_size).sum(1), n_procs, max_groups)
     keep = (v & selected[:, None]).reshape(-1)
 
     adv = _advantages(r, v & selected[:, None], count, scale, eps).reshape(-1)
@@ -84,6 +104,27 @@ def select_groups(rewards: torch.Tensor, group_size: int, *, correct_score: floa
                           n_mixed=int(mixed.sum()), n_selected=int(selected.sum()),
                           n_truncated=int((scored & trunc).sum()) if overlong_filter else 0,
                           n_unscorable=int((~scored).sum()))
+
+
+def balanced_top_up(mixed: torch.Tensor, group_tokens: torch.Tensor, n_procs: int, max_groups: int) -> torch.Tensor:
+    """Keep `max_groups` of the `mixed` groups (bool [groups]) spread over `n_procs` contiguous blocks: each pick
+    goes to the process with the fewest kept groups (then fewest kept tokens, then lowest rank) that still has a
+    mixed group left, and takes its next one in sampling order."""
+    n_groups = mixed.numel()
+    if n_groups % n_procs:
+        raise ValueError(f"{n_groups} groups do not split over {n_procs} processes")
+    per = n_groups // n_procs
+    queues = [[p * per + i for i in range(per) if bool(mixed[p * per + i])] for p in range(n_procs)]
+    count, toks, nxt = [0] * n_procs, [0.0] * n_procs, [0] * n_procs
+    selected = torch.zeros(n_groups, dtype=torch.bool)
+    for _ in range(min(max_groups, int(mixed.sum()))):
+        p = min((q for q in range(n_procs) if nxt[q] < len(queues[q])), key=lambda q: (count[q], toks[q], q))
+        g = queues[p][nxt[p]]
+        nxt[p] += 1
+        selected[g] = True
+        count[p] += 1
+        toks[p] += float(group_tokens[g])
+    return selected
 
 
 def _advantages(r: torch.Tensor, v: torch.Tensor, count: torch.Tensor, scale: str, eps: float) -> torch.Tensor:
@@ -103,3 +144,32 @@ def _advantages(r: torch.Tensor, v: torch.Tensor, count: torch.Tensor, scale: st
     flat = r[v]
     std = flat.std() if total >= 2 else torch.ones((), dtype=r.dtype)
     return centred / (std + eps)
+
+
+def rows_to_train(keep: torch.Tensor, micro_steps: int) -> torch.Tensor:
+    """Indices of one process's kept rows, padded with rows it does not keep (weight 0 in the loss: no loss, no
+    NLL) to a multiple of `micro_steps`, at least one row per micro-batch: TRL splits a rollout into
+    `micro_steps` equal micro-batches and drops a remainder. Fewer kept rows mean smaller micro-batches, not fewer
+    optimizer steps (verl would take ceil(N / mini-batch) steps); the padding rows are computed but do not train."""
+    kept = torch.nonzero(keep).squeeze(1)
+    pad = (-len(kept)) % micro_steps if len(kept) else micro_steps
+    filler = torch.nonzero(~keep).squeeze(1)[:pad]
+    return torch.cat([kept, filler])
+
+
+def ceil_schedule(counts: list[int], proc: int, mini_batch: int, steps: int) -> tuple[list[list[int]], list[int]]:
+    """The official mini-batch rule ([R] verl `update_actor`: the kept batch cut into mini-batches of `mini_batch`
+    groups, ceil(N / mini_batch) optimizer steps, the last one smaller) over `len(counts)` processes holding
+    `counts[p]` kept groups each. The groups are ordered round-robin over the processes (group j of every process,
+    then group j + 1), so every mini-batch draws evenly from them. Returns, for each of the `steps` mini-batch
+    slots, the positions (0..counts[proc]-1) of this process's groups in it, and the global group count of each
+    slot (mini_batch for full ones, less for the last, 0 for the slots beyond ceil(N / mini_batch))."""
+    order = [(p, j) for j in range(max(counts, default=0)) for p in range(len(counts)) if j < counts[p]]
+    if len(order) > mini_batch * steps:
+        raise ValueError(f"{len(order)} kept groups exceed {steps} mini-batches of {mini_batch}")
+    mine: list[list[int]] = [[] for _ in range(steps)]
+    for g, (p, j) in enumerate(order):
+        if p == proc:
+            mine[g // mini_batch].append(j)
+    sizes = [max(0, min(mini_batch, len(order) - k * mini_batch)) for k in range(steps)]
+    return mine, sizes

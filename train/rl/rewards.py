@@ -1,22 +1,37 @@
 """RL rewards: thin adapters over the verifiers in `curate.verify` (the only code that judges correctness).
 
-Klear-Reasoner's shaping (paper §3.2.4, official reward code):
-  format: no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before verification); a
-          `<think>` the prompt opened (chat templates whose generation prompt ends in `<think>`, e.g. R1-distill,
-          Qwen3-Thinking-2507) counts as present, since the completion then never repeats it
-  math:   +1 if the answer after the last `</think>` verifies against the gold, else -1; strict extraction
-          (`math_mode`, curate/verify/math_extract.py): the last box after `</think>`, nothing else counts (the
-          official reward runs math_verify.parse on the whole post-`</think>` text, which also reads unboxed
-          answers; `math_mode: lenient` is the closer match)
-  code:   soft reward = test pass fraction in [0, 1] (the paper); `signed=True` gives 2p - 1 (the official code);
-          no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
+Klear-Reasoner's shaping (paper §3.2.4, official reward code), in two reward modes (`RewardConfig.mode`):
+  format (both modes): no `</think>` -> -0.5, else no `<think>` -> -2.0 (checked in that order, before
+          verification); a `<think>` the prompt opened (chat templates whose generation prompt ends in `<think>`,
+          e.g. R1-distill, Qwen3-Thinking-2507) counts as present, since the completion then never repeats it
+  code (both modes): no ```python block after `</think>` -> `format_error` (-1), before anything runs (official
           `code_r1_compute.py`: the last ```python block after `</think>`, else ScoringConfig.format_error_score)
-          Per code status of a program that ran (`code_reward`):
-            pass -> counts as passed; fail, timeout, memory, runtime_error, syntax_error -> counts as failed
-            no_answer (a fence with no program in it) -> `code_no_program`: below every program's score
-                (soft: `incorrect` = -1 < 0; signed: `incorrect` - 0.5 = -1.5 < -1)
-            sandbox_error (malformed tests, or the sandbox failed before the program started), or a row
-                without tests -> None (TRL: unscorable, advantage 0); the program cannot cause it
+
+  mode "official" (the official scripts' reward; the Klear recipe's default):
+    math: +1 if math-verify's own extraction of the text after the last `</think>` (any answer, boxed or not)
+          verifies against the gold, else -1 (`math_mode: official`, `math_dapo.py`)
+    code: the mean of +1 (test passed) / -1 (failed) over at most `code_max_tests` = 16 tests sampled from
+          the row's tests, i.e. 2p - 1 over the sample (`code_r1_compute.py`, MAX_TEST_CASES = 16). The sample
+          is seeded: a function of (`test_seed`, the row's tests, the trainer's step), so it is the same for
+          the G samples of one prompt in one rollout (advantages compare programs on the same tests) and
+          differs between rollouts; the official code draws per response, unseeded. A fence with no program
+          in it scores `incorrect` (-1), as an empty program failing every test does there.
+  mode "strict" (stricter: what the paper describes, with cotforge's stricter extraction):
+    math: +1 only for the last `\boxed{}` after the last `</think>` (`math_mode: strict`): a correct unboxed
+          answer scores -1 (official: +1)
+    code: the pass fraction p in [0, 1] over *all* tests (the paper's soft reward). Against the fixed format
+          penalties this reorders outcomes: a complete program failing every test scores 0 here, above the
+          -0.5 of a truncated response (official: -1, below it); within a group p and 2p - 1 give the same
+          advantages only when no row is format-penalised. A fence with no program scores below every
+          program (`incorrect` = -1 < 0)
+  Each field a mode sets (`math_mode`, `code_signed`, `code_max_tests`, `code_no_program`) can be set on its
+  own to override it, e.g. `code_signed: true` in strict mode gives 2p - 1 over all tests (-1.5 without a
+  program).
+
+  Per code status of a program that ran (`code_reward`): pass -> counts as passed; fail, timeout, memory,
+  runtime_error, syntax_error -> counts as failed; sandbox_error (the sandbox failed before the program
+  started), or a row without tests -> None (TRL: unscorable, advantage 0); the program cannot cause it.
+  Malformed tests are refused when the RL rows are loaded (`train.rl.data`), not here.
 A rollout counts as *correct* (for the SFT term and accuracy) when its reward equals `correct` (1.0).
 
 `make_reward_func` returns a TRL reward function f(completions, completion_ids, ability, ground_truth, tests, ...)
@@ -25,7 +40,10 @@ that routes each row by its `ability` column: "code" -> tests, answer abilities 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,18 +65,37 @@ class RewardConfig:
     think_end: str = "</think>"
     require_think: bool = True          # apply the format penalties at all
     think_start_in_prompt: bool | None = None  # the prompt already opened <think>; None: detect it per row
-    code_signed: bool = False            # 2p-1 instead of p
-    code_no_program: float | None = None  # reward without a program; None: below every program's (see above)
+    mode: str = "strict"                 # official | strict: the defaults of the four fields below (module doc)
+    code_signed: bool | None = None      # 2p-1 instead of p (official: True, strict: False)
+    code_max_tests: int | None = None    # tests sampled per row; 0 = all (official: 16, strict: 0)
+    code_no_program: float | None = None  # reward without a program (official: incorrect; strict: below all)
     answer_abilities: tuple[str, ...] = ("math", "science", "other")  # rewarded by answer checking
-    math_mode: str = "strict"            # curate.verify.math extraction: strict = boxed after </think>
+    math_mode: str | None = None         # curate.verify.math extraction (official: official, strict: strict)
+    test_seed: int = 0                   # seed of the code test sample
     math_timeout_s: float = 5.0
     workers: int | None = None
 
     def __post_init__(self) -> None:
         from cotforge.curate.verify.math import MODES
 
+        if self.mode not in REWARD_MODES:
+            raise ValueError(f"reward field 'mode': expected one of {list(REWARD_MODES)}, got {self.mode!r}")
+        for name, value in REWARD_MODES[self.mode].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.mode == "official" and self.code_no_program is None:
+            self.code_no_program = self.incorrect
         if self.math_mode not in MODES:
             raise ValueError(f"reward field 'math_mode': expected one of {MODES}, got {self.math_mode!r}")
+        if self.code_max_tests is None or self.code_max_tests < 0:
+            raise ValueError(f"reward field 'code_max_tests': expected >= 0 (0 = all), got {self.code_max_tests!r}")
+
+
+# What each reward mode sets (module docstring); a field given explicitly wins.
+REWARD_MODES: dict[str, dict[str, Any]] = {
+    "official": {"math_mode": "official", "code_signed": True, "code_max_tests": 16},
+    "strict": {"math_mode": "strict", "code_signed": False, "code_max_tests": 0},
+}
 
 
 def format_penalty(text: str, cfg: RewardConfig, opened: bool = False) -> float | None:
@@ -134,8 +171,8 @@ def _answer_text(response: str, cfg: RewardConfig) -> str:
 
 def math_rewards(responses: Sequence[str], answers: Sequence[str], cfg: RewardConfig | None = None,
                  opened: Sequence[bool] | None = None, problems: Sequence[str | None] | None = None) -> list[float]:
-    """+-1 from `verify_math_batch` in `cfg.math_mode` (default strict: the last box after `</think>`, so an
-    unboxed or pre-`</think>` answer is not rewarded); format-penalised rows are not verified. `opened[i]`: row
+    """+-1 from `verify_math_batch` in `cfg.math_mode` (set by the reward mode; strict: only the last box after
+    `</think>` counts; official: any answer after it); format-penalised rows are not verified. `opened[i]`: row
     i's prompt opened the reasoning block (`prompt_opened`); `problems[i]`: its problem text (the verifier's
     list-order rule reads it)."""
     from cotforge.curate.verify.math import verify_math_batch
@@ -166,12 +203,30 @@ def code_reward(verdict: Any, cfg: RewardConfig) -> float | None:
     return (2 * p - 1) if cfg.code_signed else p
 
 
+def sample_tests(tests: str, k: int, seed: int, step: int = 0) -> str:
+    """At most `k` stdio cases of `tests`, drawn without replacement by a generator seeded with (seed, step, the
+    tests text), in their original order; other kinds (one assert script, a pytest file) and k = 0 unchanged.
+    The official reward samples MAX_TEST_CASES = 16 cases per response ([R] `code_r1_compute.py`)."""
+    if k <= 0 or not tests:
+        return tests
+    try:
+        spec = json.loads(tests)
+    except json.JSONDecodeError:
+        return tests
+    cases = spec.get("cases") if isinstance(spec, dict) and spec.get("kind") == "stdio" else None
+    if not isinstance(cases, list) or len(cases) <= k:
+        return tests
+    digest = hashlib.sha256(f"{seed}:{step}:{tests}".encode()).digest()
+    picked = sorted(random.Random(int.from_bytes(digest[:8], "big")).sample(range(len(cases)), k))
+    return json.dumps({**spec, "cases": [cases[i] for i in picked]}, ensure_ascii=False)
+
+
 def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
-                 limits: Any = None, opened: Sequence[bool] | None = None) -> list[float | None]:
-    """`code_reward` of the program after `</think>` run against each row's tests in the sandbox;
-    format-penalised rows are not run, a response without a ```python block gets `cfg.format_error` (never
-    run), a row without tests is unscorable (None: TRL gives it advantage 0), as is a sandbox failure.
-    `opened` as in `math_rewards`."""
+                 limits: Any = None, opened: Sequence[bool] | None = None, step: int = 0) -> list[float | None]:
+    """`code_reward` of the program after `</think>` run against each row's tests (at most `cfg.code_max_tests`
+    of them, `sample_tests` with the trainer's `step`) in the sandbox; format-penalised rows are not run, a
+    response without a ```python block gets `cfg.format_error` (never run), a row without tests is unscorable
+    (None: TRL gives it advantage 0), as is a sandbox failure. `opened` as in `math_rewards`."""
     from cotforge.curate.verify.code import extract_program, run_tests_batch
     from cotforge.curate.verify.sandbox import SandboxLimits
 
@@ -188,6 +243,7 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
         if not t:
             log.warning("code reward: row %d has no tests; unscorable", i)
             continue
+        t = sample_tests(t, int(cfg.code_max_tests or 0), cfg.test_seed, step)
         items.append((extract_program(resp, think_end=cfg.think_end, require_fence=True), t))
         idx.append(i)
     if items:
@@ -239,7 +295,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
     def verifiable_reward(completions: list[Any], completion_ids: list[list[int]] | None = None,
                           ability: list[str] | None = None, ground_truth: list[Any] | None = None,
                           tests: list[Any] | None = None, prompts: list[Any] | None = None,
-                          **_: Any) -> list[float | None]:
+                          trainer_state: Any = None, **_: Any) -> list[float | None]:
         texts = completion_texts(completions, completion_ids, tokenizer)
         n = len(texts)
         opened = prompt_opened(prompts, n, cfg, tokenizer, chat_template_kwargs)
@@ -257,7 +313,8 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
                                     opened=[opened[i] for i in idx], problems=[problems[i] for i in idx])
             elif kind == "code":
                 vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg,
-                                    opened=[opened[i] for i in idx])
+                                    opened=[opened[i] for i in idx],
+                                    step=int(getattr(trainer_state, "global_step", 0) or 0))
             else:
                 raise ValueError(f"no reward for ability {kind!r} (rows {idx[:5]}...); expected code, one of "
                                  f"{list(cfg.answer_abilities)} or a custom scorer {sorted(custom)}")

@@ -14,8 +14,8 @@ What this module overrides, and why:
     min/mean/max, the share of tokens PPO would have zeroed, and which mini-batch of the rollout it was.
   * `_generate_and_score_completions` is wrapped (super() is called, nothing copied): the gathered rewards (recorded
     by wrapping `_calculate_rewards`) go through `groups.select_groups` (unscorable and overlong rows dropped before
-    grouping, accuracy-based group filter, top-up from the oversampled prompts, advantages recomputed over what is
-    kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
+    grouping, accuracy-based group filter, top-up from the oversampled prompts spread evenly over the processes,
+    advantages recomputed over what is kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
   * `get_train_dataloader` / `_get_train_sampler`: the sampler yields `oversample` x rollout_prompts prompts per
     rollout batch (TRL's RepeatSampler with a larger batch), the prompts the top-up draws from.
 Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbacks).
@@ -30,14 +30,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
 
 from cotforge.curate.core.config import build
 from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
-from cotforge.train.rl.groups import select_groups
+from cotforge.train.rl.groups import ceil_schedule, rows_to_train, select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss
 from cotforge.train.rl.rewards import make_reward_func
 
@@ -62,9 +64,13 @@ class GPPOTrainer(GRPOTrainer):
         if not isinstance(args, GPPOConfig):
             raise TypeError(f"GPPOTrainer needs a GPPOConfig, got {type(args).__name__}")
         self._rewards_per_func: torch.Tensor | None = None
+        self._deferring_old = self._deferred_old = False
         self._step_acc: dict[str, float] = {}
         self._mb_tokens: tuple[int, torch.Tensor] | None = None
+        self._ceil_buffers: list[dict[str, Any]] | None = None
+        self._skip_step = False
         super().__init__(model, reward_funcs, args=args, **kwargs)
+        self.add_callback(_SkipEmptySteps(self))
 
     # ------------------------------------------------------------------ data: oversampled prompts
     def _get_train_sampler(self, dataset=None):
@@ -90,16 +96,62 @@ class GPPOTrainer(GRPOTrainer):
                                     * self.args.oversample, sampler_fn=self._get_train_sampler, is_training=True)
 
     # ------------------------------------------------------------------ rollouts: wrap, never copy
+    def _tokenize_prompts(self, prompts: list):
+        """TRL's prompt tokenisation, then the `max_prompt_length` cap: a longer prompt keeps its last tokens
+        (left truncation, as [R]'s `truncation='left'`), so the question's end and the generation prompt stay."""
+        prompt_ids, images, fields = super()._tokenize_prompts(prompts)
+        cap = self.args.max_prompt_length
+        if cap:
+            long = sum(len(ids) > cap for ids in prompt_ids)
+            if long:
+                log.warning("%d of %d prompts longer than max_prompt_length=%d tokens: left-truncated", long,
+                            len(prompt_ids), cap)
+                prompt_ids = [list(ids)[-cap:] for ids in prompt_ids]
+            self._metrics["train" if self.model.training else "eval"]["prompts/truncated_frac"].append(
+                long / max(len(prompt_ids), 1))
+        return prompt_ids, images, fields
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's reward call; the gathered [rows, funcs] rewards (NaN = None) are kept for the group filter."""
         out = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._rewards_per_func = out
         return out
 
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's log-prob forward; during a rollout whose old log-probs are deferred (see `_defer_old`) the call
+        TRL makes for them returns a zero placeholder instead: they are computed after the group filter, for the
+        rows that train only (`_old_logps_for_kept`)."""
+        if self._deferring_old and not torch.is_grad_enabled():
+            self._deferred_old = True
+            return torch.zeros(input_ids.size(0), logits_to_keep, device=input_ids.device), None, None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                         *args, **kwargs)
+
+    def _defer_old(self) -> bool:
+        """Old log-probs wait for the group filter unless vLLM's sampler/trainer IS correction needs them for every
+        sampled row inside TRL's rollout (there TRL computes them for all rows, as before), or the model is
+        multimodal (extra forward inputs)."""
+        return (self.model.training and not getattr(self, "_is_vlm", False)
+                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+
+    def _prepare_inputs(self, generation_batch):
+        """TRL's buffering; under minibatch_rule ceil, the rollout's micro-batches are the ones `_ceil_micro_batches`
+        arranged (TRL's shuffled equal split of the same rows is discarded)."""
+        inputs = super()._prepare_inputs(generation_batch)
+        if self.model.training and self._ceil_buffers is not None:
+            self._buffered_inputs, self._ceil_buffers = self._ceil_buffers, None
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        return inputs
+
     def _generate_and_score_completions(self, inputs):
-        """TRL's rollout, then `select_groups` on the gathered rewards and a cut of the batch to the kept rows."""
+        """TRL's rollout, then `select_groups` on the gathered rewards and a cut of the batch to the kept rows;
+        old log-probs are computed after the cut, for the kept rows only (`_defer_old`)."""
         self._rewards_per_func = None
-        out = super()._generate_and_score_completions(inputs)
+        self._deferring_old, self._deferred_old = self._defer_old(), False
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._deferring_old = False
         if not self.model.training:
             return out
         sel, truncated = self._select(out)
@@ -112,6 +164,8 @@ class GPPOTrainer(GRPOTrainer):
         cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
         cut["advantages"] = adv[rows].to(dev)
         cut["rl_weight"], cut["rl_correct"] = weight, correct[rows].to(torch.float32).to(dev)
+        if self._deferred_old and "old_per_token_logps" in cut:
+            cut["old_per_token_logps"] = self._old_logps_for_kept(cut, weight > 0)
         mask = _loss_mask(cut) * weight[:, None]
         cut["rl_num_tokens"] = self.accelerator.gather(mask.sum().reshape(1)).sum()
         cut["num_items_in_batch"] = cut["rl_num_tokens"]
@@ -124,7 +178,66 @@ class GPPOTrainer(GRPOTrainer):
         m["filter/truncated_frac"].append(float(truncated.float().mean()))
         m["filter/unscorable_frac"].append(sel.n_unscorable / max(len(scored), 1))
         m["filter/kept_rows"].append(float(self.accelerator.gather(keep.sum().reshape(1).to(dev)).sum()))
+        if self.args.minibatch_rule == "ceil":
+            self._ceil_buffers = self._ceil_micro_batches(cut, rows, sel.keep)
         return cut
+
+    def _ceil_micro_batches(self, cut: dict[str, Any], rows: torch.Tensor, keep_all: torch.Tensor) -> list[dict]:
+        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_schedule`):
+        optimizer step k trains on the kept groups of mini-batch slot k, its loss scaled by the slot's group count
+        / mini_batch_prompts (`rl_scale`); each step's GA micro-batches split its local rows evenly; a micro-batch
+        without rows gets one zero-weight row (one completion column after `trim_padding`), and a step without
+        any rows on any process is left out (`_SkipEmptySteps`)."""
+        a, g = self.args, self.num_generations
+        ga = self.args.gradient_accumulation_steps
+        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        steps = a.steps_per_generation // ga
+        counts = keep_all.view(procs, -1, g).any(2).sum(1).tolist()
+        n_kept = int((cut["rl_weight"] > 0).sum())
+        groups = (rows[:n_kept] // g).tolist()  # the original group of each kept row of `cut`, in order
+        local_groups = list(dict.fromkeys(groups))
+        mine, sizes = ceil_schedule(counts, me, a.mini_batch_prompts, steps)
+        n = len(cut["completion_mask"])
+        spare = {k: _take_rows(v, torch.tensor([0]), n) for k, v in cut.items()}
+        spare["rl_weight"] = torch.zeros_like(spare["rl_weight"])
+        spare["rl_correct"] = torch.zeros_like(spare["rl_correct"])
+        buffers = []
+        for k in range(steps):
+            members = {local_groups[j] for j in mine[k]}
+            idx = torch.tensor([i for i, grp in enumerate(groups) if grp in members], dtype=torch.long)
+            scale = torch.tensor(sizes[k] / a.mini_batch_prompts, device=cut["completion_mask"].device)
+            for chunk in torch.tensor_split(idx, ga):
+                micro = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
+                micro["rl_scale"] = scale
+                buffers.append(micro)
+        self._metrics["train"]["rollout/optimizer_steps"].append(float(sum(1 for x in sizes if x)))
+        return buffers
+
+    def _old_logps_for_kept(self, cut: dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        """Old log-probs of the kept rows (zeros on the zero-weight padding rows, which never enter the loss), in
+        forward chunks of per_device_train_batch_size. Every process runs the same number of forward passes (the
+        most any process needs; a process with fewer repeats a one-row pass and discards it): a sharded model's
+        forward is a collective."""
+        comp = cut["completion_ids"]
+        old = torch.zeros(comp.shape, dtype=torch.float32, device=comp.device)
+        idx = torch.nonzero(kept).squeeze(1)
+        bs = self.args.per_device_train_batch_size
+        chunks = [idx[i:i + bs] for i in range(0, len(idx), bs)]
+        most = int(self.accelerator.gather(torch.tensor([len(chunks)], device=comp.device)).max())
+        spare = torch.zeros(1, dtype=torch.long, device=comp.device)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            for k in range(most):
+                rows = chunks[k] if k < len(chunks) else spare
+                ids = torch.cat([cut["prompt_ids"][rows], comp[rows]], dim=1)
+                am = torch.cat([cut["prompt_mask"][rows], cut["completion_mask"][rows]], dim=1)
+                lp, _, _ = super()._get_per_token_logps_and_entropies(self.model, ids, am, comp.size(1),
+                                                                      batch_size=bs)
+                if k < len(chunks):
+                    old[rows] = lp.to(old.dtype)
+        m = self._metrics["train"]
+        m["rollout/old_logp_rows"].append(float(self.accelerator.gather(
+            torch.tensor([float(len(idx))], device=comp.device)).sum()))
+        return old
 
     def _total_rewards(self) -> torch.Tensor:
         """Weighted sum over reward functions of the gathered rewards; NaN where every function returned None."""
@@ -142,25 +255,19 @@ class GPPOTrainer(GRPOTrainer):
         stop_ids = [t for t in (*self.eos_token_ids, self._tokenizer.pad_token_id) if t is not None]
         truncated = (lengths > 0) & ~torch.isin(last, torch.tensor(stop_ids, device=ids.device))
         truncated = self.accelerator.gather(truncated.int()).bool().cpu()
+        tokens = self.accelerator.gather(lengths).cpu()
         a = self.args
         sel = select_groups(self._total_rewards().cpu(), self.num_generations,
                             correct_score=a.reward_config().correct, truncated=truncated,
                             overlong_filter=bool(a.overlong_filter), filter_groups=a.filter_groups,
                             metric=a.filter_groups_metric, max_groups=a.rollout_prompts, scale=str(a.scale_rewards),
-                            eps=a.advantage_eps)
+                            eps=a.advantage_eps, n_procs=self.accelerator.num_processes, tokens=tokens,
+                            balance=a.group_balance)
         return sel, truncated
 
     def _rows_to_train(self, keep: torch.Tensor) -> torch.Tensor:
-        """Indices of the kept local rows, padded with zero-weight rows to a multiple of the micro-steps per rollout.
-
-        TRL splits the batch into `steps_per_generation` equal micro-batches and drops a remainder, so the kept rows
-        are padded (with rows that were dropped, weight 0: no loss, no NLL) to a multiple of it, at least one row per
-        micro-batch. Fewer kept rows mean smaller mini-batches, not fewer optimizer steps (verl would take fewer)."""
-        spg = self.args.steps_per_generation
-        kept = torch.nonzero(keep).squeeze(1)
-        pad = (-len(kept)) % spg if len(kept) else spg
-        filler = torch.nonzero(~keep).squeeze(1)[:pad]
-        return torch.cat([kept, filler])
+        """`groups.rows_to_train` with TRL's micro-steps per rollout (`steps_per_generation`)."""
+        return rows_to_train(keep, self.args.steps_per_generation)
 
     # ------------------------------------------------------------------ loss: the documented extension point
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -169,6 +276,7 @@ class GPPOTrainer(GRPOTrainer):
             raise ValueError("GPPOTrainer does not return outputs")
         mode = "train" if self.model.training else "eval"
         a = self.args
+        inputs = trim_padding(inputs)
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
         attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
@@ -186,13 +294,15 @@ class GPPOTrainer(GRPOTrainer):
                                   eps_high=self.epsilon_high, beta1=a.gppo_beta1, beta2=a.gppo_beta2,
                                   dual_clip=a.delta, agg=a.loss_agg_mode, is_weights=is_w,
                                   token_normalizer=token_norm, norm_len=self.max_completion_length)
+        scale = inputs.get("rl_scale", 1.0)  # ceil rule: the last mini-batch's size / mini_batch_prompts
+        pg = pg * scale
         loss = pg if token_norm is not None else pg / ga
         nll = torch.zeros((), dtype=logps.dtype, device=logps.device)
         if a.sft_alpha > 0:
             correct = inputs.get("rl_correct", torch.zeros_like(weight)).to(logps.dtype) * weight
-            nll = masked_nll(logps, mask * correct[:, None])
+            nll = masked_nll(logps, mask * correct[:, None]) * scale
             loss = loss + a.sft_alpha * nll / ga
-        self._accumulate(mode, metrics, entropies, loss_mask, pg, nll)
+        self._accumulate(mode, metrics, entropies, loss_mask, pg if token_norm is not None else pg / ga, nll / ga)
         return loss
 
     def _minibatch_tokens(self, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -216,7 +326,12 @@ class GPPOTrainer(GRPOTrainer):
         return self._mb_tokens[1].to(loss_mask.dtype) / self.accelerator.num_processes
 
     def _accumulate(self, mode: str, m: dict[str, float], entropies, mask, pg, nll) -> None:
-        """Pool the loss metrics over the micro-batches of one optimizer step; log them once at its last one."""
+        """Pool the loss metrics over the micro-batches of one optimizer step; log them once at its last one.
+
+        `pg` and `nll` are this micro-batch's shares of the optimised loss (already divided by the gradient
+        accumulation steps where compute_loss divides them), so their sum over the step's micro-batches, averaged
+        over processes (DDP averages the gradients), is the loss the optimizer step minimises:
+        loss = policy_loss + sft_alpha * sft_nll, the `loss` the Trainer logs."""
         acc = self._step_acc
         n = float(m["n_tokens"])
         ent = float((entropies.detach() * mask).sum())
@@ -239,8 +354,12 @@ class GPPOTrainer(GRPOTrainer):
         self._step_acc = {}
         out = self._metrics[mode]
         n_all = tot["n"]
-        out["policy_loss"].append(tot["pg"] / tot["micro"])
-        out["sft_nll"].append(tot["nll"] / tot["micro"])
+        procs = self.accelerator.num_processes
+        if mode == "train":
+            self._skip_step = n_all == 0  # nothing trained in this step on any process: leave the weights alone
+            out["rollout/skipped_step"].append(float(self._skip_step))
+        out["policy_loss"].append(tot["pg"] / procs)
+        out["sft_nll"].append(tot["nll"] / procs)
         out["tokens/trained"].append(n_all)
         out["entropy"].append(tot["ent"] / n_all if n_all else math.nan)
         for k in _COUNTS:
@@ -252,6 +371,53 @@ class GPPOTrainer(GRPOTrainer):
             every = self.args.steps_per_generation * self.num_iterations
             out["rollout/minibatch"].append(float((self._step % every) // ga))
             out["rollout/index"].append(float(self._step // every))
+
+
+class _SkipEmptySteps(TrainerCallback):
+    """Leaves out an optimizer step that trained on no token on any process (the rollout's slots beyond
+    ceil(N / mini-batch), or a rollout whose groups were all filtered): the gradients are dropped before the
+    optimizer runs, so AdamW changes neither the weights (no weight decay, no momentum step) nor its state."""
+
+    def __init__(self, trainer: GPPOTrainer):
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.trainer._skip_step:
+            for p in self.trainer.model.parameters():
+                p.grad = None
+            self.trainer._skip_step = False
+
+
+_PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
+              "ref_per_token_logps", "importance_sampling_ratio")
+
+
+def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
+    """One micro-batch without its all-padding columns: completions cut after the last token any *trained* row
+    (rl_weight > 0) has, prompts cut before the first real prompt token of any row. TRL pads every row to the
+    longest completion of the whole rollout, so a micro-batch of short completions (or only zero-weight padding
+    rows, which then cost one completion column) would otherwise run at that width. The loss is unchanged: the
+    cut columns are masked out, completions are causal, and rotary positions only enter as differences.
+    Multimodal batches are left as they are."""
+    if "pixel_values" in batch:
+        return batch
+    cmask = batch["completion_mask"]
+    width = cmask.size(1)
+    weight = batch.get("rl_weight")
+    live = cmask.bool() & (weight[:, None] > 0) if weight is not None else cmask.bool()
+    cols = live.any(0).nonzero()
+    keep_c = int(cols.max()) + 1 if len(cols) else 1
+    pcols = batch["prompt_mask"].bool().any(0).nonzero()
+    first_p = int(pcols.min()) if len(pcols) else 0
+    if keep_c == width and first_p == 0:
+        return batch
+    out = dict(batch)
+    for key in _PER_TOKEN:
+        v = out.get(key)
+        if isinstance(v, torch.Tensor) and v.dim() == 2 and v.size(1) == width:
+            out[key] = v[:, :keep_c]
+    out["prompt_ids"], out["prompt_mask"] = batch["prompt_ids"][:, first_p:], batch["prompt_mask"][:, first_p:]
+    return out
 
 
 def _loss_mask(batch: dict[str, Any]) -> torch.Tensor:
@@ -284,7 +450,7 @@ def build_trainer(cfg: GPPOConfig, train_dataset=None, reward_funcs: list[Callab
     if train_dataset is None:
         if not cfg.train_files:
             raise ValueError("train_files: empty, and no dataset was given")
-        train_dataset = load_rl_dataset(cfg.train_files, limit=cfg.limit)
+        train_dataset = load_rl_dataset(cfg.train_files, limit=cfg.limit, abilities=cfg.abilities)
     if model is None and not cfg.model:
         raise ValueError("model: empty, and no model was given")
     tok = processing_class or AutoTokenizer.from_pretrained(cfg.model)

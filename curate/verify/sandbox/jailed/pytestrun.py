@@ -8,7 +8,7 @@ program cannot raise pytest's outcome exceptions (its exceptions arrive as built
 `codec.make_exception`), and a channel failure (the program exited or sent garbage) decides the verdict even
 when a test caught the exception (`pytest.raises(Exception)`). `from solution import *` exports only names the
 test file does not bind itself (so a program cannot stand behind the file's own `approx` or helpers) and no
-builtins the test uses on non-literals (see `testrunner.overridable_names`).
+builtins the test uses on non-literals (see `names.overridable_names`).
 
 The file is written to a per-run folder under this jail's /tmp (the zygote removes it when the run's
 process is reaped), pytest runs with plugin autoload, the cache provider and conftest files off.
@@ -21,14 +21,11 @@ import builtins
 import os
 import sys
 
-from . import testrunner  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import guards  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from .channel import Channel  # noqa: TID251
+from .names import bind_program_names, overridable_names  # noqa: TID251
 
 MAX_RESULTS = 1000
-
-
-def run_dir(pid: int) -> str:
-    """The folder of the test run in process `pid` (removed by the zygote after the process is reaped)."""
-    return testrunner.RUN_DIR.format(pid=pid)
 
 
 class _Outcomes:
@@ -88,18 +85,26 @@ def test_bindings(source: str, module: str) -> set[str]:
     return out
 
 
-def solution_module(ch: testrunner.Channel, names: dict, module: str, source: str):
+def solution_module(ch: Channel, names: dict, module: str, source: str):
     """A module object standing for the program: its functions and classes as proxies (explicit
     `from solution import f` gets the program's f, whatever its name); `__all__` limited as the module
     docstring says."""
     mod = type(sys)(module)
     mod.__file__ = f"/sbx/{module}.py"
     ns = vars(mod)
-    testrunner._bind_program_names(ns, names, set(), _Everything(), ch)
+    bind_program_names(ns, names, set(), _Everything(), ch)
+    values = {k for k, kind in names.items() if kind == "value" and type(k) is str and k not in ns}
+
+    def __getattr__(name: str):  # noqa: N807 - module-level constants, fetched when the file imports them
+        if name in values:
+            return ch.attr(None, name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
     taken = test_bindings(source, module)
-    overridable = testrunner.overridable_names(source)
-    mod.__all__ = sorted(k for k in ns if not k.startswith("_") and k not in taken and
+    overridable = overridable_names(source)
+    mod.__all__ = sorted(k for k in set(ns) | values if not k.startswith("_") and k not in taken and
                          (not hasattr(builtins, k) or k in overridable))
+    ns["__getattr__"] = __getattr__
     return mod
 
 
@@ -108,19 +113,18 @@ class _Everything:
         return True
 
 
-def run_file(ch: testrunner.Channel, names: dict, spec: dict) -> tuple[str, str, list[str]]:
+def run_file(ch: Channel, names: dict, spec: dict) -> tuple[str, str, list[str]]:
     """Run the pytest file of `spec` against the program; (status, detail, per-test statuses)."""
     import pytest
 
+    guards.install_pytest_guard()
     module = spec["pytest_module"]
     sys.modules[module] = solution_module(ch, names, module, spec["test"])
     ch.forward = True
-    folder = run_dir(os.getpid())
-    os.makedirs(folder, exist_ok=True)
+    folder = os.getcwd()  # the run's own folder (`testrunner.run_one`), removed when the run ends
     path = os.path.join(folder, f"test_{module}.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(spec["test"])
-    os.chdir(folder)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     outcomes = _Outcomes()
     code = pytest.main([path, "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--noconftest",
@@ -142,6 +146,6 @@ def _verdict(code: int, outcomes: _Outcomes) -> tuple[str, str]:
             f"{passed}/{len(results)} tests passed; first failure {message}"
     if code == 0 and passed:
         return "pass", f"{passed}/{len(results)} tests passed"
-    if code == 5 or not results:
-        return "no_tests", "the pytest file collected no tests"
+    if not passed:  # collected nothing, or every test skipped itself: no test ran, so no pass
+        return "fail", f"no test of the file ran (pytest exit status {code}, {len(results)} tests, all skipped)"
     return "runtime_error", f"pytest exit status {code} ({passed}/{len(results)} tests passed)"

@@ -23,8 +23,8 @@ import subprocess
 import threading
 from collections.abc import Callable
 
-from cotforge.curate.verify import jail
-from cotforge.curate.verify.cgroups import RunCgroup, cgroup_tree
+import cotforge.curate.verify.sandbox.jail as jail
+from cotforge.curate.verify.sandbox.cgroups import RunCgroup, cgroup_tree
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +165,8 @@ class TestServer:
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
-
         spec = {"ctl_fd": theirs.fileno(), "allowed": list(self.packages), "status_fd": -1,
-                "warm": [LEETCODE_PRELUDE]}
+                "warm": list(WARM_SETUPS)}
         try:
             self.jail = _in_launcher_thread(lambda: Jail(
                 "testrunner", spec, packages=self.packages, tmp_mb=64, memory_bytes=None, max_pids=None,
@@ -179,7 +177,8 @@ class TestServer:
         self.sock = ours
 
     def submit(self, token: str, spec: dict, fds: list[int]) -> None:
-        """Start one test run: `fds` = [channel from the program, channel to the program, report pipe]."""
+        """Start one test run: `fds` = [channel from the program, channel to the program, report pipe, "done"
+        pipe (the zygote closes it once the run is gone: `wait_gone`)]."""
         spec_fd = data_fd(json.dumps(spec).encode())
         try:
             with self.lock:
@@ -199,13 +198,23 @@ class TestServer:
             os.close(spec_fd)
 
     def cancel(self, token: str) -> None:
-        """Kill the test process of `token` (if it is still running)."""
+        """End the test run of `token` (its process group killed and reaped, its folder removed; `wait_gone`
+        waits for that)."""
         with self.lock:
             if self.sock is not None:
                 try:
                     self.sock.send(json.dumps({"op": "kill", "token": token}).encode())
                 except OSError:
                     pass
+
+    def wait_gone(self, done_fd: int, timeout: float = 10.0) -> None:
+        """Wait (without holding the server's lock) until the zygote closed a run's "done" pipe; a zygote
+        that does not within `timeout` is stopped, taking its test runs with it."""
+        ready, _, _ = select.select([done_fd], [], [], timeout)
+        if ready:
+            return
+        log.error("sandbox: a test run did not end within %.0f s of its verdict; stopping the test server", timeout)
+        self.stop()
 
     def _stop(self) -> None:
         if self.sock is not None:
@@ -220,6 +229,16 @@ class TestServer:
         """Stop the zygote and its test processes."""
         with self.lock:
             self._stop()
+
+
+WARM_SETUPS: list[str] = []  # setups a test server runs once and its test processes start from (`warm_setup`)
+
+
+def warm_setup(source: str) -> None:
+    """Have test servers started from now on run `source` (a common test setup, e.g. the LeetCode prelude)
+    once, so each test process starts from a copy instead of running it."""
+    if source not in WARM_SETUPS:
+        WARM_SETUPS.append(source)
 
 
 _SERVERS: dict[tuple[str, ...], TestServer] = {}

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # never imported on the host: named so the code hash (pipelines/codehash.py) covers the harness
-    from cotforge.curate.verify.jailed import codec, program, pytestrun, testrunner, wire  # noqa: F401
+    from cotforge.curate.verify.sandbox.jailed import codec, program, pytestrun, testrunner, wire  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ SANDBOX_UID = 1000  # the program's uid inside its user namespace
 BOOT = "import sys; sys.path.insert(0, '/sbx'); from jailed.{module} import main; main()"
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8", "OPENBLAS_NUM_THREADS": "1",
-       "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+       "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+       "MALLOC_ARENA_MAX": "2"}  # glibc reserves 64 MiB of address space per thread arena otherwise
 
 
 class SandboxUnavailable(RuntimeError):

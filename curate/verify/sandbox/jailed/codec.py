@@ -1,5 +1,5 @@
 """Typed plain-data encoding for values crossing between the program's process and the test process.
-(Messages carrying these values: `wire.py`. Encoder and decoder stay in one module, ~430 lines: they are the
+(Messages carrying these values: `wire.py`. Encoder and decoder stay in one module, ~480 lines: they are the
 two halves of one type table.)
 
 Why: the test process must compare values the program computed without ever holding an object, class,
@@ -19,9 +19,11 @@ trusted test -> program direction (`wire.py`).
     dict views          ["KV"|"VV", item...], ["IV", [k, v]...]; iterators/generators ["IT", item...]
     numpy               ["NA", dtype, shape, flat items], ["NS", dtype, item]   (numeric/bool/str dtypes only)
     ListNode            ["LN", [val, ...], cycle_index or -1];  TreeNode ["TN", [level order with None]]
-    exception           ["X", [class names along the MRO], message]
+    exception           ["X", [class names along the MRO], message, [args...], [[attr, value], ...]]
     program object      ["H", handle id, type name]   (program -> test only: a remote reference)
+    program iterator    ["HI", handle id, type name]  (program -> test only: read lazily, in chunks)
     test-side object    ["O", class name, [[attr, value], ...]]   (test -> program only)
+    test-side function  ["CB", id]   (test -> program only: the program's calls of it run in the test process)
 """
 
 from __future__ import annotations
@@ -85,9 +87,13 @@ class Encoder:
     (program side; the test side uses it for its remote references); `objects=True` encodes objects that have
     attributes by their attributes (test-side arguments, and arguments sent back after a call)."""
 
-    def __init__(self, handle=None, objects: bool = False) -> None:
+    def __init__(self, handle=None, objects: bool = False, lazy: bool = False, refs: tuple | None = None,
+                 callback=None) -> None:
         self.handle = handle
+        self.callback = callback  # the test side: its own functions pass as callbacks (["CB", id])
+        self.refs = refs  # the test side's reference class: passed back as the reference it is
         self.objects = objects
+        self.lazy = lazy  # iterators as references (program side), not read to the end here
         self.items = 0
 
     def enc(self, x, depth: int = 0):  # noqa: C901 - one dispatch over the supported types
@@ -115,6 +121,8 @@ class Encoder:
         return self._other(x, t, d)
 
     def _other(self, x, t, d):  # noqa: C901
+        if self.refs is not None and isinstance(x, self.refs):
+            return ["H", self.handle(x), ""]
         collections, decimal, fractions = _loaded("collections", "_collections"), \
             _loaded("decimal", "_decimal", "_pydecimal"), _loaded("fractions")
         if isinstance(x, bool):
@@ -159,7 +167,11 @@ class Encoder:
         if kind == "TN":
             return self._tree_node(x, d)
         if hasattr(x, "__next__") and hasattr(x, "__iter__"):
+            if self.lazy and self.handle is not None:  # an infinite generator must not be read here
+                return ["HI", self.handle(x), t.__name__]
             return ["IT", *[self.enc(v, d) for v in x]]
+        if self.callback is not None and callable(x) and not isinstance(x, type):
+            return ["CB", self.callback(x)]
         if self.objects and hasattr(x, "__dict__") and not callable(x):
             return ["O", t.__name__, [[str(k), self.enc(v, d)] for k, v in vars(x).items()]]
         if self.handle is not None:
@@ -217,36 +229,64 @@ def _view_tag(x) -> str | None:
     return None
 
 
-def exception_value(e: BaseException) -> list:
-    """["X", MRO class names, message] for an exception (the program's or a remote one)."""
+def exception_value(e: BaseException, handle=None) -> list:
+    """["X", MRO class names, message, args, attributes] for an exception (the program's or a remote one);
+    args and attributes as plain data (or references through `handle`), dropped when they cannot pass."""
     try:
         msg = str(e)
     except Exception:  # a hostile __str__
         msg = ""
-    return ["X", [c.__name__ for c in type(e).__mro__][:20], msg[:2000]]
+    out = ["X", [c.__name__ for c in type(e).__mro__][:20], msg[:2000]]
+    try:
+        args = Encoder(handle).enc(list(e.args))[1:]
+        attrs = [[k, Encoder(handle).enc(v)] for k, v in list(vars(e).items())[:50]
+                 if type(k) is str and not k.startswith("__")]
+    except Exception:  # noqa: BLE001 - values that cannot pass: the class and message still do
+        return out
+    return out + [args, attrs]
 
 
-def make_exception(names: list, message: str) -> Exception:
-    """A built-in Exception of the first built-in class along `names` (so `except ValueError` in a test still
-    matches a subclass the program defined), else CandidateError. BaseException-only classes (SystemExit,
-    KeyboardInterrupt, GeneratorExit) become CandidateError: a program cannot stop the test process."""
-    for name in names:
-        cls = getattr(builtins, str(name), None)
+def make_exception(names: list, message: str, args: tuple | None = None, attrs: dict | None = None,
+                   classes: dict | None = None) -> Exception:
+    """The test side's exception for a program's: an instance of the test side's stand-in class of the
+    program's own exception class (`classes`, by name: `pytest.raises(ProgramError)`), else of the first
+    built-in class along `names` (so `except ValueError` in a test still matches a subclass the program
+    defined), else CandidateError; with the program's `args` and attributes (plain data). BaseException-only
+    classes (SystemExit, KeyboardInterrupt, GeneratorExit) become CandidateError: a program cannot stop the
+    test process."""
+    own = (classes or {}).get(str(names[0])) if names else None
+    candidates = ([own] if own is not None else []) + [getattr(builtins, str(n), None) for n in names]
+    for cls in candidates:
         if isinstance(cls, type) and issubclass(cls, Exception):
             try:
-                return cls(message)
+                exc = cls(*args) if args is not None and cls is own else cls(message)
+                if args is not None and cls is not own:
+                    exc.args = tuple(args)
             except TypeError:  # e.g. UnicodeDecodeError needs five arguments: try its base
                 continue
+            for k, v in (attrs or {}).items():
+                if k.startswith("_"):
+                    continue
+                try:
+                    setattr(exc, k, v)
+                except (AttributeError, TypeError):
+                    pass
+            if cls is own:
+                exc._cf_message = message
+            return exc
     return CandidateError(f"{names[0] if names else 'Exception'}: {message}")
 
 
 class Decoder:
     """JSON-able structure -> value, building only built-in values. `listnode`/`treenode`: the classes to
     build nodes with; `handle(id, type_name)` builds remote references (test side; None: refused);
-    `objects(cls_name, attrs)` builds test-side objects on the program side (None: refused)."""
+    `objects(cls_name, attrs)` builds test-side objects on the program side (None: refused); `array(ndarray)`
+    wraps decoded arrays (the test side's degenerate-comparison guard, `guards.py`)."""
 
-    def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None) -> None:
+    def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None, array=None,
+                 exceptions=None, callbacks=None) -> None:
         self.listnode, self.treenode, self.handle, self.objects = listnode, treenode, handle, objects
+        self.array, self.exceptions, self.callbacks = array, exceptions, callbacks
         self.items = 0
 
     def dec(self, v, depth: int = 0):  # noqa: C901
@@ -322,9 +362,15 @@ class Decoder:
             return self._tree_node(rest, d)
         if tag == "X":
             names = [str(n) for n in rest[0]] if type(rest[0]) is list else []
-            return make_exception(names, str(rest[1]) if len(rest) > 1 else "")
-        if tag == "H" and self.handle is not None:
-            return self.handle(self._int(rest[0]), str(rest[1]))
+            args = attrs = None
+            if len(rest) > 3 and type(rest[2]) is list and type(rest[3]) is list:
+                args = tuple(self.dec(x, d) for x in rest[2])
+                attrs = {str(k): v for k, v in (self._pair(x, d) for x in rest[3])}
+            return make_exception(names, str(rest[1]) if len(rest) > 1 else "", args, attrs, self.exceptions)
+        if tag in ("H", "HI") and self.handle is not None:
+            return self.handle(self._int(rest[0]), str(rest[1]), tag == "HI")
+        if tag == "CB" and self.callbacks is not None:
+            return self.callbacks(self._int(rest[0]))
         if tag == "O" and self.objects is not None:
             return self.objects(str(rest[0]), {str(k): self.dec(val, d) for k, val in rest[1]})
         raise CodecError(f"unknown or refused tag {tag!r}")
@@ -362,7 +408,8 @@ class Decoder:
         dt = np.dtype(dtype)
         if dt.kind not in NUMPY_KINDS:
             raise CodecError(f"refused numpy dtype {dtype}")
-        return np.array(flat, dtype=dt).reshape(shape)
+        arr = np.array(flat, dtype=dt).reshape(shape)
+        return arr if self.array is None else self.array(arr)
 
     def _list_node(self, rest, d):
         vals = rest[0] if rest and type(rest[0]) is list else []

@@ -55,7 +55,7 @@ def _fail_setup(status_fd: int, why: str) -> None:
         os._exit(70)
 
 
-def _drop_privileges(uid: int) -> None:
+def drop_privileges(uid: int) -> None:
     """Leave the namespace's root for the run's uid; no capability may remain."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -95,7 +95,7 @@ def main() -> None:
     try:
         sys.path[:] = spec["sys_path"]
         if spec.get("drop_uid") is not None:
-            _drop_privileges(spec["drop_uid"])
+            drop_privileges(spec["drop_uid"])
         _set_limits(spec["rlimits"])
         builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
         mode = spec["mode"]
@@ -107,6 +107,9 @@ def main() -> None:
         plan = spec.get("setup_plan") if spec.get("setup") else None
         if spec.get("setup") and plan is None:
             _run_setup(spec["setup"], mod.__dict__)
+        if mode == "script":  # its __file__ exists (multiprocessing's spawn re-runs the main module from it)
+            with open(mod.__file__, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(spec["program"])
     except BaseException as e:  # noqa: BLE001 - any failure here is the harness's, not the program's
         _fail_setup(status_fd, f"setup: {e!r}")
     _close_other_fds({0, 1, 2, status_fd, *(spec["chan"] or [])})
@@ -209,12 +212,16 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
         error = codec.exception_value(e)
     _write_all(chan_out, wire.dumps({"op": "hello", "names": _names(g), "error": error}))
     table: dict[int, object] = {}
+    known: dict[int, int] = {}  # id(obj) -> handle: one object, one reference (identity holds on the test side)
 
     def store(obj) -> int:
+        if id(obj) in known:
+            return known[id(obj)]
         table[len(table) + 1] = obj
+        known[id(obj)] = len(table)
         return len(table)
 
-    def lookup(i: int, _name: str):
+    def lookup(i: int, _name: str, _iterator: bool = False):
         if i not in table:
             raise codec.CodecError(f"unknown handle {i}")
         return table[i]
@@ -226,15 +233,51 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
         return obj
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
-    while True:
-        req = wire.unframe(reader.read)  # the test process is trusted: marshal is fine in this direction
+
+    def decoder():
+        ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
+        return codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
+                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build,
+                             callbacks=lambda i: _Callback(i, serve_one))
+
+    def serve_one(req: dict | None = None) -> dict | None:
+        """Read the next request (unless given) and answer it; a callback's answer is returned instead."""
+        req = wire.unframe(reader.read) if req is None else req  # trusted direction: marshal is fine
         if req is None:
             sys.stdout.flush()
             os._exit(0)
-        ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
-        dec = codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
-                            tn if isinstance(tn, type) else codec.TreeNode, lookup, build)
-        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, dec, store, codec)))
+        if req.get("op") in ("cbret", "cbraise"):
+            return req
+        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, decoder(), store, codec)))
+        return None
+
+    _Callback.send = staticmethod(lambda msg: _write_all(chan_out, wire.dumps(msg)))
+    _Callback.codec, _Callback.store, _Callback.decoder = codec, staticmethod(store), staticmethod(decoder)
+    while True:
+        serve_one()
+
+
+class _Callback:
+    """A function of the test (a lambda, a decorated function) the program calls: the call goes to the test
+    process, which runs it and answers; requests the test makes meanwhile are served here."""
+
+    send = codec = store = decoder = None  # set by `_serve`
+
+    def __init__(self, i: int, serve_one) -> None:
+        self.i, self.serve_one = i, serve_one
+
+    def __call__(self, *args, **kwargs):
+        enc = self.codec.Encoder(self.store, lazy=True)
+        self.send({"op": "callback", "id": self.i, "args": [enc.enc(a) for a in args],
+                   "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
+        while True:
+            answer = self.serve_one()
+            if answer is None:
+                continue
+            value = self.decoder().dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
+            if answer["op"] == "cbraise":
+                raise value
+            return value
 
 
 def _captured(limit: int, answer, *args) -> dict:
@@ -255,12 +298,20 @@ def _captured(limit: int, answer, *args) -> dict:
     return resp
 
 
+DUNDERS = {"len": len, "bool": bool, "str": str, "repr": repr, "iter": iter, "hash": hash,
+           "contains": lambda t, x: x in t, "getitem": lambda t, k: t[k], "setitem": lambda t, k, v: t.__setitem__(k, v),
+           "delitem": lambda t, k: t.__delitem__(k)}
+
+
 def _answer(req: dict, g: dict, dec, store, codec) -> dict:
     """One request -> one response (exceptions of the program become values)."""
     args, kwargs = [], {}
     try:
         target = dec.dec(["H", req["target"], ""]) if req.get("target") else None
         name = req["name"]
+        special = _special(req, g, target, dec, store, codec)
+        if special is not None:
+            return special
         if target is None:
             if name not in g:
                 raise NameError(f"name {name!r} is not defined")
@@ -275,24 +326,55 @@ def _answer(req: dict, g: dict, dec, store, codec) -> dict:
         if req["op"] == "getattr":
             if callable(fn):
                 return {"op": "ret", "callable": True}
-            return {"op": "ret", "value": codec.Encoder(store).enc(fn)}
+            return {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(fn)}
         args = [dec.dec(a) for a in req["args"]]
         kwargs = {str(k): dec.dec(v) for k, v in req["kwargs"].items()}
         value = fn(*args, **kwargs)
-        resp = {"op": "ret", "value": codec.Encoder(store).enc(value)}
+        resp = {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(value)}
     except BaseException as e:  # noqa: BLE001 - SystemExit too: a call cannot end the test
-        resp = {"op": "raise", "exc": codec.exception_value(e)}
+        resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     try:
         back = codec.Encoder(store, objects=True)
         resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a)]
         resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v)]
     except BaseException as e:  # noqa: BLE001
-        resp = {"op": "raise", "exc": codec.exception_value(e)}
+        resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     return resp
 
 
+def _special(req: dict, g: dict, target, dec, store, codec) -> dict | None:
+    """The requests other than call/getattr/setattr: a reference to a module-level object ("handle"), the
+    next items of an iterator ("next", up to n), a builtin operation on an object ("dunder": len, str, iter,
+    `in`, indexing...), an object's data ("data", for equality computed on the test side)."""
+    op = req["op"]
+    if op == "handle":
+        if req["name"] not in g:
+            raise NameError(f"name {req['name']!r} is not defined")
+        return {"op": "ret", "value": ["H", store(g[req["name"]]), type(g[req["name"]]).__name__]}
+    if op == "next":
+        items, done = [], False
+        for _ in range(max(1, min(int(req.get("n", 1)), 4096))):
+            try:
+                items.append(next(target))
+            except StopIteration:
+                done = True
+                break
+        return {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(items), "done": done}
+    if op == "dunder":
+        fn = DUNDERS[req["name"]]
+        args = [dec.dec(a) for a in req["args"]]
+        return {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(fn(target, *args))}
+    if op == "data":
+        state = vars(target) if hasattr(target, "__dict__") else {
+            k: getattr(target, k) for k in getattr(type(target), "__slots__", ()) if hasattr(target, k)}
+        return {"op": "ret", "value": codec.Encoder(store).enc(dict(state))}
+    return None
+
+
 def _names(g: dict) -> dict[str, str]:
-    """What the module defines, for the test process's name lookups: functions, classes, modules."""
+    """What the module defines, for the test process's name lookups: "function", "class:<MRO names>",
+    "exception:<MRO names>", "module:<name>", "value" (a module-level constant, fetched when the test uses
+    it). Only names: the test process decides what each may bind (`testrunner._bind_program_names`)."""
     out: dict[str, str] = {}
     for k, v in list(g.items()):
         if k.startswith("__") or len(out) >= MAX_NAMES:
@@ -301,9 +383,12 @@ def _names(g: dict) -> dict[str, str]:
             if isinstance(v, type(sys)):
                 out[k] = "module:" + str(getattr(v, "__name__", ""))
             elif isinstance(v, type):
-                out[k] = "class"
+                mro = ",".join(str(c.__name__) for c in v.__mro__[:20] if c is not object)
+                out[k] = ("exception:" if issubclass(v, BaseException) else "class:") + mro
             elif callable(v):
                 out[k] = "function"
+            else:
+                out[k] = "value"
         except Exception:  # noqa: BLE001 - a hostile __class__ / __call__ lookup
             continue
     return out

@@ -11,9 +11,10 @@ report line of the program takes part in it, and the test source and expected va
 program's process.
 
 Limits over the whole run (`cgroups.py`): total memory and process count, CPU seconds of all its processes;
-a wall-clock backstop for programs that sleep or block: time its processes spent running or waiting for a
-CPU (schedstat run delay) does not count, so contention does not fail honest programs (an absolute backstop
-of 10 x wall_s + 10 s bounds everything); separate caps for stdout (for stdio tests exceeding it
+a wall-clock limit for programs that sleep or block, measured on the monotonic clock from the program's start:
+wall_s plus a fixed allowance for a loaded machine (`wall_allowance_s`; nothing the program does stretches
+it). The test process (assert mode) gets the run's memory limit over what its fork inherited (address space),
+a CPU limit and the same wall clock, and its channel reader is linear with a size cap; separate caps for stdout (for stdio tests exceeding it
 ends the run; in assert mode the rest is discarded) and stderr (the tail is kept, the rest discarded).
 At the verdict the run's PID namespace and cgroup are killed: nothing of it keeps running (`launch.py`).
 
@@ -33,10 +34,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from cotforge.curate.verify import jail, launch, setups
-from cotforge.curate.verify.jail import UID_BASE, UID_SPAN, SandboxUnavailable
+import cotforge.curate.verify.sandbox.jail as jail
+import cotforge.curate.verify.sandbox.launch as launch
+import cotforge.curate.verify.sandbox.setups as setups
+from cotforge.curate.verify.sandbox.cgroups import cgroup_tree
+from cotforge.curate.verify.sandbox.jail import UID_BASE, UID_SPAN, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +55,12 @@ _TOKEN_LOCK = threading.Lock()
 class SandboxLimits:
     """Limits of one sandboxed run (all of its processes together) and what it may import."""
 
-    wall_s: float = field(default=10.0, metadata={"help": "Wall-clock backstop in seconds for programs that "
-                                                          "sleep or block; time spent running or waiting for a CPU "
-                                                          "does not count."})
+    wall_s: float = field(default=10.0, metadata={"help": "Wall-clock limit in seconds for programs that "
+                                                          "sleep or block (monotonic clock, from the program's "
+                                                          "start), plus wall_allowance_s."})
+    wall_allowance_s: float = field(default=10.0, metadata={"help": "Fixed extra wall-clock seconds for a loaded "
+                                                                    "machine (a CPU-bound run waits for a CPU); "
+                                                                    "nothing the program does changes it."})
     cpu_s: float = field(default=5.0, metadata={"help": "CPU seconds of all processes of the run together."})
     memory_mb: int = field(default=1024, metadata={"help": "Memory of the whole run in MiB (cgroup), also each "
                                                            "process's address-space limit."})
@@ -71,6 +77,8 @@ class SandboxLimits:
                                                           "test process (assert tests), MiB."})
 
     def __post_init__(self) -> None:
+        if not self.wall_allowance_s >= 0:
+            raise ValueError(f"SandboxLimits.wall_allowance_s must be >= 0, got {self.wall_allowance_s!r}")
         for name in ("wall_s", "cpu_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
@@ -86,9 +94,12 @@ class SandboxLimits:
         if not all(isinstance(p, str) and p for p in self.packages):
             raise ValueError(f"SandboxLimits.packages must be distribution names, got {self.packages!r}")
 
-    def rlimits(self) -> dict[str, int]:
-        """Per-process resource limits the harness sets before any user code (backstops of the run totals)."""
-        return {"RLIMIT_AS": self.memory_mb << 20, "RLIMIT_CPU": int(self.cpu_s) + 2,
+    def rlimits(self, cgroup: bool = False) -> dict[str, int]:
+        """Per-process resource limits the harness sets before any user code (backstops of the run totals).
+        With a cgroup holding the run's memory, the address space also has room for `nproc` thread stacks
+        (8 MiB each, reserved, not used): threads up to the process limit must fit."""
+        room = self.nproc * (8 << 20) if cgroup else 0
+        return {"RLIMIT_AS": (self.memory_mb << 20) + room, "RLIMIT_CPU": int(self.cpu_s) + 2,
                 "RLIMIT_FSIZE": self.fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0,
                 "RLIMIT_NPROC": self.nproc}
 
@@ -143,13 +154,14 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     pipes: dict[str, tuple[int, int]] = {k: os.pipe2(os.O_CLOEXEC) for k in ("out", "err", "status")}
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
+    done = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None  # EOF once the test run is gone
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
-            "rlimits": limits.rlimits(), "chan": [chan[0][0], chan[1][1]] if chan else None}
+            "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
-    host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0]] if chan else [])
-    child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1]] if chan else [])
+    host_ends = [pipes[k][0] for k in pipes] + ([chan[0][1], chan[1][0], report[0], done[0]] if chan else [])
+    child_ends = [pipes[k][1] for k in pipes] + ([chan[0][0], chan[1][1], report[1], done[1]] if chan else [])
     jailed = None
     token = None
     try:
@@ -165,10 +177,10 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
             token = _token()
             tspec = {"test": test, "setup": setup, "entry_point": entry_point, "pytest_module": pytest_module,
                      "channel_bytes": limits.channel_mb << 20,
-                     "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "as": max(limits.memory_mb, 1024) << 20,
-                                "wall": int(10 * limits.wall_s + 10)}}
+                     "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "memory": limits.memory_mb << 20,
+                                "wall": int(limits.wall_s + limits.wall_allowance_s + 5)}}
             try:
-                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1]])
+                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1], done[1]])
             except SandboxUnavailable:
                 raise
             except OSError as e:
@@ -197,6 +209,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         if jailed is not None:
             jailed.kill()
             jailed.close()
+        if token is not None:  # the test run is gone too before the verdict is returned
+            launch.test_server(test_packages).wait_gone(done[0])
         for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
             try:
                 os.close(fd)
@@ -221,7 +235,6 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     partial = {"status": b"", "report": b""}
-    busy = 0.0
     polls = 0
     try:
         while not _done(obs, report_fd, kinds):
@@ -230,13 +243,9 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
                 if now - t0 > SETUP_TIMEOUT_S:
                     obs.why = "setup"
                     break
-            elif now - obs.t_user > lim.wall_s + busy:
-                # time running or waiting for a CPU is not "sleeping or blocked": the CPU limit covers it
-                busy = _starved_s(jailed) + (jailed.cg.cpu_seconds() if jailed.cg is not None else 0.0)
-                elapsed = time.monotonic() - obs.t_user
-                if elapsed > lim.wall_s + busy or elapsed > 10 * lim.wall_s + 10:
-                    obs.why = "wall"
-                    break
+            elif now - obs.t_user > lim.wall_s + lim.wall_allowance_s:  # fixed: nothing of the run moves it
+                obs.why = "wall"
+                break
             _pump(sel, kinds, obs, partial, lim, POLL_S)
             polls += 1
             if obs.why is None and jailed.cg is not None:
@@ -320,18 +329,6 @@ def _read(fd: int, kind: str, obs: _Observed, partial: dict, lim: SandboxLimits)
     return True
 
 
-def _starved_s(jailed: launch.Jail) -> float:
-    """Seconds the run's live tasks spent runnable but waiting for a CPU (schedstat run_delay)."""
-    total = 0
-    for pid in jailed.cg.pids() if jailed.cg is not None else []:
-        for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-            try:
-                total += int(task.read_text().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    return total / 1e9
-
-
 def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
     """One status + detail from what the host observed (see the module docstring for who decides what)."""
     tokens = [t for t in obs.tokens if t]
@@ -365,7 +362,7 @@ def _classify(obs: _Observed, lim: SandboxLimits, mode: str) -> tuple[str, str]:
     if status == "program_exited":
         st, det = _exit_status(obs, err_tail)
         return ("runtime_error", f"the program's process ended during the test ({det})") if st == "pass" else (st, det)
-    return (status, detail) if status in ("pass", "fail", "runtime_error") else ("runtime_error", detail)
+    return (status, detail) if status in ("pass", "fail", "runtime_error", "memory") else ("runtime_error", detail)
 
 
 def _results(obs: _Observed, status: str) -> list[str]:
