@@ -108,6 +108,13 @@ def test_surrogates_and_inputs_of_every_kind():
     assert kernel.normalize_many([]).to_pylist() == []
 
 
+def test_texts_over_the_size_cap_take_the_reference(monkeypatch):
+    monkeypatch.setattr(kernel, "BIG_ROW", 64)
+    texts = ["x² \\frac12 " * 20, "short x²"]
+    assert kernel.fallback_share(texts) == 0.5
+    assert kernel.normalize_many(texts).to_pylist() == [normalize(t) for t in texts]
+
+
 def test_other_switches_use_the_reference():
     cfg = NormConfig(numbers=False)
     texts = ["x 12 y", "\\frac12"]

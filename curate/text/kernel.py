@@ -57,6 +57,7 @@ N_CP = 0x110000
 FALLBACK = 1  # NFKC may combine this code point with a neighbour: the text takes `normalize`
 SUP = 2
 SUB = 4
+BIG_ROW = 1 << 20  # texts over 1 MB take `normalize` (the kernel's buffers are ~20-40x a text's size at worst)
 TABLE_VERSION = 3  # bump when a table rule changes (part of the cache file name)
 
 
@@ -298,7 +299,7 @@ def _fence_end(mid, j, m):
 
 
 @_jit
-def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper, amax,
+def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper, amax, big_row,
                       cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
     """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text).
 
@@ -311,6 +312,10 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
     fallback = np.zeros(n, dtype=np.bool_)
     pos = 0
     for r in range(n):
+        if offs[r + 1] - offs[r] > big_row:  # the buffers are sized per text by worst-case expansion
+            fallback[r] = True
+            out_offs[r + 1] = pos
+            continue
         # stage A (the buffer is sized per text: growing it inside the loop costs a reference count per byte)
         if (offs[r + 1] - offs[r]) * amax > len(mid):
             mid = np.empty((offs[r + 1] - offs[r]) * amax, dtype=np.int32)
@@ -551,7 +556,7 @@ def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data, offs = _buffers(arr)
     t = tables()
     return _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"], t["le"],
-                             t["ge"], _max_per_char(), _max_per_byte(), *_command_tables())
+                             t["ge"], _max_per_char(), _max_per_byte(), BIG_ROW, *_command_tables())
 
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
