@@ -109,7 +109,7 @@ def main() -> None:
     prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     from cotforge.curate.generate.config import GenerateConfig
-    from cotforge.curate.generate.stage import RequestSettings
+    from cotforge.curate.generate.runner import RequestSettings
 
     cfg = GenerateConfig(model="bench", n=args.n, max_tokens=args.max_tokens)
     sampling = {k: v for k, v in cfg.sampling(0).items() if k != "seed"}

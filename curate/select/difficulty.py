@@ -198,7 +198,7 @@ def run(cfg: DifficultyConfig, ctx: StageContext) -> dict[str, Any]:
     row is kept with pass_rate / difficulty / difficulty_n (malformed input rows removed)."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     if cfg.server and cfg.model:
-        from cotforge.curate.generate.stage import RunnerGenerator
+        from cotforge.curate.generate.sampling import RunnerGenerator
 
         generator: Any = RunnerGenerator(cfg.runner_config(), Path(out_dir) / "_sampling", ctx.executor)
     else:

@@ -25,6 +25,9 @@ and adversarial Unicode).
 
 The kernels are compiled with `cache=True`: numba keeps the machine code on disk (next to this file or in
 NUMBA_CACHE_DIR), so each worker process compiles once per installation, not once per run.
+
+One module on purpose: the tables and the compiled pass that reads them must change together (tests/test_kernel.py
+fuzzes the pair against `normalize`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ What this module overrides, and why:
   * `get_train_dataloader` / `_get_train_sampler`: the sampler yields `oversample` x rollout_prompts prompts per
     rollout batch (TRL's RepeatSampler with a larger batch), the prompts the top-up draws from.
 Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbacks).
+
+One module on purpose: every override reads the same TRL internals (pinned by tests/test_trl_pins.py) and the
+batch state they share; losses, groups, rewards and data live in their own modules.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Statuses (`STATUSES`): the harness writes "U" on a status pipe just before the p
 `sandbox_error` is only given when that never arrived (or the test's own set-up failed), everything after
 is the program's: syntax_error, timeout, memory, runtime_error, fail, pass. No exit status, output or
 message of the program can turn into sandbox_error or pass.
+
+Its length is the run's life cycle in order (limits, launch, status pipe, wall clock, clean-up), each step
+small; splitting it would scatter one sequence.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ trusted test -> program direction (`wire.py`).
     program iterator    ["HI", handle id, type name]  (program -> test only: read lazily, in chunks)
     test-side object    ["O", class name, [[attr, value], ...]]   (test -> program only)
     test-side function  ["CB", id]   (test -> program only: the program's calls of it run in the test process)
+
+One module on purpose: both sides of the channel encode and decode with it, and each tag's two directions sit
+together so a change to one cannot miss the other.
 """
 
 from __future__ import annotations
