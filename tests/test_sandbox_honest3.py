@@ -1,0 +1,113 @@
+"""Honest test forms of issue 30 left after round 2: each must pass with a right program, and a wrong
+program must still fail the same test (so the pass is not vacuous).
+
+Shared object graphs passed from the test to the program (a node reachable twice, a `random` pointer,
+cycles) arrive as one object per node; warnings and log records the program emits during a call reach the
+test process (`pytest.warns`, `warnings.catch_warnings(record=True)`, `caplog`, `assertLogs`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cotforge.curate.verify.code import run_tests_batch
+from cotforge.curate.verify.sandbox import SandboxLimits
+
+LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=48, fsize_mb=4, output_bytes=1 << 16)
+
+
+def _assert(test: str, entry_point: str | None = None) -> dict:
+    return {"kind": "assert", "test": test, "entry_point": entry_point}
+
+
+def _pytest(test: str) -> dict:
+    return {"kind": "pytest", "module": "solution", "test": test}
+
+
+RANDOM_NODE = ("class Node:\n    def __init__(self, x, next=None, random=None):\n"
+               "        self.val, self.next, self.random = x, next, random\n\n\n")
+COPY_RANDOM = RANDOM_NODE + (
+    "def copyRandomList(head):\n    m = {None: None}\n    p = head\n    while p:\n"
+    "        m[p] = Node(p.val)\n        p = p.next\n    p = head\n    while p:\n"
+    "        m[p].next, m[p].random = m[p.next], m[p.random]\n        p = p.next\n    return m[head]\n")
+COPY_RANDOM_SHALLOW = RANDOM_NODE + (  # the copy's random pointers point into the original list
+    "def copyRandomList(head):\n    m = {None: None}\n    p = head\n    while p:\n"
+    "        m[p] = Node(p.val)\n        p = p.next\n    p = head\n    while p:\n"
+    "        m[p].next, m[p].random = m[p.next], p.random\n        p = p.next\n    return m[head]\n")
+RANDOM_TEST = RANDOM_NODE + (
+    "a, b, c = Node(7), Node(13), Node(11)\na.next, b.next = b, c\na.random, b.random, c.random = c, a, c\n"
+    "h = copyRandomList(a)\nassert h is not a\nout, p = [], h\nwhile p:\n"
+    "    out.append((p.val, p.random.val if p.random else None))\n    p = p.next\n"
+    "assert out == [(7, 11), (13, 7), (11, 11)]\nassert h.random is h.next.next and h.next.random is h\n"
+    "assert a.random is c and c.random is c\n")
+
+GRAPH_NODE = ("class Node:\n    def __init__(self, val=0, neighbors=None):\n"
+              "        self.val = val\n        self.neighbors = neighbors if neighbors is not None else []\n\n\n")
+CLONE_GRAPH = GRAPH_NODE + (
+    "def cloneGraph(node):\n    seen = {}\n    def go(n):\n        if n in seen:\n            return seen[n]\n"
+    "        c = seen[n] = Node(n.val)\n        c.neighbors = [go(m) for m in n.neighbors]\n        return c\n"
+    "    return go(node) if node else None\n\n\n"
+    "def countNodes(nodes):\n    return len({id(n) for n in nodes})\n")
+CLONE_GRAPH_WRONG = GRAPH_NODE + (  # builds a new node for every edge: the clone is a tree, not the graph
+    "def cloneGraph(node, depth=0):\n    c = Node(node.val)\n"
+    "    if depth < 4:\n        c.neighbors = [cloneGraph(m, depth + 1) for m in node.neighbors]\n    return c\n\n\n"
+    "def countNodes(nodes):\n    return len(nodes)\n")
+GRAPH_TEST = GRAPH_NODE + (
+    "ns = [Node(i + 1) for i in range(4)]\n"
+    "for i, n in enumerate(ns):\n    n.neighbors = [ns[(i - 1) % 4], ns[(i + 1) % 4]]\n"
+    "assert countNodes([ns[0], ns[1], ns[0], ns[2]]) == 3\n"
+    "g = cloneGraph(ns[0])\nseen, todo = set(), [g]\nwhile todo:\n    n = todo.pop()\n"
+    "    if n in seen:\n        continue\n    seen.add(n)\n    todo.extend(n.neighbors)\n"
+    "assert len(seen) == 4\nassert sorted(n.val for n in seen) == [1, 2, 3, 4]\n"
+    "assert g.neighbors[1].neighbors[0] is g\n")
+
+WARN_PROGRAM = (
+    "import logging\nimport warnings\n\nlog = logging.getLogger('parser')\n\n\n"
+    "class LegacyWarning(DeprecationWarning):\n    pass\n\n\n"
+    "def parse(s):\n    warnings.warn('old api', LegacyWarning)\n    if not s.isdigit():\n"
+    "        log.warning('bad input %r', s)\n        return None\n    log.info('parsed %s', s)\n    return int(s)\n")
+SILENT_PROGRAM = (
+    "class LegacyWarning(DeprecationWarning):\n    pass\n\n\n"
+    "def parse(s):\n    return int(s) if s.isdigit() else None\n")
+
+# name: (right program, wrong program, tests)
+FORMS: dict[str, tuple[str, str, dict]] = {
+    "random_pointer_list_from_the_test": (COPY_RANDOM, COPY_RANDOM_SHALLOW, _assert(RANDOM_TEST)),
+    "shared_graph_nodes_with_cycles": (CLONE_GRAPH, CLONE_GRAPH_WRONG, _assert(GRAPH_TEST)),
+    "random_pointer_pytest": (COPY_RANDOM, COPY_RANDOM_SHALLOW, _pytest(
+        "from solution import copyRandomList\n\n\n" + RANDOM_NODE +
+        "def test_copy():\n    a, b = Node(1), Node(2)\n    a.next, a.random, b.random = b, b, b\n"
+        "    h = copyRandomList(a)\n    assert h.random is h.next and h.next.random is h.next\n"
+        "    assert (h.val, h.next.val) == (1, 2)\n")),
+    "pytest_warns": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
+        "import pytest\nfrom solution import parse, LegacyWarning\n\n\ndef test_warns():\n"
+        "    with pytest.warns(DeprecationWarning, match='old'):\n        assert parse('12') == 12\n"
+        "    with pytest.warns(LegacyWarning):\n        parse('3')\n")),
+    "pytest_caplog": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
+        "import logging\nfrom solution import parse\n\n\ndef test_log(caplog):\n"
+        "    with caplog.at_level(logging.INFO):\n        assert parse('x') is None\n        assert parse('4') == 4\n"
+        "    assert 'bad input' in caplog.text\n    assert [r.levelname for r in caplog.records] == ['WARNING', 'INFO']\n"
+        "    assert caplog.records[0].name == 'parser' and caplog.records[0].getMessage() == \"bad input 'x'\"\n")),
+    "catch_warnings_record": (WARN_PROGRAM, SILENT_PROGRAM, _assert(
+        "import warnings\nwith warnings.catch_warnings(record=True) as w:\n    warnings.simplefilter('always')\n"
+        "    assert parse('5') == 5\nassert len(w) == 1 and issubclass(w[0].category, DeprecationWarning)\n"
+        "assert str(w[0].message) == 'old api'\n")),
+    "unittest_assert_logs": (WARN_PROGRAM, SILENT_PROGRAM, _assert(
+        "import unittest\ntc = unittest.TestCase()\nwith tc.assertLogs('parser', level='WARNING') as cm:\n"
+        "    parse('y')\nassert cm.output == [\"WARNING:parser:bad input 'y'\"]\n")),
+}
+
+
+@pytest.fixture(scope="module")
+def forms():
+    names = list(FORMS)
+    items = [(FORMS[n][0], FORMS[n][2]) for n in names] + [(FORMS[n][1], FORMS[n][2]) for n in names]
+    got = run_tests_batch(items, LIM)
+    return {n: (got[i], got[len(names) + i]) for i, n in enumerate(names)}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_honest_form_passes_and_wrong_program_fails(forms, form):
+    right, wrong = forms[form]
+    assert right.status == "pass", (form, right.status, right.details)
+    assert wrong.status != "pass", (form, wrong.status, wrong.details)
