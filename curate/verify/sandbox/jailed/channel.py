@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 
-from . import codec, guards, remote, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, events, guards, remote, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .remote import Call, Remote  # noqa: TID251
 
 
@@ -143,8 +143,13 @@ class Channel:
 
     def exchange(self, msg: dict) -> dict:
         """Send one request and read its answer, as one step for every thread of the test; calls the program
-        makes meanwhile of the test's own functions (callbacks) are run here and answered."""
+        makes meanwhile of the test's own functions (callbacks) are run here and answered. The test's logger
+        levels go with the request, the warnings and log records the program emitted come back with the answer
+        and are emitted here again (`events.py`)."""
         with self.lock:
+            levels = events.test_levels()
+            if levels:
+                msg["levels"] = levels
             self.send(msg)
             while True:
                 resp = self.recv()
@@ -152,6 +157,10 @@ class Channel:
                     break
                 self.run_callback(resp)
             self.requests += 1
+            try:
+                events.replay(resp.get("events"), self.classes)
+            except events.Malformed as e:
+                raise self.fail(ProtocolError(str(e))) from None
             return resp
 
     def register(self, fn) -> int:

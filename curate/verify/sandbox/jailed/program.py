@@ -199,7 +199,7 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
     """Assert mode: run the module, announce its names, then answer calls until the test process hangs up.
     `forward` > 0 (pytest files, whose `capsys` reads what a call printed): what each call writes to
     sys.stdout / sys.stderr goes back with its answer, up to `forward` characters each, as plain text."""
-    from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+    from . import codec, events, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
     chan_in, chan_out = chan
     g = mod.__dict__
@@ -248,7 +248,8 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
             os._exit(0)
         if req.get("op") in ("cbret", "cbraise"):
             return req
-        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, decoder(), store, codec)))
+        resp = _captured(forward, events.captured, _answer, req.get("levels"), req, g, decoder(), store, codec)
+        _write_all(chan_out, wire.dumps(resp))
         return None
 
     _Callback.send = staticmethod(lambda msg: _write_all(chan_out, wire.dumps(msg)))
