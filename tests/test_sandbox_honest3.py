@@ -61,6 +61,36 @@ GRAPH_TEST = GRAPH_NODE + (
     "assert len(seen) == 4\nassert sorted(n.val for n in seen) == [1, 2, 3, 4]\n"
     "assert g.neighbors[1].neighbors[0] is g\n")
 
+LIST_NODE = ("class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n"
+             "        self.next = next\n\n\n")
+INTERSECTION = LIST_NODE + (
+    "def getIntersectionNode(a, b):\n    seen = set()\n    while a:\n        seen.add(a)\n        a = a.next\n"
+    "    while b:\n        if b in seen:\n            return b\n        b = b.next\n    return None\n")
+INTERSECTION_BY_VALUE = LIST_NODE + (  # equal values are not the same node
+    "def getIntersectionNode(a, b):\n    seen = set()\n    while a:\n        seen.add(a.val)\n        a = a.next\n"
+    "    while b:\n        if b.val in seen:\n            return b\n        b = b.next\n    return None\n")
+INTERSECTION_TEST = LIST_NODE + (
+    "def build(xs, tail=None):\n    head = tail\n    for x in reversed(xs):\n        head = ListNode(x, head)\n"
+    "    return head\n\n\ntail = build([8, 4, 5])\na = build([4, 1], tail)\nb = build([5, 6, 1], tail)\n"
+    "assert getIntersectionNode(a, b) is tail\nassert getIntersectionNode(build([2, 6]), build([1, 5])) is None\n")
+REORDER = LIST_NODE + (
+    "def reorderList(head):\n    nodes = []\n    while head:\n        nodes.append(head)\n        head = head.next\n"
+    "    i, j = 0, len(nodes) - 1\n    while i < j:\n        nodes[i].next = nodes[j]\n        i += 1\n"
+    "        if i == j:\n            break\n        nodes[j].next = nodes[i]\n        j -= 1\n"
+    "    if nodes:\n        nodes[i].next = None\n\n\n"
+    "def hasCycle(head):\n    slow = fast = head\n    while fast and fast.next:\n        slow, fast = slow.next, fast.next.next\n"
+    "        if slow is fast:\n            return True\n    return False\n")
+REORDER_WRONG = LIST_NODE + (  # builds a reordered copy and leaves the test's list as it was
+    "def reorderList(head):\n    vals = []\n    while head:\n        vals.append(head.val)\n        head = head.next\n"
+    "    out = [vals[k // 2] if k % 2 == 0 else vals[-1 - k // 2] for k in range(len(vals))]\n    return out\n\n\n"
+    "def hasCycle(head):\n    return False\n")
+REORDER_TEST = LIST_NODE + (
+    "nodes = [ListNode(i) for i in range(1, 6)]\nfor x, y in zip(nodes, nodes[1:]):\n    x.next = y\n"
+    "assert reorderList(nodes[0]) is None\nout, p = [], nodes[0]\nwhile p:\n    out.append(p)\n    p = p.next\n"
+    "assert out == [nodes[0], nodes[4], nodes[1], nodes[3], nodes[2]]\n"
+    "big = [ListNode(i) for i in range(20000)]\nfor x, y in zip(big, big[1:]):\n    x.next = y\n"
+    "assert not hasCycle(big[0])\nbig[-1].next = big[123]\nassert hasCycle(big[0])\n")
+
 WARN_PROGRAM = (
     "import logging\nimport warnings\n\nlog = logging.getLogger('parser')\n\n\n"
     "class LegacyWarning(DeprecationWarning):\n    pass\n\n\n"
@@ -79,6 +109,8 @@ FORMS: dict[str, tuple[str, str, dict]] = {
         "def test_copy():\n    a, b = Node(1), Node(2)\n    a.next, a.random, b.random = b, b, b\n"
         "    h = copyRandomList(a)\n    assert h.random is h.next and h.next.random is h.next\n"
         "    assert (h.val, h.next.val) == (1, 2)\n")),
+    "intersection_shared_tail": (INTERSECTION, INTERSECTION_BY_VALUE, _assert(INTERSECTION_TEST)),
+    "in_place_relink_and_long_cycle": (REORDER, REORDER_WRONG, _assert(REORDER_TEST)),
     "pytest_warns": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
         "import pytest\nfrom solution import parse, LegacyWarning\n\n\ndef test_warns():\n"
         "    with pytest.warns(DeprecationWarning, match='old'):\n        assert parse('12') == 12\n"

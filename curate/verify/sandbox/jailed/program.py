@@ -226,19 +226,21 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
             raise codec.CodecError(f"unknown handle {i}")
         return table[i]
 
-    def build(cls_name: str, attrs: dict):
+    def build(cls_name: str):
+        """An empty object for a test object of class `cls_name`: of the program's class of that name, else
+        of the fallback node classes, else an attribute holder."""
         cls = g.get(cls_name)
-        obj = cls.__new__(cls) if isinstance(cls, type) else type(sys)(cls_name)
-        vars(obj).update(attrs)
-        return obj
+        if not isinstance(cls, type):
+            cls = {"ListNode": codec.ListNode, "TreeNode": codec.TreeNode}.get(cls_name)
+        return cls.__new__(cls) if cls is not None else codec.holder(cls_name)
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
 
     def decoder():
         ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
         return codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
-                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build,
-                             callbacks=lambda i: _Callback(i, serve_one))
+                             tn if isinstance(tn, type) else codec.TreeNode, lookup, None,
+                             callbacks=lambda i: _Callback(i, serve_one), make=build)
 
     def serve_one(req: dict | None = None) -> dict | None:
         """Read the next request (unless given) and answer it; a callback's answer is returned instead."""
@@ -275,7 +277,10 @@ class _Callback:
             answer = self.serve_one()
             if answer is None:
                 continue
-            value = self.decoder().dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
+            dec = self.decoder()
+            if answer.get("objs"):
+                dec.load(answer["objs"])
+            value = dec.dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
             if answer["op"] == "cbraise":
                 raise value
             return value
@@ -306,8 +311,10 @@ DUNDERS = {"len": len, "bool": bool, "str": str, "repr": repr, "iter": iter, "ha
 
 def _answer(req: dict, g: dict, dec, store, codec) -> dict:
     """One request -> one response (exceptions of the program become values)."""
-    args, kwargs = [], {}
+    args, kwargs, objs, before = [], {}, [], []
     try:
+        objs = dec.load(req["objs"]) if req.get("objs") else []
+        before = [dict(vars(o)) for o in objs]
         target = dec.dec(["H", req["target"], ""]) if req.get("target") else None
         name = req["name"]
         special = _special(req, g, target, dec, store, codec)
@@ -331,16 +338,31 @@ def _answer(req: dict, g: dict, dec, store, codec) -> dict:
         args = [dec.dec(a) for a in req["args"]]
         kwargs = {str(k): dec.dec(v) for k, v in req["kwargs"].items()}
         value = fn(*args, **kwargs)
-        resp = {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(value)}
+        ids = {id(o): n for n, o in enumerate(objs)}  # the test's own objects go back as themselves
+        resp = {"op": "ret", "value": codec.Encoder(store, lazy=True, table_ids=ids).enc(value)}
     except BaseException as e:  # noqa: BLE001 - SystemExit too: a call cannot end the test
         resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     try:
-        back = codec.Encoder(store, objects=True)
-        resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a)]
-        resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v)]
+        ids = {id(o): n for n, o in enumerate(objs)}
+        back = codec.Encoder(store, objects=True, table_ids=ids)
+        resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a) and id(a) not in ids]
+        resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v) and id(v) not in ids]
+        if objs:  # the test's objects after the call (the program may have changed their attributes)
+            attrs = codec.Encoder(store, lazy=True, table_ids=ids)
+            resp["objs"] = [None if _unchanged(o, b) else
+                            [[k, attrs.enc(v)] for k, v in vars(o).items() if type(k) is str and not k.startswith("__")]
+                            for o, b in zip(objs, before, strict=False)]
     except BaseException as e:  # noqa: BLE001
         resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     return resp
+
+
+def _unchanged(obj, before: dict) -> bool:
+    """Whether a test object still has the same attributes, bound to the same immutable-looking values (a
+    container may have changed in place: sent again)."""
+    now = vars(obj)
+    return now.keys() == before.keys() and all(
+        now[k] is v and not isinstance(v, list | dict | set | bytearray) for k, v in before.items())
 
 
 def _special(req: dict, g: dict, target, dec, store, codec) -> dict | None:
