@@ -2,7 +2,7 @@
 program must still fail the same test (so the pass is not vacuous).
 
 Shared object graphs passed from the test to the program (a node reachable twice, a `random` pointer,
-cycles) arrive as one object per node; warnings and log records the program emits during a call reach the
+cycles) arrive as one object per node; a test class subclassing a program class; warnings and log records the program emits during a call reach the
 test process (`pytest.warns`, `warnings.catch_warnings(record=True)`, `caplog`, `assertLogs`).
 """
 
@@ -91,6 +91,19 @@ REORDER_TEST = LIST_NODE + (
     "big = [ListNode(i) for i in range(20000)]\nfor x, y in zip(big, big[1:]):\n    x.next = y\n"
     "assert not hasCycle(big[0])\nbig[-1].next = big[123]\nassert hasCycle(big[0])\n")
 
+STACK = ("class Stack:\n    LIMIT = 100\n\n    def __init__(self):\n        self.items = []\n\n"
+         "    def push(self, x):\n        self.items.append(x)\n\n    def pop(self):\n        return self.items.pop()\n\n"
+         "    def size(self):\n        return len(self.items)\n\n    @staticmethod\n    def make(*xs):\n"
+         "        s = Stack()\n        for x in xs:\n            s.push(x)\n        return s\n")
+STACK_WRONG = STACK.replace("return self.items.pop()", "return self.items.pop(0)")
+SUBCLASS_TEST = (
+    "class CountingStack(Stack):\n    def __init__(self):\n        self.pushes = 0\n        super().__init__()\n\n"
+    "    def push(self, x):\n        self.pushes += 1\n        super().push(x)\n\n"
+    "    def peek(self):\n        v = self.pop()\n        super().push(v)\n        return v\n\n\n"
+    "s = CountingStack()\ns.push(1)\ns.push(2)\nassert s.peek() == 2 and s.size() == 2 and s.pushes == 2\n"
+    "assert isinstance(s, Stack) and isinstance(s, CountingStack) and s.LIMIT == 100\n"
+    "assert s.pop() == 2 and s.pop() == 1 and s.size() == 0\nassert Stack.make(4, 5).pop() == 5\n")
+
 WARN_PROGRAM = (
     "import logging\nimport warnings\n\nlog = logging.getLogger('parser')\n\n\n"
     "class LegacyWarning(DeprecationWarning):\n    pass\n\n\n"
@@ -111,6 +124,11 @@ FORMS: dict[str, tuple[str, str, dict]] = {
         "    assert (h.val, h.next.val) == (1, 2)\n")),
     "intersection_shared_tail": (INTERSECTION, INTERSECTION_BY_VALUE, _assert(INTERSECTION_TEST)),
     "in_place_relink_and_long_cycle": (REORDER, REORDER_WRONG, _assert(REORDER_TEST)),
+    "test_class_subclasses_program_class": (STACK, STACK_WRONG, _assert(SUBCLASS_TEST)),
+    "pytest_subclass_of_program_class": (STACK, STACK_WRONG, _pytest(
+        "from solution import Stack\n\n\nclass Tracked(Stack):\n    def push(self, x):\n"
+        "        self.last = x\n        return super().push(x)\n\n\ndef test_tracked():\n    t = Tracked()\n"
+        "    t.push(3)\n    t.push(9)\n    assert t.last == 9 and t.pop() == 9 and t.size() == 1\n")),
     "pytest_warns": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
         "import pytest\nfrom solution import parse, LegacyWarning\n\n\ndef test_warns():\n"
         "    with pytest.warns(DeprecationWarning, match='old'):\n        assert parse('12') == 12\n"
