@@ -67,7 +67,7 @@ class Channel:
             if not (isinstance(cls, type) and issubclass(cls, Remote)):
                 cls = Remote
             obj = object.__new__(cls)
-            cls.__init__(obj, self, i, type_name)
+            (remote.RemoteIterator if iterator else Remote).__init__(obj, self, i, type_name)
             self.remotes[i] = obj
         return self.remotes[i]
 

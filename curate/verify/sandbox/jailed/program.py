@@ -394,8 +394,17 @@ def _special(req: dict, g: dict, target, dec, store, codec) -> dict | None:
     return None
 
 
+def _methods(cls: type) -> str:
+    """The public methods of a class (functions, static and class methods along its MRO), space-separated:
+    the test side's stand-in class gets them as methods, so `super().push(x)` in a test subclass works."""
+    kinds = (type(_methods), staticmethod, classmethod)
+    names = {k for c in cls.__mro__[:20] if c is not object for k, v in list(vars(c).items())
+             if type(k) is str and k.isidentifier() and not k.startswith("_") and isinstance(v, kinds)}
+    return " ".join(sorted(names)[:200])
+
+
 def _names(g: dict) -> dict[str, str]:
-    """What the module defines, for the test process's name lookups: "function", "class:<MRO names>",
+    """What the module defines, for the test process's name lookups: "function", "class:<MRO names>;<methods>",
     "exception:<MRO names>", "module:<name>", "value" (a module-level constant, fetched when the test uses
     it). Only names: the test process decides what each may bind (`testrunner._bind_program_names`)."""
     out: dict[str, str] = {}
@@ -407,7 +416,7 @@ def _names(g: dict) -> dict[str, str]:
                 out[k] = "module:" + str(getattr(v, "__name__", ""))
             elif isinstance(v, type):
                 mro = ",".join(str(c.__name__) for c in v.__mro__[:20] if c is not object)
-                out[k] = ("exception:" if issubclass(v, BaseException) else "class:") + mro
+                out[k] = ("exception:" + mro) if issubclass(v, BaseException) else f"class:{mro};{_methods(v)}"
             elif callable(v):
                 out[k] = "function"
             else:
