@@ -1,9 +1,9 @@
 """Warnings and log records the program emits during a call, carried to the test process and emitted
 there again, so `pytest.warns`, `warnings.catch_warnings(record=True)`, `caplog` and `assertLogs` see them.
 
-Program side (`captured`): during each call every warning is recorded (filter "always": the test's own
-filters decide, when it is emitted again) and, when the program uses `logging`, a handler on its root logger
-records every record that its loggers let through, with the test's logger levels applied for the call (a
+Program side (`captured`): every warning is recorded (filter "always": the test's own filters decide,
+when it is emitted again) and, when the program uses `logging`, a handler on its root logger records every
+record that its loggers let through, with the test's logger levels applied for the call (a
 test's `caplog.set_level(logging.INFO)` lowers the program's levels as it would in one process). Events go
 back with the call's answer as plain data, in the order they happened:
 
@@ -32,50 +32,67 @@ class Malformed(ValueError):
 
 def test_levels() -> list[list]:
     """The test process's logger levels to apply in the program's process for a call ([name, level], the root
-    as ""): the root's level and every logger the test gave an explicit level; empty when the test does not
-    use `logging`."""
+    as ""): every logger the test gave an explicit level, and the root's when it is not Python's default."""
     logging = sys.modules.get("logging")
     if logging is None:
         return []
-    out = [["", logging.getLogger().level]]
-    for name, lg in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(lg, logging.Logger) and lg.level:
-            out.append([name, lg.level])
-    return out
+    out = [[name, lg.level] for name, lg in list(logging.Logger.manager.loggerDict.items())
+           if isinstance(lg, logging.Logger) and lg.level]
+    root = logging.getLogger().level
+    return out + ([["", root]] if root != logging.WARNING else [])  # Python's default root level: nothing to apply
+
+
+_SINK: list = [None]  # the events list of the call being answered (None between calls: dropped)
+_INSTALLED: set[str] = set()
 
 
 def captured(answer, levels, *args) -> dict:
-    """`answer(*args)` with the warnings and log records it emitted attached as `events` (program side)."""
-    import warnings
-
+    """`answer(*args)` with the warnings and log records it emitted attached as `events` (program side).
+    Only once the program's process has `warnings` or `logging` loaded (a program that emits either imports
+    it; the harness does not, so a run that never warns pays nothing); the hooks are installed once, a call
+    only points them at its own list."""
+    warnings, logging = sys.modules.get("warnings"), sys.modules.get("logging")
+    if warnings is None and logging is None:
+        return answer(*args)
+    if warnings is not None and "warnings" not in _INSTALLED:
+        _install_warnings(warnings)
+    if logging is not None and "logging" not in _INSTALLED:
+        _install_logging(logging)
     events: list = []
-    logging = sys.modules.get("logging")
-    undo = _capture_logs(logging, levels, events) if logging is not None else None
-
-    def show(message, category, filename, lineno, file=None, line=None) -> None:
-        if len(events) < MAX_EVENTS:
-            names = [c.__name__ for c in getattr(category, "__mro__", ())][:20]
-            events.append(["w", names, str(message)[:MAX_TEXT], lineno if type(lineno) is int else 0])
-
+    outer, _SINK[0] = _SINK[0], events
+    undo = _apply_levels(logging, levels) if logging is not None and levels else None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = show
-            resp = answer(*args)
+        resp = answer(*args)
     finally:
+        _SINK[0] = outer
         if undo is not None:
             undo()
     if events:
-        resp["events"] = events
+        resp["events"] = events[:MAX_EVENTS]
     return resp
 
 
-def _capture_logs(logging, levels, events: list):
-    """Apply the test's levels and attach a recording handler to the root logger; returns the undo."""
+def _install_warnings(warnings) -> None:
+    """Every warning is recorded (the test's filters decide when it is emitted again there), never printed."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        events = _SINK[0]
+        if events is not None and len(events) < MAX_EVENTS:
+            names = [c.__name__ for c in getattr(category, "__mro__", ())][:20]
+            events.append(["w", names, str(message)[:MAX_TEXT], lineno if type(lineno) is int else 0])
+
+    warnings.simplefilter("always")
+    warnings.showwarning = show
+    _INSTALLED.add("warnings")
+
+
+def _install_logging(logging) -> None:
+    """A handler on the program's root logger recording every record that reaches it."""
 
     class Capture(logging.Handler):
         def emit(self, record) -> None:
-            if len(events) >= MAX_EVENTS:
+            events = _SINK[0]
+            if events is None or len(events) >= MAX_EVENTS:
                 return
             try:
                 text = record.getMessage()
@@ -85,16 +102,19 @@ def _capture_logs(logging, levels, events: list):
             events.append(["log", str(record.name)[:200], int(record.levelno), text[:MAX_TEXT],
                            int(record.lineno or 0), str(record.funcName)[:200], exc and exc[:MAX_TEXT]])
 
+    logging.getLogger().addHandler(Capture(0))
+    _INSTALLED.add("logging")
+
+
+def _apply_levels(logging, levels):
+    """Set the test's logger levels for the call; returns the undo."""
     saved = []
     for name, level in levels if type(levels) is list else []:
         lg = logging.getLogger(name) if name else logging.getLogger()
         saved.append((lg, lg.level))
         lg.setLevel(level)
-    root, handler = logging.getLogger(), Capture(0)
-    root.addHandler(handler)
 
     def undo() -> None:
-        root.removeHandler(handler)
         for lg, level in reversed(saved):
             lg.setLevel(level)
 
