@@ -161,3 +161,80 @@ def test_honest_form_passes_and_wrong_program_fails(forms, form):
     right, wrong = forms[form]
     assert right.status == "pass", (form, right.status, right.details)
     assert wrong.status != "pass", (form, wrong.status, wrong.details)
+
+
+# --- the codec's object table and the events, without a sandbox -------------------------------------------
+def test_object_table_keeps_shared_nodes_cycles_and_long_chains():
+    from cotforge.curate.verify.sandbox.jailed import codec
+
+    class Node:
+        def __init__(self, v):
+            self.val, self.next, self.random = v, None, None
+
+    nodes = [Node(i) for i in range(100_000)]
+    for a, b in zip(nodes, nodes[1:], strict=False):
+        a.next = b
+    nodes[0].random, nodes[-1].next = nodes[-1], nodes[500]  # a shared node and a cycle
+    enc = codec.Encoder(objects=True, graph=True)
+    args = [enc.enc(nodes[0]), enc.enc([nodes[-1], nodes[-1]])]
+    rows = enc.objects_table()
+    assert len(rows) == len(nodes)
+    made = codec.Decoder(make=lambda name: codec.holder(name))
+    made.load(rows)
+    head, pair = made.dec(args[0]), made.dec(args[1])
+    p = head
+    for _ in range(500):
+        p = p.next
+    assert head.random is pair[0] is pair[1] and pair[0].next is p and p.val == 500
+    assert type(head).__name__ == "Node" and head.next.next.val == 2
+
+
+@pytest.mark.parametrize("rows", [{"a": 1}, [["Node"]], [["Node", [["val", ["OR", 5]]]]], [["Node", "x"]]])
+def test_malformed_object_tables_are_refused(rows):
+    from cotforge.curate.verify.sandbox.jailed import codec
+
+    with pytest.raises(codec.CodecError):
+        codec.Decoder(make=codec.holder).load(rows)
+
+
+def test_back_sync_never_sets_a_dunder_and_checks_the_table_size():
+    from cotforge.curate.verify.sandbox.jailed import codec
+    from cotforge.curate.verify.sandbox.jailed.channel import Channel, ProtocolError
+
+    class Box:
+        def __init__(self):
+            self.v = 1
+
+    ch = Channel(-1, -1, 1 << 20, codec.ListNode, codec.TreeNode)
+    box = Box()
+    ch._sync([box], [[["__class__", ["OR", 0]], ["__dict__", ["D"]], ["v", 2]]])
+    assert type(box) is Box and box.v == 2
+    with pytest.raises(ProtocolError):
+        ch._sync([box], [])
+    assert isinstance(ch.broken, ProtocolError)
+
+
+def test_replayed_events_stay_warnings_and_records():
+    import logging
+    import warnings
+
+    from cotforge.curate.verify.sandbox.jailed import events
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        events.replay([["w", ["AssertionError", "UserWarning", "Warning"], "m", 3],
+                       ["w", ["SystemExit", "BaseException"], "n", 4]], {})
+    assert [w.category for w in got] == [UserWarning, UserWarning]
+    assert {w.filename for w in got} == {"solution.py"}
+    seen = []
+    handler = logging.Handler()
+    handler.emit = seen.append
+    logging.getLogger("prog").addHandler(handler)
+    try:
+        events.replay([["log", "prog", 40, "boom", 7, "f", None]], {})
+    finally:
+        logging.getLogger("prog").removeHandler(handler)
+    assert [(r.name, r.levelname, r.getMessage(), r.pathname) for r in seen] == [("prog", "ERROR", "boom", "solution.py")]
+    for bad in ([["w", "x", 1, 2]], [["log", "a", "b", "c", 1, "f", None]], "x", [["z"]]):
+        with pytest.raises(events.Malformed):
+            events.replay(bad, {})
