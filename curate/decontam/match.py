@@ -69,10 +69,12 @@ class Match:
     entry: int
     span: tuple[int, int] = (0, 0)
     words: list[str] | None = None  # the row side's normalised words (None: describe_matches normalises again)
+    detail: dict[str, Any] | None = None  # semantic matches: cosine, aligned numbers, both texts
 
     def as_dict(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
-                "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
+        d = {"benchmark": self.benchmark, "benchmark_id": self.benchmark_id, "part": self.part,
+             "match_kind": self.match_kind, "side": self.side, "score": round(self.score, 4)}
+        return {**d, **self.detail} if self.detail else d
 
 
 # --------------------------------------------------------------------------- the copy check
@@ -282,6 +284,7 @@ class Matcher:
         self._rare_all: np.ndarray | None = None
         self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
+        self._semantic = None  # decontam/semantic.py's tier, loaded at first use
 
     def clear_cache(self) -> None:
         """Forget cached prompt verdicts (benchmarks time cold runs)."""
@@ -441,7 +444,21 @@ class Matcher:
                 en = self.index.entries[e]
                 ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e, span, words.get((i, side))))
             ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
+        if cfg.semantic:
+            self.semantic_matches(prompts, responses, out, cfg)
         return out
+
+    def semantic_matches(self, prompts, responses, out: list[list[Match]], cfg: DecontamConfig) -> None:
+        """The semantic tier (decontam/semantic.py) on the rows no other tier flagged: match kind `semantic`,
+        score = cosine, the aligned numbers and both texts in `detail`."""
+        from cotforge.curate.decontam.semantic import SemanticTier, hit_detail, semantic_hits
+
+        if self._semantic is None:
+            self._semantic = SemanticTier(self.index.dir, [e.text for e in self.index.entries], cfg)
+        for i, side, text, h in semantic_hits(self._semantic, prompts, responses, [bool(ms) for ms in out], cfg):
+            en = self.index.entries[h.entry]
+            out[i].append(Match(en.benchmark, en.item_id, en.part, "semantic", side, h.cosine, h.entry,
+                                detail=hit_detail(self._semantic, text, h)))
 
 
 def _byte_batches(s, cfg: DecontamConfig) -> list[tuple[int, int]]:

@@ -81,7 +81,7 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
     for i, ms in enumerate(found):
         best, text = ms[0], texts[i]
         words = best.words if best.words is not None else (again[i].split(" ") if again[i] else [])
-        span = locate(text, words, *best.span)
+        span = (0, len(text)) if best.match_kind == "semantic" else locate(text, words, *best.span)
         start, end = span if span else (None, None)
         shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
         out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,

@@ -103,6 +103,8 @@ class ProblemCluster(PipelineStep):
                 "pairs_accepted", "pairs_cut_as_bridges", "clusters", "problems_merged", "exact_duplicate", "near_duplicate")
         out = {k: int(stats[k]) for k in keys}
         out["partitions"] = self.partitions
+        if self.cfg.semantic:
+            out.update({k: int(v) for k, v in sorted(stats.items()) if k.startswith("semantic_")})
         (work / "cluster_stats.json").write_text(json.dumps(out, indent=2, sort_keys=True))
         return out
 
@@ -140,7 +142,14 @@ class ProblemCluster(PipelineStep):
                     stats["pairs_rejected_edit_guard"] += why != "below_threshold"
                 else:
                     partial[i] = partial_agreement(texts[ea][1], texts[eb][1], self.cfg)
-        lo, hi, cut = cut_bridges(pkey[a[ok]], pkey[b[ok]], partial[ok], pkey[a[conflict]], pkey[b[conflict]])
+        lo, hi, part = pkey[a[ok]], pkey[b[ok]], partial[ok]
+        if self.cfg.semantic:  # embedding-neighbour pairs beside the LSH ones (dedup/semantic.py)
+            from cotforge.curate.dedup.semantic import semantic_edges
+
+            slo, shi = semantic_edges(work, self.tasks, self.cfg, stats)
+            lo, hi = np.concatenate([lo, slo]), np.concatenate([hi, shi])
+            part = np.concatenate([part, np.zeros(len(slo), dtype=bool)])
+        lo, hi, cut = cut_bridges(lo, hi, part, pkey[a[conflict]], pkey[b[conflict]])
         stats["pairs_accepted"] = len(lo)
         stats["pairs_cut_as_bridges"] = cut
         return lo, hi

@@ -76,6 +76,18 @@ class DedupConfig:
         "help": "Source names (globs ok), best first: the first source of a cluster keeps the problem.",
         "sep": ",", "metavar": "A,B,..."})
     norm: NormConfig = field(default=DEFAULT_NORM, metadata={"help": "Text normalisation switches.", "cli": False})
+    semantic: bool = field(default=False, metadata={
+        "help": "Semantic tier: embedding neighbours of every problem (across the corpus) as candidate pairs beside "
+                "MinHash, decided by the graded check and the numbers- and question-aware semantic check "
+                "(dedup/semantic.py). Needs the semantic extra or a local model folder.",
+        "flag": "--semantic/--no-semantic"})
+    semantic_model: str = field(default="minilm", metadata={
+        "help": "Semantic tier: 'minilm' (the semantic extra's wheel) or a local sentence-transformers folder."})
+    semantic_device: str = field(default="cpu", metadata={"help": "Semantic tier: cpu, cuda or auto."})
+    semantic_cosine: float = field(default=0.85, metadata={"help": "Semantic tier: least cosine of a pair."})
+    semantic_question_cosine: float = field(default=0.80, metadata={
+        "help": "Semantic tier: least cosine of the two question sentences."})
+    semantic_top_k: int = field(default=5, metadata={"help": "Semantic tier: nearest problems checked per problem."})
     document_steps: bool = field(default=False, metadata={
         "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
@@ -111,7 +123,14 @@ class DedupConfig:
             raise ValueError(f"max_reworded: must be in [0, 1] (got {self.max_reworded})")
         if self.word_relations not in WORD_RELATIONS:
             raise ValueError(f"word_relations: must be one of {', '.join(WORD_RELATIONS)} (got {self.word_relations!r})")
-        for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets"):
+        if self.semantic_top_k < 1:
+            raise ValueError(f"semantic_top_k: must be >= 1 (got {self.semantic_top_k})")
+        if not 0.0 <= self.semantic_question_cosine <= 1.0 or not -1.0 <= self.semantic_cosine <= 1.0:
+            raise ValueError("semantic_cosine / semantic_question_cosine: must be in [-1, 1] / [0, 1] (got "
+                             f"{self.semantic_cosine} / {self.semantic_question_cosine})")
+        if self.semantic_device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
+        for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets", "semantic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")
 

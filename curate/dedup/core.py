@@ -1,7 +1,7 @@
 """Problem-level dedup, the part without datatrove: exact keys, MinHash signatures, pair checks.
 
 Everything here works on a whole batch of rows at once (`batch_keys`, `minhash_signatures`): the
-normalisation is `curate.normalize.normalize_batch` and the shingle / MinHash arithmetic is
+normalisation is the compiled kernel `curate.text.kernel.normalize_many` and the shingle / MinHash arithmetic is
 `curate.hashing`, so the per-row Python cost is a few hash calls. `row_keys` and `shingle_hashes` are the
 one-row forms of the same functions (tests and `PairJudge` use them; they give identical values).
 """
@@ -21,8 +21,9 @@ from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs.sections import code_sections, join_superscripts, maybe_code
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.text import kernel
 from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
-from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize, normalize_batch
+from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 _NUMBER = re.compile(r"\d+")
@@ -101,12 +102,9 @@ def row_keys(prompt: str, response: str | None, norm: NormConfig = DEFAULT_NORM)
 
 
 def normalize_many(texts: list[str | None], norm: NormConfig) -> list[str]:
-    """`normalize` of each text through the batch normaliser (the per-text path for text it cannot encode,
-    e.g. lone surrogates from JSON)."""
-    try:
-        return normalize_batch(texts, norm)[1]
-    except UnicodeEncodeError:
-        return [normalize(t, norm) for t in texts]
+    """`normalize` of each text through the compiled kernel (curate/text/kernel.py; it hands the texts it
+    cannot take, e.g. lone surrogates from JSON, to `normalize`)."""
+    return kernel.normalize_many(texts, norm).to_pylist() if texts else []
 
 
 @dataclass

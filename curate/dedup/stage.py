@@ -45,6 +45,7 @@ from cotforge.curate.dedup.core import (
     number_keys,
     sort_specs,
 )
+from cotforge.curate.dedup.semantic import SemanticEmbed
 from cotforge.curate.dedup.steps import (
     ArrayBuckets,
     DedupFilter,
@@ -199,6 +200,7 @@ def _run_steps(work: Path, n_tasks: int, partitions: int, cfg: DedupConfig, exec
         ("buckets", [QuietBuckets(str(work / "sigs"), str(work / "buckets"), config=cfg.minhash_config())
                      if cfg.streaming_buckets else ArrayBuckets(str(work / "sigs"), str(work / "buckets"), cfg)],
          cfg.bands if cfg.streaming_buckets or exec_cfg.executor != "local" else min(cfg.bands, exec_cfg.workers)),
+        *([("semantic", [SemanticEmbed(str(work), cfg)], n_tasks)] if cfg.semantic else []),
         ("clusters", [ProblemCluster(str(work), n_tasks, cfg, partitions)], 1),
         ("filter", split, n_tasks),
     ]

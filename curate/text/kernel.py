@@ -1,0 +1,601 @@
+"""The shared normaliser and word / n-gram hasher as compiled kernels (numba), for whole Arrow columns.
+
+`normalize` (curate/text/normalize.py) stays the definition; this module gives the same text for every input,
+faster. The per-character steps of `normalize._chars` become two lookup tables built once from Python's own
+`unicodedata` / `str.lower` / `str.isalnum` and the `mathmap` tables (and cached on disk next to unitables'):
+
+- stage A, per input code point: the pre-NFKC maps (superscripts, subscripts, vulgar fractions, combining
+  accents), NFKC and lower-casing, giving a short string of intermediate code points, plus flags: the code point
+  starts a superscript / subscript run (the reference inserts `^` / `_`, a word break), or NFKC may join it with
+  its neighbour (combining marks, second halves of compositions, Hangul vowel / final jamo), which the table
+  cannot express;
+- stage B, per intermediate code point: the Unicode-math map and the LaTeX command map of what it inserts
+  (`≤` -> ` \\leq ` -> `leq`), then punctuation to a space, as the UTF-8 bytes it contributes.
+
+One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, splits ASCII letters from
+digits, collapses spaces and strips the ends. Steps that depend on context beyond one character are not in the
+kernel: a text whose characters need them (a backslash, i.e. real LaTeX; three backticks, a code fence; a
+code point NFKC may compose) is flagged by the same pass and takes `normalize`; instruction wrappers are removed
+from the kernel's output by the batch wrapper step of `normalize` (it reads normalised text only). So
+`normalize_many(texts)[i] == normalize(texts[i])` for every text (tests/test_kernel.py fuzzes it on real corpora
+and adversarial Unicode).
+
+`hash_words_ngrams` reads the normalised column once more and returns the word hashes of
+`hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit.
+
+The kernels are compiled with `cache=True`: numba keeps the machine code on disk (next to this file or in
+NUMBA_CACHE_DIR), so each worker process compiles once per installation, not once per run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import unicodedata
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+
+from cotforge.curate.text import mathmap
+from cotforge.curate.text.normalize import (
+    DEFAULT_NORM,
+    NormConfig,
+    normalize,
+    normalize_arrow,
+    strip_wrappers_series,
+    words,
+)
+from cotforge.curate.text.unitables import cache_dir
+
+log = logging.getLogger(__name__)
+
+N_CP = 0x110000
+# stage A flags
+FALLBACK = 1  # NFKC may combine this code point with a neighbour: the text takes `normalize`
+SUP = 2
+SUB = 4
+BIG_ROW = 1 << 20  # texts over 1 MB take `normalize` (the kernel's buffers are ~20-40x a text's size at worst)
+TABLE_VERSION = 3  # bump when a table rule changes (part of the cache file name)
+
+
+def _may_compose() -> set[int]:
+    """Code points NFKC may join with the character before them: second halves of canonical compositions
+    (NFC quick check "Maybe") and Hangul vowel / final jamo."""
+    out = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for i in range(N_CP):
+        d = unicodedata.decomposition(chr(i))
+        if d and not d.startswith("<"):
+            parts = d.split()
+            if len(parts) == 2:
+                out.add(int(parts[1], 16))
+    return out
+
+
+def _unstable(c: str, maybe: set[int]) -> bool:
+    """Whether NFKC of `c` may depend on its neighbours (so a per-character table is not enough): `c`, or the
+    first character of its decomposition, is a non-starter (combining class > 0) or may compose with what
+    precedes it. A precomposed letter (é, Å, ≠) only ever meets a later mark, which is flagged itself."""
+    d = unicodedata.normalize("NFKD", c)
+    return any(unicodedata.combining(ch) or ord(ch) in maybe for ch in (c, d[:1] or c))
+
+
+def _b_output(d: str) -> str:
+    """What intermediate character `d` contributes after the math map, the LaTeX command map and punctuation
+    (the reference steps applied to `d` alone; the math map's values are padded with spaces, so they do not
+    join their neighbours)."""
+    s = mathmap.MATH.get(d)
+    if s is None:
+        return d if d.isalnum() else " "
+    return " " + " ".join(words(s)) + " "  # the whole chain on the math map's LaTeX (no wrappers in it)
+
+
+def _build_tables() -> dict[str, np.ndarray]:
+    """All four tables (a few seconds: one pass over every code point)."""
+    maybe = _may_compose()
+    pre = mathmap.PRE_NFKC
+    a_off = np.zeros(N_CP + 1, dtype=np.int32)
+    a_flag = np.zeros(N_CP, dtype=np.uint8)
+    a_pool: list[int] = []
+    b_cache: dict[int, bytes] = {}
+    for i in range(N_CP):
+        a_off[i] = len(a_pool)
+        if 0xD800 <= i < 0xE000:
+            a_flag[i] = FALLBACK
+            continue
+        c = chr(i)
+        if c in mathmap.SUPERSCRIPTS:
+            a_flag[i] |= SUP
+        if c in mathmap.SUBSCRIPTS:
+            a_flag[i] |= SUB
+        s = pre.get(c, c)  # the pre-NFKC maps' outputs go through NFKC too ("ẛ" -> "ſ" -> "s")
+        if any(not ch.isascii() and _unstable(ch, maybe) for ch in s):
+            a_flag[i] |= FALLBACK
+            continue
+        s = unicodedata.normalize("NFKC", s)
+        s = s.lower()
+        a_pool.extend(map(ord, s))
+        for ch in s:
+            if ord(ch) not in b_cache:
+                b_cache[ord(ch)] = _b_output(ch).encode("utf-8")
+    a_off[N_CP] = len(a_pool)
+    b_off = np.zeros(N_CP + 1, dtype=np.int32)
+    b_pool = bytearray()
+    for i in range(N_CP):
+        b_off[i] = len(b_pool)
+        if i in b_cache:
+            b_pool += b_cache[i]
+        elif 0xD800 <= i < 0xE000:
+            b_pool += b" "
+        else:
+            b_pool += _b_output(chr(i)).encode("utf-8") if i < 0x80 or chr(i).isalnum() else b" "
+    b_off[N_CP] = len(b_pool)
+    le = (" " + " ".join(words("<=")) + " ").encode()
+    ge = (" " + " ".join(words(">=")) + " ").encode()
+    return {"a_off": a_off, "a_pool": np.array(a_pool, dtype=np.int32), "a_flag": a_flag, "b_off": b_off,
+            "b_pool": np.frombuffer(bytes(b_pool), dtype=np.uint8), "le": np.frombuffer(le, dtype=np.uint8),
+            "ge": np.frombuffer(ge, dtype=np.uint8)}
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[str, np.ndarray]:
+    """The kernel's tables, from the disk cache (named by Python and Unicode version) or built and cached."""
+    name = (f"kernel-tables-v{TABLE_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}"
+            f"-ucd{unicodedata.unidata_version}-{len(mathmap.MATH)}-{len(mathmap.COMMANDS)}"
+            f"-{len(mathmap.PRE_NFKC)}.npz")
+    path = cache_dir() / name
+    try:
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, KeyError):
+        pass
+    log.info("kernel: building the Unicode tables (once per Python / Unicode version)")
+    t = _build_tables()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kernel-", suffix=".npz")
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **t)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.debug("kernel: tables not cached (%s)", e)
+    return t
+
+
+# --------------------------------------------------------------------------- compiled kernels
+
+try:
+    from numba import njit
+except ImportError:  # pragma: no cover - numba is a dependency; without it callers use the reference
+    njit = None
+
+
+def _jit(fn):
+    return njit(cache=True, nogil=True)(fn) if njit is not None else fn
+
+
+def _jit_inline(fn):
+    """A small helper inlined into its callers at numba's IR level (a call per byte costs more than the work)."""
+    return njit(cache=True, nogil=True, inline="always")(fn) if njit is not None else fn
+
+
+@_jit_inline
+def _put(out, pos, b, prev):
+    """Append byte `b` with the reference's space rules: runs of spaces collapse, none at a row's start (the
+    end is stripped by the caller dropping a pending space), a space between an ASCII letter and a digit.
+    `prev`: 0 row start, 1 space pending, 2 letter, 3 digit, 4 other. Returns (pos, prev)."""
+    if b == 32:
+        if prev != 0:
+            prev = 1
+        return pos, prev
+    cls = 4
+    if (97 <= b <= 122) or (65 <= b <= 90):
+        cls = 2
+    elif 48 <= b <= 57:
+        cls = 3
+    if prev == 1 or (prev == 2 and cls == 3) or (prev == 3 and cls == 2):
+        out[pos] = 32
+        pos += 1
+    out[pos] = b
+    return pos + 1, cls
+
+
+@_jit_inline
+def _put_b(out, pos, d, prev, b_off, b_pool):
+    for k in range(b_off[d], b_off[d + 1]):
+        pos, prev = _put(out, pos, b_pool[k], prev)
+    return pos, prev
+
+
+@_jit_inline
+def _is_letter(d):
+    return (97 <= d <= 122) or (65 <= d <= 90)
+
+
+@_jit
+def _command(mid, j, m, out, pos, prev, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+    """The LaTeX rules at the backslash mid[j] (the reference's FRAC_SHORT, ENVIRONMENT and COMMAND passes,
+    which never overlap: each starts at its own backslash). Returns (next index, pos, prev)."""
+    e = j + 1
+    while e < m and _is_letter(mid[e]):
+        e += 1
+    L = e - j - 1
+    if L == 0:  # a backslash before a non-letter is punctuation
+        pos, prev = _put(out, pos, 32, prev)
+        return j + 1, pos, prev
+    name0 = mid[j + 1] | 32
+    # \begin{...} / \end{...} with no brace inside: dropped whole
+    if (L == 5 and name0 == 98 and (mid[j + 2] | 32) == 101 and (mid[j + 3] | 32) == 103
+            and (mid[j + 4] | 32) == 105 and (mid[j + 5] | 32) == 110) or \
+            (L == 3 and name0 == 101 and (mid[j + 2] | 32) == 110 and (mid[j + 3] | 32) == 100):
+        k = e
+        while k < m and mid[k] == 32:
+            k += 1
+        if k < m and mid[k] == 123:
+            k += 1
+            while k < m and mid[k] != 123 and mid[k] != 125:
+                k += 1
+            if k < m and mid[k] == 125:
+                pos, prev = _put(out, pos, 32, prev)
+                return k + 1, pos, prev
+    # \frac12 (also d/t/c-frac): the two digits as words
+    f0 = j + 1 if L == 4 else j + 2
+    if (L == 4 or (L == 5 and (name0 == 100 or name0 == 116 or name0 == 99))) and (mid[f0] | 32) == 102 \
+            and (mid[f0 + 1] | 32) == 114 and (mid[f0 + 2] | 32) == 97 and (mid[f0 + 3] | 32) == 99:
+        k = e
+        while k < m and mid[k] == 32:
+            k += 1
+        if k < m and 48 <= mid[k] <= 57:
+            k2 = k + 1
+            while k2 < m and mid[k2] == 32:
+                k2 += 1
+            if k2 < m and 48 <= mid[k2] <= 57:
+                pos, prev = _put(out, pos, 32, prev)
+                pos, prev = _put(out, pos, mid[k], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                pos, prev = _put(out, pos, mid[k2], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                return k2 + 1, pos, prev
+    # any other command: its replacement from mathmap.COMMANDS, or its name
+    h = np.uint64(L)
+    for k in range(j + 1, e):
+        h = h * np.uint64(1099511628211) + np.uint64(mid[k])
+    lo = np.searchsorted(cmd_hash, h)
+    pos, prev = _put(out, pos, 32, prev)
+    while lo < len(cmd_hash) and cmd_hash[lo] == h:
+        ks = cmd_key_off[lo]
+        if cmd_key_off[lo + 1] - ks == L:
+            same = True
+            for k in range(L):
+                if cmd_keys[ks + k] != mid[j + 1 + k]:
+                    same = False
+                    break
+            if same:
+                for k in range(cmd_val_off[lo], cmd_val_off[lo + 1]):
+                    pos, prev = _put(out, pos, cmd_vals[k], prev)
+                pos, prev = _put(out, pos, 32, prev)
+                return e, pos, prev
+        lo += 1
+    for k in range(j + 1, e):
+        pos, prev = _put(out, pos, mid[k], prev)
+    pos, prev = _put(out, pos, 32, prev)
+    return e, pos, prev
+
+
+@_jit
+def _fence_end(mid, j, m):
+    """Where the code-fence line starting with the backticks at mid[j] ends (the reference's CODE_FENCE:
+    three backticks, a language tag of [A-Za-z0-9_+-], spaces / tabs, then a newline or the end), or -1."""
+    if j + 2 >= m or mid[j + 1] != 96 or mid[j + 2] != 96:
+        return -1
+    k = j + 3
+    while k < m and (_is_letter(mid[k]) or 48 <= mid[k] <= 57 or mid[k] == 95 or mid[k] == 43 or mid[k] == 45):
+        k += 1
+    while k < m and (mid[k] == 32 or mid[k] == 9):
+        k += 1
+    return k if k == m or mid[k] == 10 else -1
+
+
+@_jit
+def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper, amax, big_row,
+                      cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+    """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text).
+
+    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"),
+    stage B reads them with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
+    n = len(offs) - 1
+    out = np.empty(max(64, int((offs[n] - offs[0]) * 1.25) + 64), dtype=np.uint8)
+    mid = np.empty(1024, dtype=np.int32)
+    out_offs = np.zeros(n + 1, dtype=np.int64)
+    fallback = np.zeros(n, dtype=np.bool_)
+    pos = 0
+    for r in range(n):
+        if offs[r + 1] - offs[r] > big_row:  # the buffers are sized per text by worst-case expansion
+            fallback[r] = True
+            out_offs[r + 1] = pos
+            continue
+        # stage A (the buffer is sized per text: growing it inside the loop costs a reference count per byte)
+        if (offs[r + 1] - offs[r]) * amax > len(mid):
+            mid = np.empty((offs[r + 1] - offs[r]) * amax, dtype=np.int32)
+        m = 0
+        last_run = 0
+        bad = False
+        i = offs[r]
+        end = offs[r + 1]
+        while i < end:
+            b0 = data[i]
+            if b0 < 0x80:  # ASCII: lower-cased, never flagged, never in a run
+                mid[m] = b0 + 32 if 65 <= b0 <= 90 else b0
+                m += 1
+                last_run = 0
+                i += 1
+                continue
+            if b0 < 0xE0:
+                cp = (np.int64(b0 & 0x1F) << 6) | np.int64(data[i + 1] & 0x3F)
+                i += 2
+            elif b0 < 0xF0:
+                cp = (np.int64(b0 & 0x0F) << 12) | (np.int64(data[i + 1] & 0x3F) << 6) | np.int64(data[i + 2] & 0x3F)
+                i += 3
+            else:
+                cp = ((np.int64(b0 & 0x07) << 18) | (np.int64(data[i + 1] & 0x3F) << 12)
+                      | (np.int64(data[i + 2] & 0x3F) << 6) | np.int64(data[i + 3] & 0x3F))
+                i += 4
+            f = a_flag[cp]
+            if f & 1:
+                bad = True
+                break
+            run = f & 6
+            if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
+                mid[m] = 94 if run == 2 else 95
+                m += 1
+            last_run = run
+            for k in range(a_off[cp], a_off[cp + 1]):
+                mid[m] = a_pool[k]
+                m += 1
+        if bad:
+            fallback[r] = True
+            out_offs[r + 1] = pos
+            continue
+        # stage B
+        if pos + maxper * (m + 1) > len(out):
+            grown = np.empty(2 * len(out) + maxper * (m + 1), dtype=np.uint8)
+            grown[:pos] = out[:pos]
+            out = grown
+        prev = 0
+        j = 0
+        bol = True  # only spaces / tabs since the row's start or the last newline
+        while j < m:
+            d = mid[j]
+            if d == 96 and bol:
+                k = _fence_end(mid, j, m)
+                if k >= 0:  # a code-fence line: one space, the newline stays
+                    pos, prev = _put(out, pos, 32, prev)
+                    j = k
+                    continue
+            if d == 10:
+                bol = True
+            elif d != 32 and d != 9:
+                bol = False
+            if (d == 60 or d == 62) and j + 1 < m and mid[j + 1] == 61:
+                tab = le if d == 60 else ge
+                for k in range(len(tab)):
+                    pos, prev = _put(out, pos, tab[k], prev)
+                j += 2
+            elif d == 92:
+                j, pos, prev = _command(mid, j, m, out, pos, prev, cmd_hash, cmd_key_off, cmd_keys,
+                                        cmd_val_off, cmd_vals)
+            elif d < 128:  # ASCII: itself when alphanumeric, else a space
+                pos, prev = _put(out, pos, b_pool[b_off[d]], prev)
+                j += 1
+            else:
+                pos, prev = _put_b(out, pos, d, prev, b_off, b_pool)
+                j += 1
+        out_offs[r + 1] = pos
+    return out[:pos], out_offs, fallback
+
+
+@_jit
+def _fmix(x):
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@_jit
+def _word_hash(t, s, L):
+    """`hashing.hash_spans` for one word t[s:s+L]."""
+    lo = np.uint64(0)
+    for k in range(min(L, 8)):
+        lo |= np.uint64(t[s + k]) << np.uint64(8 * k)
+    hi = np.uint64(0)
+    for k in range(8, min(L, 16)):
+        hi |= np.uint64(t[s + k]) << np.uint64(8 * (k - 8))
+    hi = hi + np.uint64(L) * np.uint64(0xD6E8FEB86659FD93)
+    if L > 16:
+        p = np.uint64(1)
+        acc = np.uint64(0)
+        for k in range(16, L):
+            acc = acc + np.uint64(t[s + k]) * p
+            p = p * np.uint64(0x100000001B3)
+        hi = hi + acc
+    return _fmix(lo ^ _fmix(hi))
+
+
+@_jit
+def _hash_kernel(t, offs, n):
+    """Word hashes (+ row, byte offset in row) and word n-gram hashes (+ row, first word) of normalised texts
+    (single spaces, stripped)."""
+    nrows = len(offs) - 1
+    cap = (offs[nrows] - offs[0]) // 2 + nrows + 1
+    wh = np.empty(cap, dtype=np.uint64)
+    wrow = np.empty(cap, dtype=np.int64)
+    woff = np.empty(cap, dtype=np.int64)
+    gh = np.empty(cap, dtype=np.uint64)
+    grow = np.empty(cap, dtype=np.int64)
+    gstart = np.empty(cap, dtype=np.int64)
+    nw = 0
+    ng = 0
+    q = np.uint64(0x9E3779B97F4A7C15)
+    qn = np.uint64(1)
+    for _ in range(n):
+        qn = qn * q
+    for r in range(nrows):
+        first_word = nw
+        acc = np.uint64(0)
+        s = offs[r]
+        end = offs[r + 1]
+        i = s
+        while i < end:
+            j = i
+            while j < end and t[j] != 32:
+                j += 1
+            wh[nw] = _word_hash(t, i, j - i)
+            wrow[nw] = r
+            woff[nw] = i - s
+            nw += 1
+            if n > 0:  # rolling: acc = sum of wh[k] * Q^(last - k) over the window (mod 2^64, as ngram_hashes)
+                acc = acc * q + wh[nw - 1]
+                if nw - first_word > n:
+                    acc = acc - wh[nw - 1 - n] * qn
+            if n > 0 and nw - first_word >= n:
+                gh[ng] = _fmix(acc)
+                grow[ng] = r
+                gstart[ng] = nw - n
+                ng += 1
+            i = j + 1
+    return wh[:nw], wrow[:nw], woff[:nw], gh[:ng], grow[:ng], gstart[:ng]
+
+
+# --------------------------------------------------------------------------- public functions
+
+
+def _as_arrow(texts):
+    """A single-chunk pyarrow LargeStringArray of `texts` (nulls -> ""), and the rows Arrow could not hold
+    (lone surrogates from JSON: they take `normalize`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bad: list[int] = []
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        arr = texts
+    elif type(texts).__module__.startswith("polars"):
+        arr = texts.cast(__import__("polars").String).to_arrow()
+    else:
+        texts = list(texts)
+        try:
+            arr = pa.array(texts, pa.large_string())
+        except (UnicodeEncodeError, pa.ArrowException, TypeError):
+            clean = []
+            for k, x in enumerate(texts):
+                try:
+                    (x or "").encode("utf-8")
+                    clean.append(x)
+                except UnicodeEncodeError:
+                    bad.append(k)
+                    clean.append("")
+            arr = pa.array(clean, pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
+    arr = pc.fill_null(arr.cast(pa.large_string()), "")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr, bad
+
+
+def _buffers(arr) -> tuple[np.ndarray, np.ndarray]:
+    n = len(arr)
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    data = arr.buffers()[2]
+    return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)), offs
+
+
+@lru_cache(maxsize=1)
+def _max_per_char() -> int:
+    """A bound on the bytes one intermediate code point can add to the output (table B or a LaTeX rule, plus
+    the spaces the space rules insert): sizes the kernel's buffer."""
+    t = tables()
+    longest = max(int(np.diff(t["b_off"]).max()), len(t["le"]), len(t["ge"]),
+                  max(len(v) for v in mathmap.COMMANDS.values()))
+    return 2 * longest + 8
+
+
+@lru_cache(maxsize=1)
+def _max_per_byte() -> int:
+    """The most intermediate code points one input byte can become (table A plus a run marker)."""
+    return int(np.diff(tables()["a_off"]).max()) + 1
+
+
+def _name_hash(name: bytes) -> int:
+    """The kernel's hash of a command name (FNV-style, 64-bit)."""
+    h = len(name)
+    for c in name:
+        h = (h * 1099511628211 + c) % 2**64
+    return h
+
+
+@lru_cache(maxsize=1)
+def _command_tables() -> tuple[np.ndarray, ...]:
+    """mathmap.COMMANDS for the kernel: name hashes (sorted), name bytes and replacement bytes by offsets."""
+    items = sorted(((_name_hash(k.encode()), k.encode(), v.encode()) for k, v in mathmap.COMMANDS.items()))
+    for _, k, v in items:
+        if not (k.isalpha() and (v == b"" or v.isalnum())):
+            raise ValueError(f"kernel: command {k!r} -> {v!r} is not a plain word")
+    hashes = np.array([h for h, _, _ in items], dtype=np.uint64)
+    key_off = np.cumsum([0] + [len(k) for _, k, _ in items]).astype(np.int64)
+    val_off = np.cumsum([0] + [len(v) for _, _, v in items]).astype(np.int64)
+    keys = np.frombuffer(b"".join(k for _, k, _ in items), dtype=np.uint8).astype(np.int32)
+    vals = np.frombuffer(b"".join(v for _, _, v in items) or b"\0", dtype=np.uint8)
+    return hashes, key_off, keys, val_off, vals
+
+
+def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data, offs = _buffers(arr)
+    t = tables()
+    return _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"], t["le"],
+                             t["ge"], _max_per_char(), _max_per_byte(), BIG_ROW, *_command_tables())
+
+
+def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
+    """`normalize` of every text of a list / Arrow / polars string column, as a pyarrow LargeStringArray (one
+    compiled pass per text; the texts the kernel flags take `normalize`; switches other than the defaults,
+    `wrappers` aside, take the polars batch path `normalize_arrow`)."""
+    import polars as pl
+    import pyarrow as pa
+
+    if replace(cfg, wrappers=True) != DEFAULT_NORM or njit is None:  # other switches: the polars batch path
+        if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            texts = texts.to_pylist()
+        return normalize_arrow(texts if type(texts).__module__.startswith("polars") else list(texts), cfg)
+    arr, bad = _as_arrow(texts)
+    out, out_offs, fallback = _run_kernel(arr)
+    res = pl.Series("t", pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(out_offs), pa.py_buffer(out)))
+    if cfg.wrappers:
+        res = strip_wrappers_series(res, cfg)
+    fallback[bad] = True
+    if fallback.any():
+        idx = np.flatnonzero(fallback)
+        src = texts if isinstance(texts, list) else arr.take(pa.array(idx)).to_pylist()
+        fixed = [normalize(src[k], cfg) for k in idx] if isinstance(texts, list) else [normalize(x, cfg) for x in src]
+        res = res.scatter(idx, pl.Series(fixed, dtype=pl.String))
+    got = res.to_arrow()
+    return got.combine_chunks() if isinstance(got, pa.ChunkedArray) else got
+
+
+def hash_words_ngrams(norm, n: int) -> tuple[np.ndarray, ...]:
+    """Word and word n-gram hashes of a normalised LargeStringArray (what `normalize_many` returns), in one
+    compiled pass: (word hashes, word row, word byte offset in its row, n-gram hashes, n-gram row, first
+    word of each n-gram), equal to `hashing.hash_words_arrow` and `hashing.ngram_hashes(..., n)`."""
+    data, offs = _buffers(norm)
+    return _hash_kernel(data, offs, n)
+
+
+def fallback_share(texts) -> float:
+    """The share of `texts` the kernel hands to `normalize` (LaTeX, code fences, composing Unicode)."""
+    arr, bad = _as_arrow(texts)
+    fallback = _run_kernel(arr)[2]
+    fallback[bad] = True
+    return float(fallback.mean()) if len(fallback) else 0.0

@@ -1,0 +1,229 @@
+"""The semantic tier: the local embedding model, the numbers- and question-aware pair check, and the tier in
+decontamination and dedup from the CLI (a tiny BERT encoder built from a config; one test with the real wheel)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cotforge.curate.dedup.pairs.semantic import (
+    PairThresholds,
+    asks_other_quantity,
+    carriers_differ,
+    math_of,
+    number_verdict,
+    numbers_of,
+    pair_verdict,
+    question_of,
+)
+from cotforge.curate.text.embed import Embedder, EmbedModelError, build_tiny_encoder, resolve_model_dir
+from cotforge.pipelines.cli.main import main
+
+ITEM = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "
+        "How many dollars did she spend?")
+REPHRASED = ("At the market, Janet, who already owns three apples, purchases five more. Every apple is priced at "
+             "2 dollars. What amount of money, in dollars, did she pay?")
+NUMBER_CHANGED = ("Janet has 3 apples and buys 7 more at the market. Each apple costs $2. "
+                  "How many dollars did she spend?")
+QUESTION_CHANGED = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "
+                    "How many apples did she have at the market?")
+DEDUP_REPHRASED = ("Janet owns 3 apples and purchases 5 more at the market. Every apple is priced at $2. "
+                   "What amount of money did she pay, in dollars?")
+CLEAN = "A train travels 60 miles in 1.5 hours. What is its average speed in miles per hour?"
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> Path:
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc"), corpus=[ITEM, REPHRASED, CLEAN] * 5)
+
+
+def test_numbers_words_and_digits():
+    assert numbers_of("three apples, $1,200 and 20% of 2.50") == numbers_of("3 apples, 1200 dollars, 20 percent of 2.5")
+    ok, shared = number_verdict(ITEM, REPHRASED, 0)
+    assert ok and shared == ["2", "3", "5"]
+    assert not number_verdict(ITEM, NUMBER_CHANGED, 0)[0]
+    assert number_verdict("It takes 1 hour.", "It takes one hour.", 0)[0]  # "one" may stand for a digit 1
+    assert not number_verdict("It takes 2 hours.", "It takes one hour.", 0)[0]
+    # symmetric (dedup): one text may not hold a number the other lacks
+    assert not number_verdict("Add 2 and 3.", "Add 2 and 3 and 4.", 0, symmetric=True)[0]
+
+
+def test_question_checks():
+    assert question_of(ITEM) == "How many dollars did she spend?"
+    assert question_of("Let $x = 2$. Find $x^2$. It is small.") == "Find $x^2$."  # no "?": the last instruction
+    assert question_of("Is it 10? No. Compute the product.") == "Is it 10?"  # a "?" sentence comes first
+    area = "What is the area of the region defined by\n$|x| + |y| \\le 1$?"
+    assert question_of(area).startswith("What is the area")  # display math on its own line ends no sentence
+    assert carriers_differ(question_of(area), question_of(area.replace("area", "perimeter")))
+    assert carriers_differ("What is the sum of the roots?", "What is the product of the roots?")
+    assert carriers_differ("Which is largest?", "Which is smallest?")
+    assert carriers_differ("How many are divisible by 3?", "How many are not divisible by 3?")
+    assert not carriers_differ("How many in total?", "How many altogether?")
+    assert asks_other_quantity(ITEM, question_of(ITEM), QUESTION_CHANGED, question_of(QUESTION_CHANGED))
+    assert not asks_other_quantity(ITEM, question_of(ITEM), REPHRASED, question_of(REPHRASED))
+
+
+def test_math_regions_must_match():
+    th = PairThresholds()
+    odd = 'Let $f(x)$ be an odd function. Is $f(f(x))$ even, odd, or neither?'
+    assert pair_verdict(odd, 'Suppose $f(x)$ is an odd function. Then is $f(f(x))$ even or odd, or neither?', 0.95, 0.9,
+                        th) is None
+    assert pair_verdict(odd, odd.replace("f(f(x))", "f(f(f(x)))"), 0.95, 0.9, th) == "math_changed"
+    assert pair_verdict("Compute $\\arcsin(-\\frac{1}{2}).$", "Compute $\\arcsin \\frac{1}{\\sqrt{2}}$.", 0.93, 0.93,
+                        th) == "math_changed"  # the same numbers 1 and 2, another expression
+    # "$" as currency: the prose between two of them is no formula
+    assert math_of("Eggs cost $2 each and she sells the rest for $3 a dozen.") == math_of("Eggs cost 2 dollars each.")
+
+
+def test_pair_verdict_reasons():
+    th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)
+    assert pair_verdict(ITEM, REPHRASED, 0.9, 0.9, th) is None
+    assert pair_verdict(ITEM, REPHRASED, 0.7, 0.9, th) == "below_cosine"
+    assert pair_verdict(ITEM, NUMBER_CHANGED, 0.99, 1.0, th) == "number_changed"
+    assert pair_verdict(ITEM, QUESTION_CHANGED, 0.95, 0.9, th) == "question_changed"
+    assert pair_verdict(ITEM, REPHRASED, 0.9, 0.5, th) == "question_changed"
+
+
+def test_embedder_from_a_local_folder(tiny_encoder):
+    emb = Embedder(str(tiny_encoder), batch_size=2)
+    v = emb.encode([ITEM, "", CLEAN, ITEM])
+    assert v.shape == (4, emb.dim) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(v[0], v[3], atol=1e-6)  # batch order (sorted by length) does not change a vector
+    assert emb.encode([]).shape == (0, emb.dim)
+
+
+def test_static_embedder_distilled_from_the_model(tiny_encoder, tmp_path, monkeypatch):
+    from cotforge.curate.text.embed import StaticEmbedder
+
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(tmp_path))
+    emb = Embedder(str(tiny_encoder))
+    st = StaticEmbedder(emb)
+    assert st.table.shape == (len(emb.tokenizer), emb.dim)
+    assert list((tmp_path / "semantic").glob("static-*.npy"))  # the token table is cached
+    st.fit_weights([ITEM, CLEAN])
+    v = st.encode([ITEM, REPHRASED, ""])
+    assert np.allclose(np.linalg.norm(v[:2], axis=1), 1.0, atol=1e-5) and not v[2].any()
+    assert np.allclose(StaticEmbedder(emb).table, st.table)  # read back from the cache
+
+
+def test_model_errors_name_the_path(tmp_path):
+    with pytest.raises(EmbedModelError, match="no such folder"):
+        resolve_model_dir(str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EmbedModelError, match="no config.json"):
+        resolve_model_dir(str(tmp_path / "empty"))
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_decontaminate_semantic_from_the_cli(tmp_path, tiny_encoder):
+    """A random tiny encoder gives arbitrary cosines, so the cosine bounds are opened and the pair check alone
+    decides: the rephrasing is flagged `semantic` with its numbers and both texts; the look-alikes are kept."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    _jsonl(bench / "mybench.jsonl", [{"id": "b1", "problem": ITEM, "answer": "10"}])
+    rows = [{"id": "r", "prompt": REPHRASED, "response": "10"}, {"id": "n", "prompt": NUMBER_CHANGED, "response": "x"},
+            {"id": "q", "prompt": QUESTION_CHANGED, "response": "x"}, {"id": "c", "prompt": CLEAN, "response": "40"}]
+    src = _jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "out"
+    args = [str(src), "-o", str(out), "--benchmarks", "mybench", "--benchmarks-dir", str(bench), "--workers", "1",
+            "--semantic", "--semantic-model", str(tiny_encoder), "--semantic-cosine", "-1",
+            "--semantic-question-cosine", "0"]
+    res = CliRunner().invoke(main, ["curate", "decontaminate", *args])
+    assert res.exit_code == 0, res.output
+    import polars as pl
+
+    removed = pl.read_parquet(sorted((out / "removed").glob("*.parquet")))
+    got = {r["id"]: r for r in removed.iter_rows(named=True)}
+    assert got["r"]["match_kind"] == "semantic" and got["r"]["side"] == "prompt"
+    # the look-alikes and the clean row are not semantic matches (the question-changed one shares most of the
+    # item's words: the lexical fuzzy tier flags it, as before)
+    assert "n" not in got and "c" not in got and got.get("q", {}).get("match_kind") != "semantic"
+    m = json.loads(got["r"]["matches"])[0]
+    assert m["numbers"] == ["2", "3", "5"] and m["item_text"] == ITEM and m["row_text"] == REPHRASED
+    # off (the default): the lexical tiers alone do not catch the rephrasing
+    res = CliRunner().invoke(main, ["curate", "decontaminate", str(src), "-o", str(tmp_path / "off"), "--benchmarks",
+                                    "mybench", "--benchmarks-dir", str(bench), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    off = pl.read_parquet(sorted((tmp_path / "off" / "removed").glob("*.parquet")))
+    assert "r" not in off["id"].to_list()
+
+
+def test_matcher_embeds_the_response_opening_when_the_prompt_is_empty(tmp_path, tiny_encoder):
+    from cotforge.curate.core.benchmarks import BenchmarkItem
+    from cotforge.curate.decontam.config import DecontamConfig
+    from cotforge.curate.decontam.index import DecontamIndex, build_index
+    from cotforge.curate.decontam.match import Matcher
+
+    cfg = DecontamConfig(semantic=True, semantic_model=str(tiny_encoder), semantic_cosine=-1.0,
+                         semantic_question_cosine=0.0, semantic_response_chars=len(REPHRASED))
+    build_index({"mybench": [BenchmarkItem(id="b1", problem=ITEM, answer="10", benchmark="mybench")]}, cfg, tmp_path / "idx")
+    assert (tmp_path / "idx" / "semantic" / "vectors.npy").is_file()
+    found = Matcher(DecontamIndex(tmp_path / "idx")).match_batch(
+        ["", "", CLEAN], [REPHRASED + " So the answer is 10.", NUMBER_CHANGED, REPHRASED], cfg)
+    assert [[(m.match_kind, m.side) for m in ms] for ms in found] == [[("semantic", "response")], [], []]
+    # the static fast path: a bound no row reaches keeps every row away from the transformer
+    strict = DecontamConfig(**{**cfg.__dict__, "semantic_prefilter": 1.0})
+    m = Matcher(DecontamIndex(tmp_path / "idx"))
+    assert m.match_batch(["", CLEAN], [REPHRASED + " So the answer is 10.", None], strict) == [[], []]
+    assert m._semantic.skipped == 2
+
+
+def test_decontaminate_semantic_missing_model_is_a_clear_error(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    _jsonl(bench / "mybench.jsonl", [{"id": "b1", "problem": ITEM, "answer": "10"}])
+    src = _jsonl(tmp_path / "train.jsonl", [{"id": "r", "prompt": REPHRASED, "response": "10"}])
+    res = CliRunner().invoke(main, ["curate", "decontaminate", str(src), "-o", str(tmp_path / "o"), "--benchmarks",
+                                    "mybench", "--benchmarks-dir", str(bench), "--semantic", "--semantic-model",
+                                    str(tmp_path / "no_model")])
+    assert res.exit_code != 0
+    assert "no_model" in res.output and "no such folder" in res.output and "Traceback" not in res.output
+
+
+def test_dedup_semantic_from_the_cli(tmp_path, tiny_encoder):
+    """Dedup with the tier: the reworded problem merges into the original (kept: the first); the number- and
+    question-changed look-alikes stay. (REPHRASED, with its sentences moved and numbers in words, is one the
+    graded check keeps apart as `number_changed`: the stage does not let the semantic check overrule that.)"""
+    rows = [{"id": "a", "prompt": ITEM, "response": "10"}, {"id": "r", "prompt": DEDUP_REPHRASED, "response": "10"},
+            {"id": "n", "prompt": NUMBER_CHANGED, "response": "14"}, {"id": "q", "prompt": QUESTION_CHANGED,
+                                                                         "response": "8"},
+            {"id": "c", "prompt": CLEAN, "response": "40"}]
+    src = _jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["curate", "dedup", str(src), "-o", str(out), "--workers", "1", "--semantic",
+                                    "--semantic-model", str(tiny_encoder), "--semantic-cosine", "-1",
+                                    "--semantic-question-cosine", "0"])
+    assert res.exit_code == 0, res.output
+    import polars as pl
+
+    removed = pl.read_parquet(sorted((out / "removed").glob("*.parquet")))
+    assert removed["id"].to_list() == ["r"]
+    assert removed["duplicate_of"].to_list()[0] is not None
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["dedup"]["semantic_merged"] == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None, reason="the semantic extra is not installed")
+def test_real_shipped_model_separates_rephrasing_from_look_alikes():
+    """all-MiniLM-L6-v2 from the wheel: the rephrasing is close to the item, and the pair check (not the cosine)
+    rejects the number-changed look-alike, which is as close."""
+    emb = Embedder()
+    v = emb.encode([ITEM, REPHRASED, NUMBER_CHANGED, QUESTION_CHANGED, CLEAN])
+    cos = v @ v[0]
+    q = emb.encode([question_of(t) for t in (ITEM, REPHRASED, QUESTION_CHANGED)])
+    th = PairThresholds()
+    assert cos[1] > 0.8 and cos[4] < 0.5 and cos[2] > 0.9  # the look-alike is as close as the rephrasing
+    assert pair_verdict(ITEM, REPHRASED, float(cos[1]), float(q[1] @ q[0]), th) is None
+    assert pair_verdict(ITEM, NUMBER_CHANGED, float(cos[2]), 1.0, th) == "number_changed"
+    assert pair_verdict(ITEM, QUESTION_CHANGED, float(cos[3]), float(q[2] @ q[0]), th) == "question_changed"
+    assert pair_verdict(ITEM, CLEAN, float(cos[4]), 0.0, th) == "below_cosine"
