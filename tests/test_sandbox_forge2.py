@@ -125,6 +125,16 @@ REFS = {
                                "try:\n    f(1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no')\n"),
     # an endless generator where the test reads it whole
     "endless_generator": ("def f(x):\n    while True:\n        yield [0] * 1000\n", "assert list(f(1)) == [1, 2, 3]\n"),
+    # a test subclass of a program class whose __eq__ is always true: equality is still computed on data
+    "subclass_of_always_equal_class": ("class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+                                       "    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n\n\n"
+                                       "def mid(a, b):\n    return Point(0, 0)\n",
+                                       "class P(Point):\n    pass\n\n\nassert mid(P(0, 0), P(4, 6)) == P(2, 3)\n"),
+    # a program method named like a dunder or a reference's internals is never put on the stand-in
+    "methods_named_like_internals": ("class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+                                     "    def _ch(self):\n        return 1\n    def mro(self):\n        return 1\n\n\n"
+                                     "Point.__eq__ = lambda s, o: True\n\n\ndef mid(a, b):\n    return Point(0, 0)\n",
+                                     "class P(Point):\n    pass\n\n\nassert mid(P(0, 0), P(4, 6)) == Point(2, 3)\n"),
     # a truthy stand-in: the program's 'function' is an exception class (constructing it runs nothing)
     "exception_class_as_function": ("class f(Exception):\n    pass\n", "assert f(1)\nassert f(2)\n"),
 }

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # never imported on the host: named so the code hash (pipelines/codehash.py) covers the harness
-    from cotforge.curate.verify.sandbox.jailed import codec, program, pytestrun, testrunner, wire  # noqa: F401
+    from cotforge.curate.verify.sandbox.jailed import codec, events, program, pytestrun, testrunner, wire  # noqa: F401
 
 log = logging.getLogger(__name__)
 

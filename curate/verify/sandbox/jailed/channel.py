@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 
-from . import codec, guards, remote, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, events, guards, remote, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .remote import Call, Remote  # noqa: TID251
 
 
@@ -39,10 +39,19 @@ class Channel:
         self.remotes: dict[int, Remote] = {}  # one reference per program object
         self.callbacks: list = []  # the test's functions passed to the program, by id
         self.handles: dict[str, int] = {}  # module-level program objects (classes) by name -> handle
-        self.ret_dec = lambda: codec.Decoder(listnode, treenode, self.remote, None, guards.program_array,
-                                             self.classes)
-        self.arg_dec = lambda: codec.Decoder(listnode, treenode, self.remote, lambda _n, attrs: attrs,
-                                             guards.program_array, self.classes)
+        self.nodes = listnode, treenode
+
+    def ret_dec(self, table: list | tuple = ()) -> codec.Decoder:
+        """The decoder of the program's answers; `table`: the test's objects the request sent (["OR", n])."""
+        dec = codec.Decoder(*self.nodes, self.remote, None, guards.program_array, self.classes)
+        dec.table = list(table)
+        return dec
+
+    def arg_dec(self, table: list | tuple = ()) -> codec.Decoder:
+        """The decoder of mutated arguments (program objects inside them arrive as their attribute dicts)."""
+        dec = codec.Decoder(*self.nodes, self.remote, lambda _n, attrs: attrs, guards.program_array, self.classes)
+        dec.table = list(table)
+        return dec
 
     def fail(self, exc: BaseException) -> BaseException:
         """Remember the first channel failure (whatever the test does with the exception) and return it."""
@@ -58,12 +67,15 @@ class Channel:
             if not (isinstance(cls, type) and issubclass(cls, Remote)):
                 cls = Remote
             obj = object.__new__(cls)
-            cls.__init__(obj, self, i, type_name)
+            (remote.RemoteIterator if iterator else Remote).__init__(obj, self, i, type_name)
             self.remotes[i] = obj
         return self.remotes[i]
 
     def encoder(self) -> codec.Encoder:
-        return codec.Encoder(self.ref, objects=True, refs=(Remote, Call, remote.ProgramType), callback=self.register)
+        """The test's values for the program: its objects in an object table (one entry per object, so shared
+        nodes and cycles survive), its functions as callbacks, references as themselves."""
+        return codec.Encoder(self.ref, objects=True, refs=(Remote, Call, remote.ProgramType), callback=self.register,
+                             graph=True)
 
     def handle_of(self, name: str) -> int:
         """The reference id of the program's module-level object `name` (a class)."""
@@ -78,8 +90,9 @@ class Channel:
     def dunder(self, target: int, name: str, args: tuple):
         """A builtin operation (len, str, iter, in, [] ...) on a program object, run there."""
         enc = self.encoder()
-        resp = self.exchange({"op": "dunder", "target": target, "name": name, "args": [enc.enc(a) for a in args]})
-        return self._result(resp)
+        resp = self.exchange({"op": "dunder", "target": target, "name": name, "args": [enc.enc(a) for a in args]},
+                             enc)
+        return self._result(resp, enc.kept)
 
     def next_items(self, target: int, n: int) -> tuple[list, bool]:
         """Up to `n` next items of a program iterator, and whether it ended."""
@@ -96,14 +109,14 @@ class Channel:
             raise self.fail(ProtocolError("malformed object data"))
         return state
 
-    def _result(self, resp: dict):
+    def _result(self, resp: dict, table: list | tuple = ()):
         if resp.get("op") == "raise":
             exc = self.ret_dec().dec(resp.get("exc"))
             raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))
         if resp.get("op") != "ret":
             raise self.fail(ProtocolError("unexpected message"))
         try:
-            return self.ret_dec().dec(resp.get("value"))
+            return self.ret_dec(table).dec(resp.get("value"))
         except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
             raise self.fail(ProtocolError(f"undecodable answer: {e!r}")) from None
 
@@ -141,10 +154,18 @@ class Channel:
             raise self.fail(ProtocolError("a message is not a mapping"))
         return msg
 
-    def exchange(self, msg: dict) -> dict:
+    def exchange(self, msg: dict, enc: codec.Encoder | None = None) -> dict:
         """Send one request and read its answer, as one step for every thread of the test; calls the program
-        makes meanwhile of the test's own functions (callbacks) are run here and answered."""
+        makes meanwhile of the test's own functions (callbacks) are run here and answered. The test's logger
+        levels go with the request, the warnings and log records the program emitted come back with the answer
+        and are emitted here again (`events.py`). `enc`: the encoder of the request's values, whose objects go
+        as the request's object table and get the attributes the program left them with."""
         with self.lock:
+            levels = events.test_levels()
+            if levels:
+                msg["levels"] = levels
+            if enc is not None and enc.kept:
+                msg["objs"] = enc.objects_table()
             self.send(msg)
             while True:
                 resp = self.recv()
@@ -152,7 +173,36 @@ class Channel:
                     break
                 self.run_callback(resp)
             self.requests += 1
+            if enc is not None and enc.kept and resp.get("objs") is not None:
+                self._sync(enc.kept, resp["objs"])
+            try:
+                events.replay(resp.get("events"), self.classes)
+            except events.Malformed as e:
+                raise self.fail(ProtocolError(str(e))) from None
             return resp
+
+    def _sync(self, objs: list, rows) -> None:
+        """Give the test's objects the attributes the program left them with (None: a row it did not change),
+        so a test sees the program's mutations of its nodes as it would in one process."""
+        if type(rows) is not list or len(rows) != len(objs):
+            raise self.fail(ProtocolError("malformed object table"))
+        try:
+            dec = self.ret_dec(objs)
+            new = [None if row is None else dec.attributes(row) for row in rows]
+        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
+            raise self.fail(ProtocolError(f"undecodable object table: {e!r}")) from None
+        for obj, attrs in zip(objs, new, strict=True):
+            for k, v in (attrs or {}).items():
+                if k.startswith("__"):  # never a dunder of the test's object (`__class__`, `__dict__`)
+                    continue
+                old = vars(obj).get(k, v)
+                if old is not v and type(old) is type(v) and isinstance(old, codec.MUTABLE):
+                    codec.assign_into(old, v)
+                    continue
+                try:
+                    setattr(obj, k, v)
+                except (AttributeError, TypeError):
+                    pass
 
     def register(self, fn) -> int:
         """A test function the program may call back: its id."""
@@ -173,7 +223,10 @@ class Channel:
         except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
             raise self.fail(ProtocolError(f"undecodable callback arguments: {e!r}")) from None
         try:
-            reply = {"op": "cbret", "value": self.encoder().enc(self.callbacks[i](*args, **kwargs))}
+            enc = self.encoder()
+            reply = {"op": "cbret", "value": enc.enc(self.callbacks[i](*args, **kwargs))}
+            if enc.kept:
+                reply["objs"] = enc.objects_table()
         except (ProgramGone, ProtocolError):
             raise
         except Exception as e:  # noqa: BLE001 - the test function's exception goes to its caller
@@ -192,11 +245,11 @@ class Channel:
         self.calls += 1
         enc = self.encoder()
         resp = self.exchange({"op": "call", "target": target, "name": name, "args": [enc.enc(a) for a in args],
-                              "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}})
+                              "kwargs": {str(k): enc.enc(v) for k, v in kwargs.items()}}, enc)
         if self.forward:
             forward_output(resp)
         try:
-            dec = self.arg_dec()
+            dec = self.arg_dec(enc.kept)
             for i, v in resp.get("args") or []:
                 if type(i) is int and 0 <= i < len(args):
                     codec.assign_into(args[i], dec.dec(v))
@@ -208,7 +261,7 @@ class Channel:
                 if not isinstance(exc, Exception):
                     raise self.fail(ProtocolError("malformed exception"))
             elif resp.get("op") == "ret":
-                return self.ret_dec().dec(resp.get("value"))
+                return self.ret_dec(enc.kept).dec(resp.get("value"))
             else:
                 raise self.fail(ProtocolError("unexpected message"))
         except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError) as e:
@@ -217,8 +270,8 @@ class Channel:
 
     def set_attr(self, target: int, name: str, value) -> None:
         """`obj.name = value` on a program object (test setups that build the program's data structures)."""
-        resp = self.exchange({"op": "setattr", "target": target, "name": name,
-                              "value": self.encoder().enc(value)})
+        enc = self.encoder()
+        resp = self.exchange({"op": "setattr", "target": target, "name": name, "value": enc.enc(value)}, enc)
         if resp.get("op") == "raise":
             exc = self.ret_dec().dec(resp.get("exc"))
             raise exc if isinstance(exc, Exception) else self.fail(ProtocolError("malformed exception"))

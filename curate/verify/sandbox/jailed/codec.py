@@ -22,7 +22,12 @@ trusted test -> program direction (`wire.py`).
     exception           ["X", [class names along the MRO], message, [args...], [[attr, value], ...]]
     program object      ["H", handle id, type name]   (program -> test only: a remote reference)
     program iterator    ["HI", handle id, type name]  (program -> test only: read lazily, in chunks)
-    test-side object    ["O", class name, [[attr, value], ...]]   (test -> program only)
+    test-side object    ["OR", n]: object n of the message's object table (test -> program: the objects the
+                        test passes, each once, so a node reachable twice or a cycle stays one object; program
+                        -> test: one of the test's objects of the request, the same object coming back)
+    object table        [[class name, [[attr, value], ...]], ...]  (a request's "objs"; the answer's "objs":
+                        the attributes of those objects after the call, so the program's mutations show)
+    program object data ["O", class name, [[attr, value], ...]]  (a program object inside a mutated argument)
     test-side function  ["CB", id]   (test -> program only: the program's calls of it run in the test process)
 
 One module on purpose: both sides of the channel encode and decode with it, and each tag's two directions sit
@@ -65,6 +70,17 @@ class TreeNode:
         self.right = right
 
 
+_HOLDERS: dict[str, type] = {}
+
+
+def holder(name: str) -> object:
+    """An empty attribute holder whose class is named `name` (program side: a test object of a class the
+    program does not define)."""
+    if name not in _HOLDERS:
+        _HOLDERS[name] = type(name, (), {"__module__": "test"})
+    return _HOLDERS[name]()
+
+
 def _loaded(module: str, *providers: str):
     """`module` (imported now) when it or a module its classes come from is already loaded, else None: a
     value cannot be an instance of a class nobody has loaded, so the encoder need not import fractions /
@@ -75,7 +91,11 @@ def _loaded(module: str, *providers: str):
 
 
 def _node_kind(x: object) -> str | None:
-    """'LN' / 'TN' for LeetCode-style node objects, by class name or by their fields."""
+    """'LN' / 'TN' for LeetCode-style node objects, by class name or by their fields; None for an object with
+    fields a node does not have (a `random` pointer: sent as a reference, so no field is lost)."""
+    fields = getattr(x, "__dict__", None)
+    if type(fields) is dict and not fields.keys() <= {"val", "next", "left", "right"}:
+        return None
     name = type(x).__name__
     if name == "ListNode" or (name != "TreeNode" and hasattr(x, "val") and hasattr(x, "next")
                               and not hasattr(x, "left")):
@@ -91,8 +111,12 @@ class Encoder:
     attributes by their attributes (test-side arguments, and arguments sent back after a call)."""
 
     def __init__(self, handle=None, objects: bool = False, lazy: bool = False, refs: tuple | None = None,
-                 callback=None) -> None:
+                 callback=None, graph: bool = False, table_ids: dict[int, int] | None = None) -> None:
         self.handle = handle
+        self.table_ids = table_ids or {}  # id(obj) -> n: objects of the request's table, sent back as ["OR", n]
+        self.table: list | None = [] if graph else None  # the test side: its objects, each encoded once
+        self.kept: list = []  # the objects of `table`, by index (alive, so their ids stay theirs)
+        self.pending: list = []
         self.callback = callback  # the test side: its own functions pass as callbacks (["CB", id])
         self.refs = refs  # the test side's reference class: passed back as the reference it is
         self.objects = objects
@@ -126,6 +150,11 @@ class Encoder:
     def _other(self, x, t, d):  # noqa: C901
         if self.refs is not None and isinstance(x, self.refs):
             return ["H", self.handle(x), ""]
+        if self.table_ids and id(x) in self.table_ids:
+            return ["OR", self.table_ids[id(x)]]
+        if self.table is not None and hasattr(x, "__dict__") and not callable(x) and not hasattr(x, "__next__") \
+                and not isinstance(x, BaseException):
+            return ["OR", self._object(x)]
         collections, decimal, fractions = _loaded("collections", "_collections"), \
             _loaded("decimal", "_decimal", "_pydecimal"), _loaded("fractions")
         if isinstance(x, bool):
@@ -180,6 +209,26 @@ class Encoder:
         if self.handle is not None:
             return ["H", self.handle(x), t.__name__]
         raise CodecError(f"cannot pass a value of type {t.__name__}")
+
+    def _object(self, x) -> int:
+        """The table index of test-side object `x` (its attributes are encoded by `objects_table`)."""
+        n = self.table_ids.get(id(x))
+        if n is None:
+            n = self.table_ids[id(x)] = len(self.kept)
+            self.kept.append(x)
+            self.pending.append(n)
+        return n
+
+    def objects_table(self) -> list:
+        """The object table of what was encoded: [class name, [[attr, value], ...]] per object, built without
+        recursion (an object's objects are references), so a list of 10**5 nodes is no deeper than one."""
+        rows: list = [None] * len(self.kept)
+        while self.pending:
+            n = self.pending.pop()
+            x = self.kept[n]
+            rows[n] = [type(x).__name__, [[str(k), self.enc(v, 1)] for k, v in vars(x).items()]]
+            rows.extend([None] * (len(self.kept) - len(rows)))
+        return rows
 
     def _numpy(self, x, np, d):
         if x.dtype.kind not in NUMPY_KINDS:
@@ -283,14 +332,35 @@ def make_exception(names: list, message: str, args: tuple | None = None, attrs: 
 class Decoder:
     """JSON-able structure -> value, building only built-in values. `listnode`/`treenode`: the classes to
     build nodes with; `handle(id, type_name)` builds remote references (test side; None: refused);
-    `objects(cls_name, attrs)` builds test-side objects on the program side (None: refused); `array(ndarray)`
+    `objects(cls_name, attrs)` builds program objects inside mutated arguments (None: refused); `make(cls_name)`
+    an empty object of an object table (`load`; program side); `array(ndarray)`
     wraps decoded arrays (the test side's degenerate-comparison guard, `guards.py`)."""
 
     def __init__(self, listnode=ListNode, treenode=TreeNode, handle=None, objects=None, array=None,
-                 exceptions=None, callbacks=None) -> None:
+                 exceptions=None, callbacks=None, make=None) -> None:
         self.listnode, self.treenode, self.handle, self.objects = listnode, treenode, handle, objects
         self.array, self.exceptions, self.callbacks = array, exceptions, callbacks
         self.items = 0
+        self.table: list = []  # the objects ["OR", n] refers to
+        self.make = make  # class name -> an empty object (program side: building the test's object table)
+
+    def load(self, rows) -> list:
+        """Build the objects of a request's object table (`self.make(class name)` gives an empty one), then
+        set their attributes (which may refer to each other): the program side's copy of the test's graph."""
+        if self.make is None or type(rows) is not list:
+            raise CodecError("malformed object table")
+        for row in rows:
+            if type(row) is not list or len(row) != 2 or type(row[1]) is not list:
+                raise CodecError("malformed object table")
+        self.table = [self.make(str(row[0])) for row in rows]
+        for obj, row in zip(self.table, rows, strict=True):
+            vars(obj).update(self.attributes(row[1]))
+        return self.table
+
+    def attributes(self, pairs) -> dict:
+        if type(pairs) is not list:
+            raise CodecError("malformed attributes")
+        return {str(k): v for k, v in (self._pair(x, 1) for x in pairs)}
 
     def dec(self, v, depth: int = 0):  # noqa: C901
         self.items += 1
@@ -374,6 +444,11 @@ class Decoder:
             return self.handle(self._int(rest[0]), str(rest[1]), tag == "HI")
         if tag == "CB" and self.callbacks is not None:
             return self.callbacks(self._int(rest[0]))
+        if tag == "OR":
+            n = self._int(rest[0]) if rest else -1
+            if not 0 <= n < len(self.table):
+                raise CodecError("unknown object reference")
+            return self.table[n]
         if tag == "O" and self.objects is not None:
             return self.objects(str(rest[0]), {str(k): self.dec(val, d) for k, val in rest[1]})
         raise CodecError(f"unknown or refused tag {tag!r}")

@@ -80,7 +80,8 @@ def bind_program_names(ns: dict, names: dict, protected: set[str], overridable, 
         if kind in ("function", "class"):
             ns[name] = Call(ch, None, name)
         elif kind.startswith("class:"):
-            ns[name] = remote.program_class(ch, name, kind[len("class:"):].split(","), ch.classes)
+            mro, _, methods = kind[len("class:"):].partition(";")
+            ns[name] = remote.program_class(ch, name, mro.split(","), ch.classes, methods.split())
         elif kind.startswith("exception:"):
             ns[name] = remote.program_exception(kind[len("exception:"):].split(","), ch.classes)
         elif kind == "value":

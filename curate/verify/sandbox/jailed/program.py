@@ -199,7 +199,7 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
     """Assert mode: run the module, announce its names, then answer calls until the test process hangs up.
     `forward` > 0 (pytest files, whose `capsys` reads what a call printed): what each call writes to
     sys.stdout / sys.stderr goes back with its answer, up to `forward` characters each, as plain text."""
-    from . import codec, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+    from . import codec, events, wire  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 
     chan_in, chan_out = chan
     g = mod.__dict__
@@ -226,19 +226,21 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
             raise codec.CodecError(f"unknown handle {i}")
         return table[i]
 
-    def build(cls_name: str, attrs: dict):
+    def build(cls_name: str):
+        """An empty object for a test object of class `cls_name`: of the program's class of that name, else
+        of the fallback node classes, else an attribute holder."""
         cls = g.get(cls_name)
-        obj = cls.__new__(cls) if isinstance(cls, type) else type(sys)(cls_name)
-        vars(obj).update(attrs)
-        return obj
+        if not isinstance(cls, type):
+            cls = {"ListNode": codec.ListNode, "TreeNode": codec.TreeNode}.get(cls_name)
+        return cls.__new__(cls) if cls is not None else codec.holder(cls_name)
 
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
 
     def decoder():
         ln, tn = (g.get(n) for n in ("ListNode", "TreeNode"))
         return codec.Decoder(ln if isinstance(ln, type) else codec.ListNode,
-                             tn if isinstance(tn, type) else codec.TreeNode, lookup, build,
-                             callbacks=lambda i: _Callback(i, serve_one))
+                             tn if isinstance(tn, type) else codec.TreeNode, lookup, None,
+                             callbacks=lambda i: _Callback(i, serve_one), make=build)
 
     def serve_one(req: dict | None = None) -> dict | None:
         """Read the next request (unless given) and answer it; a callback's answer is returned instead."""
@@ -248,7 +250,8 @@ def _serve(code, mod, chan: list[int], forward: int = 0) -> None:
             os._exit(0)
         if req.get("op") in ("cbret", "cbraise"):
             return req
-        _write_all(chan_out, wire.dumps(_captured(forward, _answer, req, g, decoder(), store, codec)))
+        resp = _captured(forward, events.captured, _answer, req.get("levels"), req, g, decoder(), store, codec)
+        _write_all(chan_out, wire.dumps(resp))
         return None
 
     _Callback.send = staticmethod(lambda msg: _write_all(chan_out, wire.dumps(msg)))
@@ -274,7 +277,10 @@ class _Callback:
             answer = self.serve_one()
             if answer is None:
                 continue
-            value = self.decoder().dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
+            dec = self.decoder()
+            if answer.get("objs"):
+                dec.load(answer["objs"])
+            value = dec.dec(answer.get("value") if answer["op"] == "cbret" else answer.get("exc"))
             if answer["op"] == "cbraise":
                 raise value
             return value
@@ -305,8 +311,10 @@ DUNDERS = {"len": len, "bool": bool, "str": str, "repr": repr, "iter": iter, "ha
 
 def _answer(req: dict, g: dict, dec, store, codec) -> dict:
     """One request -> one response (exceptions of the program become values)."""
-    args, kwargs = [], {}
+    args, kwargs, objs, before = [], {}, [], []
     try:
+        objs = dec.load(req["objs"]) if req.get("objs") else []
+        before = [dict(vars(o)) for o in objs]
         target = dec.dec(["H", req["target"], ""]) if req.get("target") else None
         name = req["name"]
         special = _special(req, g, target, dec, store, codec)
@@ -330,16 +338,31 @@ def _answer(req: dict, g: dict, dec, store, codec) -> dict:
         args = [dec.dec(a) for a in req["args"]]
         kwargs = {str(k): dec.dec(v) for k, v in req["kwargs"].items()}
         value = fn(*args, **kwargs)
-        resp = {"op": "ret", "value": codec.Encoder(store, lazy=True).enc(value)}
+        ids = {id(o): n for n, o in enumerate(objs)}  # the test's own objects go back as themselves
+        resp = {"op": "ret", "value": codec.Encoder(store, lazy=True, table_ids=ids).enc(value)}
     except BaseException as e:  # noqa: BLE001 - SystemExit too: a call cannot end the test
         resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     try:
-        back = codec.Encoder(store, objects=True)
-        resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a)]
-        resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v)]
+        ids = {id(o): n for n, o in enumerate(objs)}
+        back = codec.Encoder(store, objects=True, table_ids=ids)
+        resp["args"] = [[i, back.enc(a)] for i, a in enumerate(args) if codec.is_mutable(a) and id(a) not in ids]
+        resp["kwargs"] = [[k, back.enc(v)] for k, v in kwargs.items() if codec.is_mutable(v) and id(v) not in ids]
+        if objs:  # the test's objects after the call (the program may have changed their attributes)
+            attrs = codec.Encoder(store, lazy=True, table_ids=ids)
+            resp["objs"] = [None if _unchanged(o, b) else
+                            [[k, attrs.enc(v)] for k, v in vars(o).items() if type(k) is str and not k.startswith("__")]
+                            for o, b in zip(objs, before, strict=False)]
     except BaseException as e:  # noqa: BLE001
         resp = {"op": "raise", "exc": codec.exception_value(e, store)}
     return resp
+
+
+def _unchanged(obj, before: dict) -> bool:
+    """Whether a test object still has the same attributes, bound to the same immutable-looking values (a
+    container may have changed in place: sent again)."""
+    now = vars(obj)
+    return now.keys() == before.keys() and all(
+        now[k] is v and not isinstance(v, list | dict | set | bytearray) for k, v in before.items())
 
 
 def _special(req: dict, g: dict, target, dec, store, codec) -> dict | None:
@@ -371,8 +394,20 @@ def _special(req: dict, g: dict, target, dec, store, codec) -> dict | None:
     return None
 
 
+def _methods(cls: type) -> str:
+    """The public methods of a class (functions, static and class methods along its MRO), space-separated:
+    the test side's stand-in class gets them as methods, so `super().push(x)` in a test subclass works."""
+    kinds = (type(_methods), staticmethod, classmethod)
+    try:
+        names = {k for c in cls.__mro__[:20] if c is not object for k, v in list(vars(c).items())
+                 if type(k) is str and k.isidentifier() and not k.startswith("_") and isinstance(v, kinds)}
+    except Exception:  # noqa: BLE001 - a class whose namespace cannot be read: announced without methods
+        return ""
+    return " ".join(sorted(names)[:200])
+
+
 def _names(g: dict) -> dict[str, str]:
-    """What the module defines, for the test process's name lookups: "function", "class:<MRO names>",
+    """What the module defines, for the test process's name lookups: "function", "class:<MRO names>;<methods>",
     "exception:<MRO names>", "module:<name>", "value" (a module-level constant, fetched when the test uses
     it). Only names: the test process decides what each may bind (`testrunner._bind_program_names`)."""
     out: dict[str, str] = {}
@@ -384,7 +419,7 @@ def _names(g: dict) -> dict[str, str]:
                 out[k] = "module:" + str(getattr(v, "__name__", ""))
             elif isinstance(v, type):
                 mro = ",".join(str(c.__name__) for c in v.__mro__[:20] if c is not object)
-                out[k] = ("exception:" if issubclass(v, BaseException) else "class:") + mro
+                out[k] = ("exception:" + mro) if issubclass(v, BaseException) else f"class:{mro};{_methods(v)}"
             elif callable(v):
                 out[k] = "function"
             else:

@@ -47,11 +47,14 @@ class Remote:
         object.__setattr__(self, "_type", type_name)
 
     def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
+        if (name.startswith("__") and name.endswith("__")) or name in Remote.__slots__:
+            raise AttributeError(name)  # (a slot not set yet: a test subclass's object before its __init__)
         return self._ch.attr(self._id, name)
 
     def __setattr__(self, name: str, value) -> None:
+        if _test_subclass(type(self)):  # the test's own attributes of its subclass's objects stay here
+            object.__setattr__(self, name, value)
+            return
         self._ch.set_attr(self._id, name, value)
 
     def _op(self, name: str, *args):
@@ -128,11 +131,20 @@ class RemoteIterator(Remote):
         return True
 
 
+def _test_subclass(cls: type) -> bool:
+    """A class the test derived from a stand-in (not a stand-in itself)."""
+    return isinstance(cls, ProgramType) and "_cf_name" not in cls.__dict__
+
+
 class ProgramType(type):
     """Metaclass of `program_class` stand-ins: calling one constructs in the program's process, class
-    attributes (constants, static/class methods, Enum members) are read there."""
+    attributes (constants, static/class methods, Enum members) are read there. A class the test derives from
+    a stand-in is built as Python builds classes: its `__init__` (or the stand-in's) constructs the program
+    object its instance stands for (`_construct`)."""
 
     def __call__(cls, *args, **kwargs):
+        if _test_subclass(cls):
+            return type.__call__(cls, *args, **kwargs)
         return cls._cf_channel.call(None, cls._cf_name, args, kwargs)
 
     def __getattr__(cls, name: str):
@@ -153,13 +165,53 @@ class ProgramType(type):
         return f"<program class {cls._cf_name}>"
 
 
-def program_class(ch, name: str, mro: list[str], known: dict[str, type]) -> type:
+class _Method:
+    """A public method of a program class on its stand-in: on an object, a call of the program object's
+    method (one exchange; `super().push(x)` from a test subclass reaches it); on the class, the program
+    class's attribute (a static or class method)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return ProgramType.__getattr__(cls, self.name)
+        return Call(obj._ch, obj._id, self.name)
+
+
+def _construct(name: str):
+    """The stand-in's `__init__` (run for objects of a test subclass only: a stand-in's own objects are the
+    program's answers): construct the program object of class `name` and make this object stand for it."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: N807
+        if hasattr(self, "_id"):
+            return
+        ch = type(self)._cf_channel
+        made = ch.call(None, name, args, kwargs)
+        if not isinstance(made, Remote):
+            raise TypeError(f"the program's {name}() did not make an object")
+        i = object.__getattribute__(made, "_id")
+        for k, v in (("_ch", ch), ("_id", i), ("_type", object.__getattribute__(made, "_type"))):
+            object.__setattr__(self, k, v)
+        ch.remotes[i] = self  # from now on the program's object comes back as this one
+
+    return __init__
+
+
+def program_class(ch, name: str, mro: list[str], known: dict[str, type], methods: list[str] = ()) -> type:
     """The stand-in class for the program class bound to `name` (its class names along the MRO: `mro`;
-    bases: the stand-ins of its program bases already in `known`, else Remote); registered in `known` under
-    its class name (references arrive with that name)."""
+    bases: the stand-ins of its program bases already in `known`, else Remote; `methods`: its public method
+    names, never a dunder or a name Remote uses); registered in `known` under its class name (references
+    arrive with that name)."""
     bases = tuple(known[b] for b in mro[1:] if b in known and not issubclass(known[b], BaseException))
-    cls = ProgramType(mro[0] or name, bases or (Remote,), {"__slots__": (), "_cf_channel": ch, "_cf_name": name,
-                                                           "__module__": "solution"})
+    body = {"__slots__": (), "_cf_channel": ch, "_cf_name": name, "__module__": "solution",
+            "__init__": _construct(name)}
+    for m in methods[:200]:
+        if m.isidentifier() and not m.startswith("_") and not hasattr(Remote, m) and not hasattr(ProgramType, m):
+            body[m] = _Method(m)
+    cls = ProgramType(mro[0] or name, bases or (Remote,), body)
     known[mro[0] or name] = cls
     return cls
 
