@@ -1,8 +1,11 @@
-"""Shared fixtures: the tiny offline model, and ../shared/data when present (skip otherwise)."""
+"""Shared fixtures: the tiny offline model, ../shared/data when present (skip otherwise), and a one-node Slurm."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,3 +34,40 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from cotforge.train.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+SLURM_SCRIPT = REPO / ".ci" / "slurm_localhost.sh"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """munged + slurmctld + slurmd on 127.0.0.1 (.ci/slurm_localhost.sh) for one test module, stopped (by pid)
+    afterwards; skips (saying why) where Slurm cannot run: not root, or slurm-wlm/munge not installed."""
+    if shutil.which("slurmctld") is None or shutil.which("munged") is None:
+        pytest.skip("slurm-wlm/munge not installed (.ci/slurm_localhost.sh install; .ci/run does it)")
+    if os.geteuid() != 0:
+        pytest.skip("a localhost Slurm needs root here (slurmd runs jobs as their user)")
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "SLURM_PORT": str(free_port())}
+    res = subprocess.run([str(SLURM_SCRIPT), "start", str(state)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    if res.returncode == 3:
+        pytest.skip(res.stderr.strip())
+    assert res.returncode == 0, res.stdout + res.stderr
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(state / "slurm.conf")
+    try:
+        yield state
+    finally:
+        subprocess.run([str(SLURM_SCRIPT), "stop", str(state)], capture_output=True, text=True, timeout=60)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import free_port
 
 from cotforge.curate.generate.config import GenerateConfig
 from cotforge.curate.generate.stage import compose, removal_reason, response_id
@@ -233,11 +234,6 @@ def test_bad_settings_are_clear_errors(tmp_path, args, message):
 # --------------------------------------------------------------------------- a real server process
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def start_server(model: Path, port: int, log: Path, pause_after: int | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "cotforge.curate.generate.hf_server", "--model", str(model), "--port", str(port),
@@ -374,35 +370,7 @@ def test_generated_rows_flow_through_verify_and_mix(tmp_path):
     assert all(r["messages"][-1]["role"] == "assistant" and r["teacher"] == "m" for r in sft)
 
 
-SLURM_SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
 
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """A one-node Slurm on 127.0.0.1 (.ci/slurm_localhost.sh), as tests/test_slurm.py starts it."""
-    import shutil
-
-    if shutil.which("slurmctld") is None or shutil.which("munged") is None:
-        pytest.skip("slurm-wlm/munge not installed (.ci/slurm_localhost.sh install; .ci/run does it)")
-    if os.geteuid() != 0:
-        pytest.skip("a localhost Slurm needs root here (slurmd runs jobs as their user)")
-    state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "SLURM_PORT": str(free_port())}
-    res = subprocess.run([str(SLURM_SCRIPT), "start", str(state)], capture_output=True, text=True, env=env,
-                         timeout=120)
-    if res.returncode == 3:
-        pytest.skip(res.stderr.strip())
-    assert res.returncode == 0, res.stdout + res.stderr
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(state / "slurm.conf")
-    try:
-        yield state
-    finally:
-        subprocess.run([str(SLURM_SCRIPT), "stop", str(state)], capture_output=True, text=True, timeout=60)
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
 
 
 @pytest.mark.slow

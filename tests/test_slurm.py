@@ -6,11 +6,6 @@ why) where Slurm cannot run: not root, or slurm-wlm/munge not installed (.ci/run
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-from pathlib import Path
 
 import pytest
 from engine_cases import assert_same_outputs, make_data, recipe, shard_bytes
@@ -20,40 +15,10 @@ from cotforge.curate.engine import slurm as slurm_mod
 from cotforge.pipelines.runner import run_recipe
 from cotforge.pipelines.stages import run_stage
 
-SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "slurm_localhost.sh"
 SLURM = {"executor": "slurm", "workers": 2, "rows_per_task": 30, "poll_s": 0.3,
          "options": {"partition": "cpu", "time": "00:10:00", "mem_per_cpu_gb": 1}}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """munged + slurmctld + slurmd for this module, stopped (by pid) afterwards."""
-    if shutil.which("slurmctld") is None or shutil.which("munged") is None:
-        pytest.skip("slurm-wlm/munge not installed (.ci/slurm_localhost.sh install; .ci/run does it)")
-    if os.geteuid() != 0:
-        pytest.skip("a localhost Slurm needs root here (slurmd runs jobs as their user)")
-    state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "SLURM_PORT": str(_free_port())}
-    res = subprocess.run([str(SCRIPT), "start", str(state)], capture_output=True, text=True, env=env, timeout=120)
-    if res.returncode == 3:
-        pytest.skip(res.stderr.strip())
-    assert res.returncode == 0, res.stdout + res.stderr
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(state / "slurm.conf")
-    try:
-        yield state
-    finally:
-        subprocess.run([str(SCRIPT), "stop", str(state)], capture_output=True, text=True, timeout=60)
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
 
 
 @pytest.fixture(scope="module")

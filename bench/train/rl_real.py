@@ -89,7 +89,7 @@ def split_hash(rows: list[dict[str, Any]]) -> str:
 
 # ---------------------------------------------------------------------------------------------- SFT
 def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int, seed: int, lr: float = 1e-3,
-                   width: int = 128, layers: int = 4) -> Path:
+                   width: int = 128, layers: int = 4, max_length: int = 128, logging_steps: int = 20) -> Path:
     """The small model after cotforge's SFT on the gold solutions (cached in OUT/sft when already there)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -111,7 +111,8 @@ def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int,
     run_sft(build(CotSFTConfig, {
         "model": str(out / "init"), "data": [str(out / "sft_data")], "output_dir": str(ckpt), "max_steps": steps,
         "per_device_train_batch_size": 16, "learning_rate": lr, "lr_scheduler_type": "constant", "warmup_steps": 20,
-        "max_length": 128, "packing": False, "logging_steps": 20, "save_strategy": "no", "report_to": "none",
+        "max_length": max_length, "packing": False, "logging_steps": logging_steps, "save_strategy": "no",
+        "report_to": "none",
         "use_cpu": True, "activation_checkpointing": False, "dataloader_num_workers": 0, "disable_tqdm": True,
         "seed": seed, "num_train_epochs": 100}))
     return ckpt

