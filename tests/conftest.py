@@ -71,3 +71,14 @@ def slurm(tmp_path_factory):
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old
+
+
+def run_forms(forms: dict, limits) -> dict:
+    """Sandbox verdicts of honest-form cases {name: (right program, wrong program, tests)}, all in one batch:
+    {name: (verdict of the right program, verdict of the wrong one)}."""
+    from cotforge.curate.verify.code import run_tests_batch
+
+    names = list(forms)
+    items = [(forms[n][0], forms[n][2]) for n in names] + [(forms[n][1], forms[n][2]) for n in names]
+    got = run_tests_batch(items, limits)
+    return {n: (got[i], got[len(names) + i]) for i, n in enumerate(names)}

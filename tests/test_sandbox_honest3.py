@@ -9,8 +9,8 @@ test process (`pytest.warns`, `warnings.catch_warnings(record=True)`, `caplog`, 
 from __future__ import annotations
 
 import pytest
+from conftest import run_forms
 
-from cotforge.curate.verify.code import run_tests_batch
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=48, fsize_mb=4, output_bytes=1 << 16)
@@ -150,10 +150,7 @@ FORMS: dict[str, tuple[str, str, dict]] = {
 
 @pytest.fixture(scope="module")
 def forms():
-    names = list(FORMS)
-    items = [(FORMS[n][0], FORMS[n][2]) for n in names] + [(FORMS[n][1], FORMS[n][2]) for n in names]
-    got = run_tests_batch(items, LIM)
-    return {n: (got[i], got[len(names) + i]) for i, n in enumerate(names)}
+    return run_forms(FORMS, LIM)
 
 
 @pytest.mark.parametrize("form", list(FORMS))
