@@ -116,6 +116,7 @@ logging.basicConfig(level=logging.INFO)
 from cotforge.train.rl.rewards import RewardConfig, make_reward_func
 from cotforge.train.rl.config import GPPOConfig
 from cotforge.train.rl.trainer import run_rl
+from cotforge.train.distributed import finish_distributed
 
 def sevens(texts, truths):  # a verifiable toy task with varied rewards: share of characters that are "7"
     return [t.count("7") / max(len(t), 1) for t in texts]
@@ -128,6 +129,7 @@ cfg = GPPOConfig(model=model, train_files=[data], output_dir=out, loss_type="gpp
                  **{"filter_groups": False, "oversample": 1, **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}")},
                  overlong_filter=False, seed=0, use_cpu=True)
 run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False), custom={"sevens": sevens})])
+finish_distributed()  # as `cotforge train rl` does at its end
 """
 
 

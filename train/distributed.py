@@ -99,3 +99,13 @@ def check_training_args(args: Any) -> LaunchReport:
     return check_launch(state.distributed_type, state.num_processes, getattr(state, "backend", None),
                         state.process_index, fsdp=getattr(args, "fsdp", None),
                         deepspeed=getattr(args, "deepspeed", None), output_dir=str(args.output_dir))
+
+
+def finish_distributed() -> None:
+    """Tear down the process group at the end of a launched training command. A gloo or NCCL group left for the
+    interpreter's exit can abort a process that finished its work ("terminate called without an active
+    exception", exit -6), which a launcher reports as a failed run. No-op without a process group."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

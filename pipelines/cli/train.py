@@ -54,6 +54,7 @@ def _echo_dry_run(cfg: Any, checks: dict[str, Any]) -> None:
 
 def sft_command() -> click.Command:
     """`cotforge train sft`: TRL SFTTrainer on curated long-CoT shards (works under `accelerate launch`)."""
+    from cotforge.train.distributed import finish_distributed
     from cotforge.train.sft.trainer import CotSFTConfig, load_sft_config, preflight, run_sft
 
     flags = FlagSet(CotSFTConfig, "cfg", include=[*cotforge_fields(CotSFTConfig), "output_dir"],
@@ -70,6 +71,7 @@ def sft_command() -> click.Command:
                 _echo_dry_run(cfg, preflight(cfg))
                 return
             result = run_sft(cfg)
+            finish_distributed()
         except USER_ERRORS as e:
             raise _fail(e) from e
         click.echo(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
@@ -85,6 +87,7 @@ def sft_command() -> click.Command:
 
 def rl_command() -> click.Command:
     """`cotforge train rl`: GPPO / PPO-clip / CISPO / GSPO on verl-style prompt shards."""
+    from cotforge.train.distributed import finish_distributed
     from cotforge.train.rl.config import GPPOConfig
     from cotforge.train.rl.trainer import preflight, run_rl
 
@@ -105,6 +108,7 @@ def rl_command() -> click.Command:
                 _echo_dry_run(cfg, preflight(cfg))
                 return
             trainer = run_rl(cfg)
+            finish_distributed()
         except USER_ERRORS as e:
             raise _fail(e) from e
         click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
