@@ -173,6 +173,21 @@ def build_first_set(shared: Path, *, per_benchmark: int, per_pool: int, seed: in
     return benchmarks, assign_splits(examples)
 
 
+def add_positive_forms(pos, p: str, it, name: str, rng: random.Random, rnd) -> None:
+    """The contaminated forms every forms round makes of one benchmark item, in this order (the rounds' digests
+    depend on the random draws): a code request / renamed HumanEval for the code benchmarks, else the Unicode,
+    plain-text, LaTeX-variant and reordered renderings of the problem."""
+    if name == "mbpp":
+        pos(code_request(p, rng, rnd.code_requests, rnd.chats), "short_code")
+    elif name == "humaneval":
+        pos(renamed_humaneval(it, rng, rnd.names, rnd.chats), "short_code")
+    else:
+        pos(unicode_math(p), "unicode_math")
+        pos(plain_text_math(p), "plain_text_math")
+        pos(latex_variant(p, rng), "latex_variant")
+        pos(reordered(p, rng), "reordered")
+
+
 def build_forms_set(shared_data: str | Path, *, per_benchmark: int, per_pool: int, seed: int, templates: str
                     ) -> tuple[dict[str, list[BenchmarkItem]], list[LabelledExample]]:
     """(benchmarks to index, labelled examples with `.split`: items and pool rows in halves by `split_of`) in the
@@ -201,15 +216,8 @@ def build_forms_set(shared_data: str | Path, *, per_benchmark: int, per_pool: in
                 add(text, 1, kind, _k, side, _n, _i)
 
             n_words = len(normalize(p).split())
-            if name == "mbpp":
-                pos(code_request(p, rng, rnd.code_requests, rnd.chats), "short_code")
-            elif name == "humaneval":
-                pos(renamed_humaneval(it, rng, rnd.names, rnd.chats), "short_code")
-            else:
-                pos(unicode_math(p), "unicode_math")
-                pos(plain_text_math(p), "plain_text_math")
-                pos(latex_variant(p, rng), "latex_variant")
-                pos(reordered(p, rng), "reordered")
+            add_positive_forms(pos, p, it, name, rng, rnd)
+            if name not in ("mbpp", "humaneval"):
                 changed = change_number(p, rng)
                 if changed:
                     add(rng.choice([unicode_math, plain_text_math])(changed), 0, "number_changed", key)
@@ -324,15 +332,8 @@ def build_heldout_forms_set(shared_data: str | Path, *, earlier: list, per_bench
             def pos(text: str | None, kind: str, side: str = "prompt", _n: str = name, _i: str = it.id) -> None:
                 add(text, 1, kind, side, _n, _i)
 
-            if name == "mbpp":
-                pos(code_request(p, rng, rnd.code_requests, rnd.chats), "short_code")
-            elif name == "humaneval":
-                pos(renamed_humaneval(it, rng, rnd.names, rnd.chats), "short_code")
-            else:
-                pos(unicode_math(p), "unicode_math")
-                pos(plain_text_math(p), "plain_text_math")
-                pos(latex_variant(p, rng), "latex_variant")
-                pos(reordered(p, rng), "reordered")
+            add_positive_forms(pos, p, it, name, rng, rnd)
+            if name not in ("mbpp", "humaneval"):
                 changed = change_number(p, rng)
                 if changed and not is_copy(normalize(changed)):
                     render = rng.choice([unicode_math, plain_text_math, lambda t: rng.choice(rnd.chats).format(p=t)])
