@@ -15,6 +15,7 @@ from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
     asks_other_quantity,
     carriers_differ,
+    math_changed,
     math_of,
     number_verdict,
     numbers_of,
@@ -78,6 +79,54 @@ def test_math_regions_must_match():
                         th) == "math_changed"  # the same numbers 1 and 2, another expression
     # "$" as currency: the prose between two of them is no formula
     assert math_of("Eggs cost $2 each and she sells the rest for $3 a dozen.") == math_of("Eggs cost 2 dollars each.")
+
+
+def test_currency_signs_are_no_formulas():
+    """GSM8K-style prices: each "$" opens no formula when the span to the next "$" is prose, so a rewording that
+    writes "12 dollars" keeps the (empty) math of the item."""
+    item = ("Isabelle spent $12 on ingredients for the cake, $43 on presents, $15 on decorations, $4 on invitations "
+            "and $22 on goodie bags. She split the cost evenly three ways. How many dollars did each person pay?")
+    row = ("Isabelle paid out 12 dollars on ingredients for the cake, 43 dollars on presents, 15 dollars on "
+           "decorations, 4 dollars on invitations and 22 dollars on goodie bags. She split the cost evenly three "
+           "ways. How many dollars did every person pay?")
+    assert math_of(item) == math_of(row) == {}
+    assert pair_verdict(item, row, 0.95, 0.95, PairThresholds()) is None
+    assert math_of(r"They sell $54$ cookies at $\$1$ each.") == {}  # numbers only (an escaped \$ is a price)
+
+
+def test_formulas_restated_in_words():
+    """A token one text has in its formulas is explained by the other's words ("by", a bare variable); digits are
+    the number rule's, so "$2$" and "2" agree. A changed formula with the same numbers is still a change."""
+    th = PairThresholds()
+    grid = r"Consider the paths of length $16$ on an $8\times 8$ grid. Find the number of such paths."
+    assert pair_verdict(grid, "Consider the paths of length 16 on an 8 by 8 grid. Compute the count of such paths.",
+                        0.95, 0.95, th) is None
+    sq = "The square root of $t$ is greater than $2$ and less than $3.5$. How many integer values of $t$ work?"
+    assert pair_verdict(sq, "The square root of t is greater than 2 and less than 3.5. How many integer values of t "
+                            "work?", 0.95, 0.95, th) is None
+    assert pair_verdict(grid, grid.replace(r"8\times 8", "8+8"), 0.95, 0.95, th) == "math_changed"
+    cyl = r"In cylindrical coordinates $(r,\theta,z),$ find the shape described by $z = c.$"
+    sph = r"In spherical coordinates $(\rho,\theta,\phi),$ find the shape described by $\phi = c.$"
+    assert pair_verdict(cyl, sph, 0.95, 0.95, th) == "math_changed"
+    assert math_changed(r"Let $x y z (x + y + z) = 1$. Find $x$.", r"Let $x + y + z = 1$. Find $x$.")
+
+
+def test_question_survives_moved_sentences():
+    """Sentences cut after a closing bracket; a word that only moved into the question sentence, and a carrier
+    dropped for a word outside the lexicon, change no question; a swapped carrier still does."""
+    item = ("How many zeroes are at the end of $42!$? (Reminder: the number $n!$ is the product of the integers "
+            "from 1 to $n$. For example, $5!=120$.)")
+    row = ("(Reminder: the number $n!$ is the product of the integers from 1 to $n$. For example, $5!=120$.) "
+           "How many zeroes are at the end of $42!$?")
+    assert question_of(row) == question_of(item) == "How many zeroes are at the end of $42!$?"
+    a = ("Flora jumps on the number line. What is the probability that Flora lands at 10? Write the answer as a "
+         "simplified fraction $\\frac{m}{n}$, find $m+n$")
+    b = ("Flora jumps on the number line. Write the answer as a simplified fraction $\\frac{m}{n}$, compute $m+n$ "
+         "Find the probability that Flora lands at 10?")
+    assert not asks_other_quantity(a, question_of(a), b, question_of(b))
+    assert not carriers_differ("If Zaid earns 6000 dollars a month, how much will he have after it all?",
+                               "Given that Zaid makes 6000 dollars a month, how much will he own after it all?")
+    assert carriers_differ("What is the sum of the roots?", "What is the product of the roots?")
 
 
 def test_pair_verdict_reasons():

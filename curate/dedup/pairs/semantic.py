@@ -9,14 +9,15 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    "$1,200" = 1200, "20 percent" = "20%" = 20); a pair is `number_changed` when the values of `a` are not all in
    `b` (as often as in `a`), or when `b` has more than `max_extra_numbers` values `a` lacks (symmetric use:
    dedup checks both ways);
-3. **math** (`math_of`): the tokens of the LaTeX math regions must be the same (`math_changed`: "$f(f(x))$" vs
-   "$f(f(g(x)))$", "$z = c$" vs "$\\phi = c$", which keep every number);
+3. **math** (`math_changed`): the tokens of the LaTeX math regions must agree ("$f(f(x))$" vs "$f(f(g(x)))$",
+   "$z = c$" vs "$\\phi = c$" keep every number), digits aside (the number rule's) and up to restatement in
+   words ("$8\\times 8$" vs "8 by 8"); a "$" before prose is a currency sign, not a formula;
 4. **question** (`question_of`): the question sentence of each text (the last sentence ending in "?", else the
-   last one opening with an imperative such as "Find"); `question_changed` when a carrier word of the two
-   questions differs (dedup's closed word classes, `curate/dedup/lexicon.py`: sum / product, largest /
-   smallest, even / odd, area / perimeter, ...; a strict one -- negation, comparison, parity, sign -- added or
-   dropped), or when the cosine of the two question sentences is below `min_question_cosine` (another quantity
-   of the same story asked).
+   last one opening with an imperative such as "Find"); `question_changed` when a carrier category differs (dedup's
+   closed word classes, `curate/dedup/lexicon.py`: each question has a group the other lacks, sum / product,
+   largest / smallest, even / odd, area / perimeter, ...; or a strict one -- negation, comparison, parity,
+   sign -- added or dropped), when one question asks about another thing the story names, or when the cosine of
+   the two question sentences is below `min_question_cosine`.
 
 Everything here is per pair, in plain Python: the tier calls it only for the few nearest neighbours that pass
 the cosine bound.
@@ -36,31 +37,114 @@ _WORD_NUMBERS: dict[str, str] = {
     if w != "_"}  # "one" is left out: a pronoun or an article as often as a count
 _WORD_NUMBERS.update({w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 _NUM = re.compile(r"(?<![A-Za-z_])\d+(?:,\d{3})*(?:\.\d+)?|[A-Za-z]+")
-_SENT = re.compile(r"(?<=[.?!])\s+|\n\s*\n")  # sentence ends and blank lines; a single newline (display math) is not one
+# sentence ends (closing brackets and quotes included: "... = 120$.) How many") and blank lines; a single newline
+# (display math) is not one
+_SENT = re.compile(r"(?<=[.?!])[\"')\]]*\s+|\n\s*\n")
 _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|evaluate|simplify|express|give|work out|"
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
-_MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
-_PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
+_BLOCK_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{([a-z*]+)\}.+?\\end\{\1\}", re.DOTALL)
+_DOLLAR = re.compile(r"(?<!\\)\$")  # an unescaped "$": opens or closes inline math, or is a currency sign
+_TEXT_CMD = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|textit|operatorname|emph|mathbf)\s*\{[^{}]*\}")
+_BARE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+_MATH_NAMES = frozenset("sin cos tan cot sec csc log ln exp max min gcd lcm mod det lim deg arg dx dy dt xy".split())
 _MATH_TOK = re.compile(r"\\[A-Za-z]+|[A-Za-z]|\d+|[^\s\w{}\\$.,;:]")  # sentence punctuation left out
+_PROSE_WORD = re.compile(r"[A-Za-z]+")
+# What a math token may be restated as in words ("$8\times 8$ grid" -> "8 by 8 grid"): a token one text has in its
+# formulas and the other lacks is explained when the other's prose holds one of these words (or the command's
+# own name: "\pi" -> "pi", a variable "$t$" -> "t"). Digits are not math tokens: the number rule compares them.
+_SPOKEN: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "\\times": "times by multiplied product", "\\cdot": "times multiplied product", "*": "times multiplied product",
+    "+": "plus sum add added more", "-": "minus negative subtract subtracted less difference",
+    "=": "equals equal is are", "/": "over divided per ratio", "^": "power squared cubed exponent",
+    "\\sqrt": "root", "<": "less smaller below fewer", ">": "greater larger more above exceeds",
+    "\\le": "most less", "\\leq": "most less", "\\ge": "least greater", "\\geq": "least greater",
+    "\\ne": "not", "\\neq": "not", "!": "factorial", "%": "percent", "\\%": "percent", "\\circ": "degree degrees",
+    "\\infty": "infinity infinite",
+}.items()}
+_ARTICLE_LETTERS = frozenset("aAI")  # a lone "a" or "I" in prose is a word, not a variable
 
 
-def math_of(text: str) -> Counter:
-    """The tokens of the LaTeX math regions of `text` (commands, letters, digits, operators; layout commands
-    such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
+def _is_prose(region: str) -> bool:
+    """Whether a span between two "$" is prose (two currency signs: "costs $2 per egg ... sells for $3"), not a
+    formula: a bare word of three letters or more that is no function name, or a bare two-letter function word."""
+    for w in _BARE_WORD.findall(_TEXT_CMD.sub(" ", region)):
+        lw = w.lower()
+        if lw in _MATH_NAMES:
+            continue
+        if len(w) > 2 or lw in FUNCTION_WORDS:
+            return True
+    return False
+
+
+def math_split(text: str) -> tuple[list[str], str]:
+    """(the math regions of `text`, the prose around them). Display math, \\( \\), \\[ \\] and environments
+    first; then inline "$...$" pairs left to right, where a "$" whose span up to the next "$" is prose is a
+    currency sign (it opens nothing, and the next "$" is tried as an opener)."""
+    text = text or ""
+    regions: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        regions.append(m.group(0))
+        return " "
+
+    rest = _BLOCK_MATH.sub(keep, text)
+    marks = [m.start() for m in _DOLLAR.finditer(rest)]
+    prose, last, i = [], 0, 0
+    while i + 1 < len(marks):
+        span = rest[marks[i] + 1:marks[i + 1]]
+        if not span.strip() or _is_prose(span):
+            i += 1
+            continue
+        prose.append(rest[last:marks[i]])
+        regions.append(span)
+        last = marks[i + 1] + 1
+        i += 2
+    prose.append(rest[last:])
+    return regions, " ".join(prose)
+
+
+def _tokens(regions: list[str]) -> Counter:
     out: Counter = Counter()
-    for region in _MATH.findall(text or ""):
-        if _PROSE_RUN.search(region):
-            continue  # not math: prose between two currency signs ("costs $2 per egg ... sells for $3")
+    for region in regions:
         for tok in _MATH_TOK.findall(region):
+            if tok.isdigit():
+                continue  # values are the number rule's business
             if tok.startswith("\\"):
                 name = tok[1:]
                 if name in FORMAT_WORDS or name in ("dfrac", "tfrac", ","):
                     continue
-                tok = "\\" + name
             out[tok] += 1
     return out
+
+
+def math_of(text: str) -> Counter:
+    """The tokens of the LaTeX math regions of `text` (commands, letters, operators; digits and layout commands
+    such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
+    return _tokens(math_split(text)[0])
+
+
+def _explained(tok: str, words: set[str]) -> bool:
+    if tok in _SPOKEN and _SPOKEN[tok] & words:
+        return True
+    if tok.startswith("\\"):
+        return tok[1:].lower() in words
+    return tok.isalpha() and tok not in _ARTICLE_LETTERS and tok in words
+
+
+def math_changed(a: str, b: str) -> bool:
+    """Whether the formulas of `a` and `b` differ beyond a restatement in words: a math token one text has and the
+    other lacks counts unless the other text's prose says it ("$8\\times 8$" vs "8 by 8", "$t$" vs "t"). Same
+    numbers, another formula ("$f(f(x))$" vs "$f(f(g(x)))$", "$z = c$" vs "$\\phi = c$") stays a change."""
+    ra, pa = math_split(a)
+    rb, pb = math_split(b)
+    ma, mb = _tokens(ra), _tokens(rb)
+    if ma == mb:
+        return False
+    wa = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pa)}
+    wb = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pb)}
+    return any(not _explained(t, wb) for t in ma - mb) or any(not _explained(t, wa) for t in mb - ma)
 
 
 def numbers_of(text: str) -> Counter:
@@ -119,28 +203,36 @@ def _stem(w: str) -> str:
     return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
 
 
+def _content_words(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall((text or "").lower()) if len(w) > 2 and w not in FUNCTION_WORDS
+            and w not in _WORD_NUMBERS]
+
+
 def _content(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall((text or "").lower()) if len(w) > 2 and w not in FUNCTION_WORDS
-            and w not in _WORD_NUMBERS}
+    return set(_content_words(text))
 
 
 def asks_other_quantity(a: str, qa: str, b: str, qb: str) -> bool:
     """Whether one question asks about another thing of the story: a content word of one question is missing
-    from the other question but occurs elsewhere in the other text ("How many vegetables ..." vs "How many
-    potatoes ...", when the story mentions potatoes). A reworded question uses new words instead (synonyms
-    the story does not hold), so it is not caught here."""
+    from the other question, occurs elsewhere in the other text, and occurs more often in the whole of its own
+    text than in the other ("How many vegetables ..." vs "How many potatoes ...", when the story mentions
+    potatoes: the look-alike names potatoes once more). A word that only moved into the question sentence (the
+    sentences were cut otherwise, or the question was put first) keeps its count; a reworded question uses new
+    words instead (synonyms the story does not hold); neither is caught here."""
     ca, cb = _content(qa), _content(qb)
-    rest_a, rest_b = _content(a) - ca, _content(b) - cb
-    return bool((cb - ca) & rest_a) or bool((ca - cb) & rest_b)
+    na, nb = Counter(_content_words(a)), Counter(_content_words(b))
+    rest_a, rest_b = set(na) - ca, set(nb) - cb
+    return any(nb[w] > na[w] for w in (cb - ca) & rest_a) or any(na[w] > nb[w] for w in (ca - cb) & rest_b)
 
 
 def carriers_differ(qa: str, qb: str) -> bool:
-    """Whether the two questions ask with different carriers: a category present in both with other groups, or
-    a strict category (negation, comparison, parity, ...) in one question only."""
+    """Whether the two questions ask with different carriers: a category where each question has a group the
+    other lacks ("sum" vs "product"; a rewording that drops one carrier for a word outside the lexicon, "earns"
+    -> "makes", swaps nothing), or a strict category (negation, comparison, parity, ...) in one question only."""
     ca, cb = carriers(qa), carriers(qb)
     for cat in set(ca) | set(cb):
         a, b = ca.get(cat, set()), cb.get(cat, set())
-        if a and b and a != b:
+        if a - b and b - a:
             return True
         if cat in STRICT_CATEGORIES and bool(a) != bool(b):
             return True
@@ -185,7 +277,7 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
     ok, _ = number_verdict(a, b, th.max_extra_numbers, symmetric)
     if not ok:
         return "number_changed"
-    if math_of(a) != math_of(b):
+    if math_changed(a, b):
         return "math_changed"
     qa, qb = question_of(a), question_of(b)
     if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb):
