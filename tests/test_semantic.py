@@ -129,6 +129,22 @@ def test_question_survives_moved_sentences():
     assert carriers_differ("What is the sum of the roots?", "What is the product of the roots?")
 
 
+def test_changes_outside_the_question_sentence():
+    """A negation, sign or parity word added anywhere (not only in the question), and a question that names a
+    thing of the story once more, are other problems; a factorial "!" ends no sentence."""
+    th = PairThresholds()
+    trap = ("Its radius is $\\frac{-k+m\\sqrt{n}}p,$ where $k, m, n,$ and $p$ are positive integers. Find "
+            "$k+m+n+p.$")
+    assert pair_verdict(trap, trap.replace("are positive", "are not positive"), 0.98, 0.99, th) == "question_changed"
+    assert pair_verdict(trap, trap.replace("positive integers", "positive whole numbers"), 0.97, 0.99, th) is None
+    assert question_of("If $x$ is a positive integer, what is $x$ for $(x!-(x-3)!) \\div 23 = 1$?").startswith("If")
+    ralph = ("Ralph loads the machine with 175 tennis balls. He hits 2/5 of the first 100 balls and 1/3 of the "
+             "next 75 tennis balls. Out of all the tennis balls, how many did Ralph not hit?")
+    assert pair_verdict(ralph, ralph.replace("how many did", "how many tennis"), 0.99, 0.99, th) == "question_changed"
+    assert pair_verdict("Sam can't swim 3 laps. How many laps can he swim?",
+                        "Sam cannot swim 3 laps. How many laps is he able to swim?", 0.95, 0.95, th) is None
+
+
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)
     assert pair_verdict(ITEM, REPHRASED, 0.9, 0.9, th) is None

@@ -37,9 +37,9 @@ _WORD_NUMBERS: dict[str, str] = {
     if w != "_"}  # "one" is left out: a pronoun or an article as often as a count
 _WORD_NUMBERS.update({w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 _NUM = re.compile(r"(?<![A-Za-z_])\d+(?:,\d{3})*(?:\.\d+)?|[A-Za-z]+")
-# sentence ends (closing brackets and quotes included: "... = 120$.) How many") and blank lines; a single newline
-# (display math) is not one
-_SENT = re.compile(r"(?<=[.?!])[\"')\]]*\s+|\n\s*\n")
+# sentence ends: "." or "?" (closing brackets and quotes included: "... = 120$.) How many"), "!" only before a
+# capital ("$(x-3)!) \\div 23$" is a factorial), blank lines; a single newline (display math) is not one
+_SENT = re.compile(r"(?<=[.?])[\"')\]]*\s+|(?<=!)\s+(?=[A-Z])|\n\s*\n")
 _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|evaluate|simplify|express|give|work out|"
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
@@ -213,16 +213,33 @@ def _content(text: str) -> set[str]:
 
 
 def asks_other_quantity(a: str, qa: str, b: str, qb: str) -> bool:
-    """Whether one question asks about another thing of the story: a content word of one question is missing
-    from the other question, occurs elsewhere in the other text, and occurs more often in the whole of its own
-    text than in the other ("How many vegetables ..." vs "How many potatoes ...", when the story mentions
-    potatoes: the look-alike names potatoes once more). A word that only moved into the question sentence (the
-    sentences were cut otherwise, or the question was put first) keeps its count; a reworded question uses new
-    words instead (synonyms the story does not hold); neither is caught here."""
-    ca, cb = _content(qa), _content(qb)
+    """Whether one question asks about another thing of the story: a content word occurs more often in one
+    question than in the other, occurs in the other text, and occurs more often in the whole of its own text than
+    in the other ("How many vegetables ..." vs "How many potatoes ...", when the story mentions potatoes: the
+    look-alike names potatoes once more). A word that only moved into the question sentence (the sentences were
+    cut otherwise, or the question was put first) keeps its count; a reworded question uses new words instead
+    (synonyms the story does not hold); neither is caught here."""
+    qca, qcb = Counter(_content_words(qa)), Counter(_content_words(qb))
     na, nb = Counter(_content_words(a)), Counter(_content_words(b))
-    rest_a, rest_b = set(na) - ca, set(nb) - cb
-    return any(nb[w] > na[w] for w in (cb - ca) & rest_a) or any(na[w] > nb[w] for w in (ca - cb) & rest_b)
+    return (any(nb[w] > na[w] and na[w] for w in qcb if qcb[w] > qca[w])
+            or any(na[w] > nb[w] and nb[w] for w in qca if qca[w] > qcb[w]))
+
+
+_NOT_CONTRACTED = re.compile(r"n[’']t\b", re.IGNORECASE)
+WHOLE_TEXT_STRICT = ("negation", "sign", "parity")
+
+
+def strict_counts(text: str) -> Counter:
+    """(category, group) -> count over the whole text for the carriers whose every use matters wherever it
+    stands (negation, incl. "n't"; sign; parity): "where $k, m, n$ are positive integers" vs "... are not
+    positive integers" keeps the question sentence and every number."""
+    out: Counter = Counter()
+    for w in _WORD.findall((text or "").lower()):
+        c = CARRIERS.get(w)
+        if c is not None and c[0] in WHOLE_TEXT_STRICT:
+            out[c] += 1
+    out[("negation", "not")] += len(_NOT_CONTRACTED.findall(text or ""))
+    return +out
 
 
 def carriers_differ(qa: str, qb: str) -> bool:
@@ -280,7 +297,7 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
     if math_changed(a, b):
         return "math_changed"
     qa, qb = question_of(a), question_of(b)
-    if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb):
+    if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb) or strict_counts(a) != strict_counts(b):
         return "question_changed"
     if question_cosine is not None and question_cosine < th.min_question_cosine:
         return "question_changed"
