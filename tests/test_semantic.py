@@ -145,6 +145,17 @@ def test_changes_outside_the_question_sentence():
                         "Sam cannot swim 3 laps. How many laps is he able to swim?", 0.95, 0.95, th) is None
 
 
+def test_technical_word_dropped():
+    """The value given to another quantity (the same numbers and question) is another problem; a technical word
+    said by a synonym is not dropped."""
+    th = PairThresholds()
+    alt = "In an isosceles right triangle, the altitude to the hypotenuse has length $4\\sqrt{2}$. What is its area?"
+    hyp = "The hypotenuse of an isosceles right triangle is $4\\sqrt{2}$ units. What is its area?"
+    assert pair_verdict(alt, hyp, 0.9, 0.95, th) == "term_changed"
+    assert pair_verdict("How many positive integers below 50 are odd?",
+                        "How many positive whole numbers below 50 are odd?", 0.95, 0.95, th) is None
+
+
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)
     assert pair_verdict(ITEM, REPHRASED, 0.9, 0.9, th) is None

@@ -29,7 +29,16 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FORMAT_WORDS, FUNCTION_WORDS, STRICT_CATEGORIES
+from cotforge.curate.dedup.pairs.lexicon import (
+    CARRIERS,
+    FORMAT_WORDS,
+    FUNCTION_WORDS,
+    INSTRUCTION_WORDS,
+    REWORD_GROUP,
+    STRICT_CATEGORIES,
+)
+from cotforge.curate.dedup.pairs.relations import base_form, math_word
+from cotforge.curate.dedup.pairs.synonyms import synonyms
 
 _WORD_NUMBERS: dict[str, str] = {
     w: str(i) for i, w in enumerate("zero _ two three four five six seven eight nine ten eleven twelve thirteen "
@@ -256,6 +265,47 @@ def carriers_differ(qa: str, qb: str) -> bool:
     return False
 
 
+_TERM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+
+
+def _terms(text: str) -> set[str]:
+    """Base forms of the technical words of `text` (competition-math vocabulary, `relations.math_word`: "altitude",
+    "hypotenuse", "integer"), instruction and function words aside."""
+    out = set()
+    for w in _TERM_WORD.findall(text or ""):
+        w = w.lower()
+        if w not in INSTRUCTION_WORDS and w not in FUNCTION_WORDS and math_word(w):
+            out.add(base_form(w))
+    return out
+
+
+# everyday restatements of technical words that WordNet's table here lacks
+_TERM_SAID: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "integer": "whole_number whole_numbers number numbers", "value": "amount number result",
+    "expression": "quantity formula", "remainder": "rest left", "denominator": "bottom", "numerator": "top",
+    "perpendicular": "right_angle", "sum": "total", "product": "multiply",
+}.items()}
+
+
+def _said_otherwise(term: str, words: list[str]) -> bool:
+    group = REWORD_GROUP.get(term)
+    said = _TERM_SAID.get(term, frozenset())
+    return any(w in said or (group is not None and REWORD_GROUP.get(w) == group) or synonyms(term, w)
+               for w in words)
+
+
+def term_dropped(a: str, b: str) -> bool:
+    """Whether a technical word of `a` is missing from `b` and not said there by a synonym ("integer" ->
+    "whole number", "remainder" -> "rest"): "the altitude to the hypotenuse has length 4" vs "the hypotenuse
+    is 4" gives another quantity the same number."""
+    lost = _terms(a) - {base_form(w.lower()) for w in _TERM_WORD.findall(b or "")}
+    if not lost:
+        return False
+    words = [w.lower() for w in _WORD.findall((b or "").lower())]
+    words += [f"{x}_{y}" for x, y in zip(words, words[1:], strict=False)]
+    return any(not _said_otherwise(t, words) for t in lost)
+
+
 @dataclass(frozen=True)
 class PairThresholds:
     """The bounds of `pair_verdict` (each stage's config holds its own copy)."""
@@ -296,6 +346,8 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
         return "number_changed"
     if math_changed(a, b):
         return "math_changed"
+    if term_dropped(a, b) or (symmetric and term_dropped(b, a)):
+        return "term_changed"
     qa, qb = question_of(a), question_of(b)
     if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb) or strict_counts(a) != strict_counts(b):
         return "question_changed"
