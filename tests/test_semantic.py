@@ -19,6 +19,7 @@ from cotforge.curate.dedup.pairs.semantic import (
     math_of,
     number_verdict,
     numbers_of,
+    order_kept,
     pair_verdict,
     question_of,
 )
@@ -109,6 +110,17 @@ def test_formulas_restated_in_words():
     sph = r"In spherical coordinates $(\rho,\theta,\phi),$ find the shape described by $\phi = c.$"
     assert pair_verdict(cyl, sph, 0.95, 0.95, th) == "math_changed"
     assert math_changed(r"Let $x y z (x + y + z) = 1$. Find $x$.", r"Let $x + y + z = 1$. Find $x$.")
+    assert math_changed(r"In $\triangle ABC$, find $\angle YZX$.", r"In $\triangle ABC$, find $\angle AYX$.")
+    assert math_of("Let $abc = 1$.") == {"a": 1, "b": 1, "c": 1, "=": 1}  # letters in a row are no prose
+
+
+def test_order_kept_for_overruling_dedup():
+    """Dedup overrules its sentence-aligned checks only when sentences moved whole: swapped numbers, swapped
+    formulas or a moved negation are other problems."""
+    assert not order_kept("If $x - y = 12$ and $x + y = 6$, what is $y$?", "If $x - y = 6$ and $x + y = 12$, what is $y$?")
+    assert not order_kept("Is $2n$ a square and $3n$ a cube?", "Is $3n$ a square and $2n$ a cube?")
+    assert not order_kept("The balls are not red but the boxes are.", "The balls are red but the boxes are not.")
+    assert order_kept("Tom has 3 cats. He buys 5 dogs. How many pets?", "How many pets? He buys 5 dogs. Tom has 3 cats.")
 
 
 def test_question_survives_moved_sentences():

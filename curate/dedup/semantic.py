@@ -8,7 +8,10 @@ when the numbers- and question-aware pair check says it is one problem in other 
 MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges; a pair it keeps apart for a
 changed variable or code section stays apart; a pair it rejects for rewording alone (`REWORDING_REASONS`: too
 many words replaced, too few shared n-grams, content words replaced) or for a changed number, name, question or
-formula found by its sentence-aligned checks (`RECHECK`) goes to the semantic pair check. Precision first: the
+formula found by its sentence-aligned checks (`RECHECK`) goes to the semantic pair check, but only when the two
+texts keep what those checks align up to moving whole sentences (`order_kept`: each sentence's numbers in
+order, each formula's tokens in order, each negation with its word; no figure code), since real look-alikes
+swap two numbers or two formulas. Precision first: the
 bounds are stricter than those of decontamination (a wrong merge loses a training row).
 """
 
@@ -24,7 +27,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of
+from cotforge.curate.dedup.pairs.semantic import PairThresholds, order_kept, pair_verdict, question_of
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
 from cotforge.curate.text.embed import Embedder
@@ -92,6 +95,9 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
                 continue
             if graded_only or (graded not in REWORDING_REASONS and graded not in recheck):
                 stats[f"graded_{graded}"] = stats.get(f"graded_{graded}", 0) + 1
+                continue
+            if graded not in REWORDING_REASONS and not order_kept(texts[i], texts[j]):
+                stats["order_changed"] = stats.get("order_changed", 0) + 1
                 continue
         why = pair_verdict(texts[i], texts[j], c, None, th, symmetric=True)
         if why is None:

@@ -38,7 +38,7 @@ from cotforge.curate.dedup.pairs.lexicon import (
     STRICT_CATEGORIES,
 )
 from cotforge.curate.dedup.pairs.relations import base_form, math_word
-from cotforge.curate.dedup.pairs.synonyms import synonyms
+from cotforge.curate.dedup.pairs.synonyms import known, synonyms
 
 _WORD_NUMBERS: dict[str, str] = {
     w: str(i) for i, w in enumerate("zero _ two three four five six seven eight nine ten eleven twelve thirteen "
@@ -77,12 +77,13 @@ _ARTICLE_LETTERS = frozenset("aAI")  # a lone "a" or "I" in prose is a word, not
 
 def _is_prose(region: str) -> bool:
     """Whether a span between two "$" is prose (two currency signs: "costs $2 per egg ... sells for $3"), not a
-    formula: a bare word of three letters or more that is no function name, or a bare two-letter function word."""
+    formula: a bare word (not after a backslash, not all capitals like the points "ABC") that is a function word
+    or an English word of 4+ letters WordNet knows, other than a function name ("sin", "log")."""
     for w in _BARE_WORD.findall(_TEXT_CMD.sub(" ", region)):
         lw = w.lower()
-        if lw in _MATH_NAMES:
+        if w.isupper() or lw in _MATH_NAMES:
             continue
-        if len(w) > 2 or lw in FUNCTION_WORDS:
+        if lw in FUNCTION_WORDS or (len(w) > 3 and known(lw)):
             return True
     return False
 
@@ -156,22 +157,21 @@ def math_changed(a: str, b: str) -> bool:
     return any(not _explained(t, wb) for t in ma - mb) or any(not _explained(t, wa) for t in mb - ma)
 
 
+def _value(tok: str) -> str | None:
+    """The canonical value of a number token (commas and a trailing ".0" dropped, leading zeros stripped; a
+    number word as its digits), None for any other word."""
+    if tok[0].isdigit():
+        v = tok.replace(",", "")
+        if "." in v:
+            v = v.rstrip("0").rstrip(".") or "0"
+        return v.lstrip("0") or "0"
+    return _WORD_NUMBERS.get(tok.lower())
+
+
 def numbers_of(text: str) -> Counter:
     """The numeric values of `text` as canonical strings (commas and a trailing ".0" dropped, leading zeros
     stripped), digits and number words ("three") alike."""
-    out: Counter = Counter()
-    for tok in _NUM.findall(text or ""):
-        if tok[0].isdigit():
-            v = tok.replace(",", "")
-            if "." in v:
-                v = v.rstrip("0").rstrip(".") or "0"
-            v = v.lstrip("0") or "0"
-            out[v] += 1
-        else:
-            w = _WORD_NUMBERS.get(tok.lower())
-            if w is not None:
-                out[w] += 1
-    return out
+    return Counter(v for tok in _NUM.findall(text or "") if (v := _value(tok)) is not None)
 
 
 def question_of(text: str) -> str:
@@ -304,6 +304,44 @@ def term_dropped(a: str, b: str) -> bool:
     words = [w.lower() for w in _WORD.findall((b or "").lower())]
     words += [f"{x}_{y}" for x, y in zip(words, words[1:], strict=False)]
     return any(not _said_otherwise(t, words) for t in lost)
+
+
+_NEG_NEXT = re.compile(r"\b(not|no|never|without)\s+([a-z]+)")
+
+
+def _number_seq(text: str) -> tuple[str, ...]:
+    return tuple(v for tok in _NUM.findall(text) if (v := _value(tok)) is not None)
+
+
+def _region_seq(region: str) -> tuple[str, ...]:
+    toks = [t for t in _MATH_TOK.findall(region) if not (t.startswith("\\") and (t[1:] in FORMAT_WORDS or t == "\\,"))]
+    return tuple(toks)
+
+
+def order_kept(a: str, b: str) -> bool:
+    """Whether `a` and `b` keep the order the graded check's sentence-aligned rules look at, up to moving whole
+    sentences: each sentence's numbers in order (as a multiset of sentences), each formula's tokens in order,
+    each negation with the word it negates, and no figure code ([asy]: the text is not the whole problem).
+    "$x - y = 12$ and $x + y = 6$" vs "... = 6 ... = 12", "$2n$ is a square and $3n$ a cube" vs the swap, "the
+    balls are not distinguishable but the boxes are" vs the swap keep every number, formula token and carrier
+    count, and are other problems."""
+    if "[asy]" in a or "[asy]" in b:
+        return False
+
+    def sentences(t: str) -> Counter:
+        t = _NOT_CONTRACTED.sub(" not", t)
+        return Counter(seq for s in _SENT.split(t) if s and (seq := _number_seq(s)))
+
+    if sentences(a) != sentences(b):
+        return False
+    ra, rb = math_split(a)[0], math_split(b)[0]
+    fa = Counter(x for r in ra if (x := _region_seq(r)) and not all(t.isdigit() for t in x))
+    fb = Counter(x for r in rb if (x := _region_seq(r)) and not all(t.isdigit() for t in x))
+    if fa != fb:
+        return False
+    na = Counter(_NEG_NEXT.findall(_NOT_CONTRACTED.sub(" not", a).lower()))
+    nb = Counter(_NEG_NEXT.findall(_NOT_CONTRACTED.sub(" not", b).lower()))
+    return na == nb
 
 
 @dataclass(frozen=True)
