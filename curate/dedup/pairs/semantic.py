@@ -11,13 +11,18 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    dedup checks both ways);
 3. **math** (`math_changed`): the tokens of the LaTeX math regions must agree ("$f(f(x))$" vs "$f(f(g(x)))$",
    "$z = c$" vs "$\\phi = c$" keep every number), digits aside (the number rule's) and up to restatement in
-   words ("$8\\times 8$" vs "8 by 8"); a "$" before prose is a currency sign, not a formula;
+   words ("$8\\times 8$" vs "8 by 8"); a "$" before prose is a currency sign, not a formula; `term_changed`
+   when a technical word of one text ("altitude") is missing from the other and not said there by a synonym;
 4. **question** (`question_of`): the question sentence of each text (the last sentence ending in "?", else the
    last one opening with an imperative such as "Find"); `question_changed` when a carrier category differs (dedup's
    closed word classes, `curate/dedup/lexicon.py`: each question has a group the other lacks, sum / product,
    largest / smallest, even / odd, area / perimeter, ...; or a strict one -- negation, comparison, parity,
-   sign -- added or dropped), when one question asks about another thing the story names, or when the cosine of
-   the two question sentences is below `min_question_cosine`.
+   sign -- added or dropped; negation, sign and parity words are also counted over the whole texts), when one
+   question asks about another thing the story names, or when the cosine of the two question sentences is below
+   `min_question_cosine`.
+
+`order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
+verdicts: numbers per sentence, formula tokens and negations in the same order.
 
 Everything here is per pair, in plain Python: the tier calls it only for the few nearest neighbours that pass
 the cosine bound.
