@@ -260,10 +260,51 @@ def test_matcher_embeds_the_response_opening_when_the_prompt_is_empty(tmp_path, 
         ["", "", CLEAN], [REPHRASED + " So the answer is 10.", NUMBER_CHANGED, REPHRASED], cfg)
     assert [[(m.match_kind, m.side) for m in ms] for ms in found] == [[("semantic", "response")], [], []]
     # the static fast path: a bound no row reaches keeps every row away from the transformer
-    strict = DecontamConfig(**{**cfg.__dict__, "semantic_prefilter": 1.0})
+    strict = DecontamConfig(**{**cfg.__dict__, "semantic_encoder": "static+rerank", "semantic_static_cosine": 1.0})
     m = Matcher(DecontamIndex(tmp_path / "idx"))
     assert m.match_batch(["", CLEAN], [REPHRASED + " So the answer is 10.", None], strict) == [[], []]
     assert m._semantic.skipped == 2
+    # a bound every row reaches: the same candidates as the transformer path, so the same verdicts
+    loose = DecontamConfig(**{**cfg.__dict__, "semantic_encoder": "static+rerank", "semantic_static_cosine": -1.0})
+    m = Matcher(DecontamIndex(tmp_path / "idx"))
+    again = m.match_batch(["", "", CLEAN], [REPHRASED + " So the answer is 10.", NUMBER_CHANGED, REPHRASED], loose)
+    assert [[(x.match_kind, x.side, x.benchmark_id, x.score) for x in ms] for ms in again] == \
+        [[(x.match_kind, x.side, x.benchmark_id, x.score) for x in ms] for ms in found]
+    assert m._semantic.skipped == 0
+
+
+def test_semantic_encoder_setting_is_checked():
+    from cotforge.curate.decontam.config import DecontamConfig
+    from cotforge.curate.dedup.config import DedupConfig
+
+    for make in (DecontamConfig, DedupConfig):
+        with pytest.raises(ValueError, match="semantic_encoder"):
+            make(semantic_encoder="static")
+        with pytest.raises(ValueError, match="semantic_static_cosine"):
+            make(semantic_static_cosine=1.5)
+
+
+def test_static_rerank_gives_the_transformer_verdicts_on_the_same_candidates(tiny_encoder):
+    """dedup's fast path: static neighbours re-scored by the transformer go through the same checks; with every
+    pair a candidate either way, the merged pairs and counts are those of the transformer path."""
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, rerank
+    from cotforge.curate.text.embed import StaticEmbedder
+
+    texts = [ITEM, DEDUP_REPHRASED, NUMBER_CHANGED, QUESTION_CHANGED, CLEAN]
+    emb = Embedder(str(tiny_encoder))
+    th = PairThresholds(-1.0, 0.0, 0)
+    cfg = DedupConfig()
+    dense = check_pairs(neighbour_pairs(emb.encode(texts), 4, -1.0), texts, emb, th, cfg, RECHECK)
+    static = StaticEmbedder(emb).encode(texts)
+    cands = neighbour_pairs(static, 4, -1.0)
+    assert {(i, j) for i, j, _ in cands} == {(i, j) for i, j, _ in neighbour_pairs(emb.encode(texts), 4, -1.0)}
+    got = check_pairs(rerank(cands, texts, emb, -1.0), texts, emb, th, cfg, RECHECK)
+    assert got[1] == dense[1] and [(i, j) for i, j, _ in got[0]] == [(i, j) for i, j, _ in dense[0]]
+    assert np.allclose([c for *_, c in got[0]], [c for *_, c in dense[0]], atol=1e-5)  # batching changes ulps only
+    assert any(i == 0 and j == 1 for i, j, _ in got[0])
+    # the re-ranked cosine is the transformer's: a floor above every transformer cosine leaves no pair
+    assert rerank(cands, texts, emb, 1.01) == []
 
 
 def test_decontaminate_semantic_missing_model_is_a_clear_error(tmp_path):
@@ -299,6 +340,16 @@ def test_dedup_semantic_from_the_cli(tmp_path, tiny_encoder):
     assert removed["duplicate_of"].to_list()[0] is not None
     stats = json.loads((out / "stats.json").read_text())
     assert stats["dedup"]["semantic_merged"] == 1
+    # the fast path (static neighbours, transformer re-rank) removes the same row
+    fast = tmp_path / "fast"
+    res = CliRunner().invoke(main, ["curate", "dedup", str(src), "-o", str(fast), "--workers", "1", "--semantic",
+                                    "--semantic-model", str(tiny_encoder), "--semantic-cosine", "-1",
+                                    "--semantic-question-cosine", "0", "--semantic-encoder", "static+rerank",
+                                    "--semantic-static-cosine", "-1"])
+    assert res.exit_code == 0, res.output
+    assert pl.read_parquet(sorted((fast / "removed").glob("*.parquet")))["id"].to_list() == ["r"]
+    fstats = json.loads((fast / "stats.json").read_text())["dedup"]
+    assert fstats["semantic_merged"] == 1 and fstats["semantic_static_candidates"] >= 1
 
 
 @pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None, reason="the semantic extra is not installed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from cotforge.curate.text.embed import SEMANTIC_ENCODERS
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
@@ -134,9 +135,12 @@ class DecontamConfig:
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_extra_numbers: int = field(default=0, metadata={
         "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
-    semantic_prefilter: float = field(default=-1.0, metadata={
-        "help": "Semantic tier fast path: rows whose nearest item by a static embedding distilled from the model "
-                "(mean token vectors) has a cosine below this skip the transformer; -1 (default) is off."})
+    semantic_encoder: str = field(default="transformer", metadata={
+        "help": "Semantic tier: 'transformer' (every row through the model) or 'static+rerank' (a static token "
+                "table distilled from the model proposes candidates; only rows with one go through the model)."})
+    semantic_static_cosine: float = field(default=0.70, metadata={
+        "help": "Semantic tier, static+rerank: rows whose nearest item by the static embedding is below this "
+                "cosine skip the transformer (recall-oriented)."})
     semantic_top_k: int = field(default=3, metadata={"help": "Semantic tier: nearest items checked per row."})
     semantic_response_chars: int = field(default=600, metadata={
         "help": "Semantic tier: rows without a prompt are embedded by this many first characters of the response."})
@@ -152,8 +156,11 @@ class DecontamConfig:
                      "max_item_df", "response_chars", "fuzzy_min_shingles", "short_item_words"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
-        if not -1.0 <= self.semantic_prefilter <= 1.0:
-            raise ValueError(f"semantic_prefilter: must be in [-1, 1] (got {self.semantic_prefilter})")
+        if not -1.0 <= self.semantic_static_cosine <= 1.0:
+            raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
+        if self.semantic_encoder not in SEMANTIC_ENCODERS:
+            raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} "
+                             f"(got {self.semantic_encoder!r})")
         if not -1.0 <= self.semantic_cosine <= 1.0:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:

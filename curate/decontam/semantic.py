@@ -10,7 +10,10 @@ prompt (the first `semantic_response_chars` characters of the response when the 
 match kind `semantic`, score = the cosine, and in `matches` the aligned numbers and both texts.
 
 Off by default (`--semantic` turns it on): it costs a transformer forward pass per distinct prompt (see
-docs/semantic.md for rows/s on 2 cores).
+docs/semantic.md for rows/s on 2 cores). `semantic_encoder: static+rerank` puts a static embedding distilled
+from the same model (`StaticEmbedder`) in front: a row whose nearest item by the static cosine is below
+`semantic_static_cosine` never reaches the transformer; the others are embedded, searched and checked as above
+(the same verdicts for the rows that pass).
 """
 
 from __future__ import annotations
@@ -95,10 +98,10 @@ class SemanticTier:
         self.th = thresholds(cfg)
         self.emb = embedder or make_embedder(cfg)
         self.checked_pairs = 0
-        self.skipped = 0  # rows the static prefilter kept away from the transformer
+        self.skipped = 0  # rows the static encoder kept away from the transformer (static+rerank)
         self._cache: dict[str, list[SemanticHit]] = {}
         self.static: StaticEmbedder | None = None
-        if cfg.semantic_prefilter > -1.0:
+        if cfg.semantic_encoder == "static+rerank":
             self.static = StaticEmbedder(self.emb)
             self.static.fit_weights(item_texts)
             self.static_vecs = self.static.encode(item_texts)
@@ -122,7 +125,7 @@ class SemanticTier:
             return out
         if self.static is not None:  # the fast path: only rows whose nearest item is close enough statically
             best = (self.static.encode(texts) @ self.static_vecs.T).max(axis=1)
-            keep = np.flatnonzero(best >= self.cfg.semantic_prefilter).tolist()
+            keep = np.flatnonzero(best >= self.cfg.semantic_static_cosine).tolist()
             self.skipped += len(texts) - len(keep)
             for i, hits in zip(keep, self._match_dense([texts[i] for i in keep]), strict=True):
                 out[i] = hits

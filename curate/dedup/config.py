@@ -9,6 +9,7 @@ from datatrove.pipeline.dedup.minhash import MinhashConfig
 from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
+from cotforge.curate.text.embed import SEMANTIC_ENCODERS
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 WORD_RELATIONS = ("synonyms", "wordnet", "flip")
@@ -88,6 +89,12 @@ class DedupConfig:
     semantic_question_cosine: float = field(default=0.80, metadata={
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_top_k: int = field(default=5, metadata={"help": "Semantic tier: nearest problems checked per problem."})
+    semantic_encoder: str = field(default="transformer", metadata={
+        "help": "Semantic tier: 'transformer' (every problem through the model) or 'static+rerank' (a static token "
+                "table distilled from the model finds the neighbours; only problems in a candidate pair go "
+                "through the model, whose cosine re-ranks them)."})
+    semantic_static_cosine: float = field(default=0.70, metadata={
+        "help": "Semantic tier, static+rerank: least static cosine of a candidate pair (recall-oriented)."})
     document_steps: bool = field(default=False, metadata={
         "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
@@ -130,6 +137,11 @@ class DedupConfig:
                              f"{self.semantic_cosine} / {self.semantic_question_cosine})")
         if self.semantic_device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
+        if self.semantic_encoder not in SEMANTIC_ENCODERS:
+            raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} "
+                             f"(got {self.semantic_encoder!r})")
+        if not -1.0 <= self.semantic_static_cosine <= 1.0:
+            raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
         for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets", "semantic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")

@@ -13,6 +13,12 @@ texts keep what those checks align up to moving whole sentences (`order_kept`: e
 order, each formula's tokens in order, each negation with its word; no figure code), since real look-alikes
 swap two numbers or two formulas. Precision first: the
 bounds are stricter than those of decontamination (a wrong merge loses a training row).
+
+`semantic_encoder: static+rerank` (the fast path): the embed step writes static vectors (`StaticEmbedder`,
+thousands of texts/s), the neighbour search keeps pairs at a static cosine >= `semantic_static_cosine`
+(recall-oriented), and only the problems in such a pair go through the transformer, whose cosine replaces the
+static one before the checks above (pairs below `semantic_cosine` drop out): where the candidates are the same,
+the verdicts are those of the transformer path.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, order_kept, pair_verdict, question_of
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
-from cotforge.curate.text.embed import Embedder
+from cotforge.curate.text.embed import Embedder, StaticEmbedder
 from cotforge.curate.text.normalize import normalize
 
 log = logging.getLogger(__name__)
@@ -118,7 +124,8 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
 
 class SemanticEmbed(PipelineStep):
     """Dedup step (with `semantic`): embed the task's problem heads (first row of each problem key, from
-    heads/RRRRR.npy) into semantic/RRRRR.npy (float16, in head order); the cluster step searches them."""
+    heads/RRRRR.npy) into semantic/RRRRR.npy (float16, in head order; static vectors with `static+rerank`);
+    the cluster step searches them."""
 
     name = "cotforge semantic embeddings"
     type = "🫂 - DEDUP"
@@ -133,7 +140,7 @@ class SemanticEmbed(PipelineStep):
             head = np.load(work / "heads" / f"{rank:05d}.npy")
             col = pq.read_table(work / "input" / input_file(rank), columns=["prompt"])["prompt"]
             prompts = col.take(pa.array(head["idx"].astype(np.int64))).to_pylist() if len(head) else []
-            vecs = make_embedder(self.cfg).encode([p or "" for p in prompts])
+            vecs = encode_heads([p or "" for p in prompts], self.cfg)
             (work / "semantic").mkdir(exist_ok=True)
             np.save(work / "semantic" / f"{rank:05d}.npy", vecs.astype(np.float16))
         self.stat_update("embedded", value=len(prompts))
@@ -144,6 +151,26 @@ class SemanticEmbed(PipelineStep):
 def make_embedder(cfg: DedupConfig) -> Embedder:
     """The configured encoder."""
     return Embedder(cfg.semantic_model, device=cfg.semantic_device)
+
+
+def encode_heads(texts: list[str], cfg: DedupConfig) -> np.ndarray:
+    """The vectors the cluster step searches: the transformer's, or with `static+rerank` the static embedding
+    distilled from it (uniform token weights, so vectors of different tasks compare)."""
+    emb = make_embedder(cfg)
+    return StaticEmbedder(emb).encode(texts) if cfg.semantic_encoder == "static+rerank" else emb.encode(texts)
+
+
+def rerank(cands: list[tuple[int, int, float]], texts, embedder: Embedder, min_cosine: float
+           ) -> list[tuple[int, int, float]]:
+    """Static candidate pairs re-scored by the transformer: (i, j, transformer cosine) for those at >= `min_cosine`
+    (only the texts in a candidate pair are embedded), so the pair check sees the cosine it sees without the
+    static path."""
+    rows = sorted({x for i, j, _ in cands for x in (i, j)})
+    if not rows:
+        return []
+    v = dict(zip(rows, embedder.encode([texts[r] for r in rows]), strict=True))
+    out = [(i, j, float(v[i] @ v[j])) for i, j, _ in cands]
+    return [(i, j, c) for i, j, c in out if c >= min_cosine]
 
 
 def thresholds(cfg: DedupConfig) -> PairThresholds:
@@ -160,15 +187,20 @@ def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.
     rank = np.concatenate([np.full(len(h), r, dtype=np.int64) for r, h in enumerate(heads)])
     idx = np.concatenate([h["idx"].astype(np.int64) for h in heads])
     pkey = np.concatenate([h["pkey"] for h in heads])
-    cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, cfg.semantic_cosine)
-             if pkey[i] != pkey[j]]
+    static = cfg.semantic_encoder == "static+rerank"
+    floor = cfg.semantic_static_cosine if static else cfg.semantic_cosine
+    cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, floor) if pkey[i] != pkey[j]]
     need = sorted({x for i, j, _ in cands for x in (i, j)})
     texts: dict[int, str] = {}
     for r in sorted({int(rank[x]) for x in need}):
         sel = [x for x in need if rank[x] == r]
         col = pq.read_table(work / "input" / input_file(r), columns=["prompt"])["prompt"]
         texts.update(zip(sel, (p or "" for p in col.take(pa.array(idx[sel])).to_pylist()), strict=True))
-    merged, got = check_pairs(cands, texts, make_embedder(cfg), thresholds(cfg), cfg, RECHECK)
+    emb = make_embedder(cfg)
+    if static:
+        stats["semantic_static_candidates"] += len(cands)
+        cands = rerank(cands, texts, emb, cfg.semantic_cosine)
+    merged, got = check_pairs(cands, texts, emb, thresholds(cfg), cfg, RECHECK)
     for k, v in got.items():
         stats[f"semantic_{k}"] += v
     lo = np.array([min(pkey[i], pkey[j]) for i, j, _ in merged], dtype=np.uint64)

