@@ -37,8 +37,8 @@ from cotforge.curate.dedup.pairs.semantic import (
     pair_verdict,
     question_of,
 )
-from cotforge.curate.dedup.semantic import RECHECK, semantic_pairs
-from cotforge.curate.text.embed import Embedder
+from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, semantic_pairs
+from cotforge.curate.text.embed import Embedder, StaticEmbedder
 
 BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
 DEDUP_DEFAULT = PairThresholds(min_cosine=0.85, min_question_cosine=0.80, max_extra_numbers=0)
@@ -74,8 +74,9 @@ def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses
             c["kind_" + ms[0].match_kind] += 1
             if any(m.benchmark_id == r.item_id for m in ms):
                 c["right_item"] += 1
-    print(f"decontam part={part} semantic={semantic} index {t1 - t0:.1f}s match {t2 - t1:.1f}s "
-          f"({len(rows) / max(t2 - t1, 1e-9):.1f} rows/s)")
+    print(f"decontam part={part} semantic={semantic} encoder={cfg.semantic_encoder} index {t1 - t0:.1f}s match "
+          f"{t2 - t1:.1f}s ({len(rows) / max(t2 - t1, 1e-9):.1f} rows/s); rows kept from the transformer by the "
+          f"static encoder: {getattr(matcher._semantic, 'skipped', 0)}")
     for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "clean"):
         c = by[kind]
         print(f"  {kind:17s} {c['flagged']:4d}/{c['n']:4d} = {c['flagged'] / max(c['n'], 1):.3f}  "
@@ -154,7 +155,7 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
-               recheck: tuple[str, ...] = (), misses: bool = False) -> None:
+               recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None) -> None:
     pairs = [p for p in build_dedup(SHARED) if p.part == part]
     th = DEDUP_DEFAULT
     for o in opts:
@@ -172,8 +173,16 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     vecs = encode_cached(emb, texts, f"dedup-{part}")
     from cotforge.curate.dedup.config import DedupConfig
 
-    merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
-                                   recheck=frozenset(recheck))
+    if static is None:
+        merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
+                                       recheck=frozenset(recheck))
+    else:  # the static+rerank path: static neighbours, the transformer's cosine on those pairs only
+        cands = neighbour_pairs(StaticEmbedder(emb).encode(texts), 5, static)
+        rows = {x for i, j, _ in cands for x in (i, j)}
+        print(f"  static+rerank at {static}: {len(cands)} static candidate pairs, {len(rows)}/{len(texts)} texts "
+              f"would reach the transformer")
+        cands = [(i, j, float(vecs[i] @ vecs[j])) for i, j, _ in cands if float(vecs[i] @ vecs[j]) >= th.min_cosine]
+        merged, stats = check_pairs(cands, texts, emb, th, None if graded_off else DedupConfig(), frozenset(recheck))
     dt = time.time() - t0
     label = {tuple(sorted((at[p.a], at[p.b]))): p for p in pairs}
     got = {(i, j) for i, j, _ in merged}
@@ -245,6 +254,8 @@ def main() -> None:
                     "'none': only the rewording reasons)")
     ap.add_argument("--no-graded", action="store_true", help="dedup: the semantic check alone, without the graded check")
     ap.add_argument("--set-opt", action="append", default=[], help="config override key=value")
+    ap.add_argument("--dedup-static", type=float, default=None, help="dedup: the static+rerank path with this "
+                    "least static cosine (decontamination: --set-opt semantic_encoder=static+rerank)")
     args = ap.parse_args()
     if args.part == "held":
         rec = recorded()
@@ -257,7 +268,7 @@ def main() -> None:
     if args.which in ("dedup", "both"):
         recheck = tuple(RECHECK) if args.recheck == "" else tuple(x for x in args.recheck.split(",") if x != "none")
         eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded, recheck,
-                   args.misses and args.part == "tune")
+                   args.misses and args.part == "tune", args.dedup_static)
 
 
 if __name__ == "__main__":
