@@ -9,6 +9,7 @@ from datatrove.pipeline.dedup.minhash import MinhashConfig
 from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
+from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 WORD_RELATIONS = ("synonyms", "wordnet", "flip")
@@ -88,6 +89,7 @@ class DedupConfig:
     semantic_question_cosine: float = field(default=0.80, metadata={
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_top_k: int = field(default=5, metadata={"help": "Semantic tier: nearest problems checked per problem."})
+    text_kernel: str = field(default="auto", metadata={"help": KERNEL_HELP})
     document_steps: bool = field(default=False, metadata={
         "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
@@ -130,6 +132,7 @@ class DedupConfig:
                              f"{self.semantic_cosine} / {self.semantic_question_cosine})")
         if self.semantic_device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
+        check_text_kernel(self.text_kernel)
         for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets", "semantic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")
