@@ -132,6 +132,8 @@ def test_decontaminate_gives_the_same_shards_with_either_text_kernel(tmp_path):
         stats = run_stage("decontaminate", [InputSpec(str(src))], tmp_path / kernel, cfg,
                           ExecutorConfig(workers=1, rows_per_task=10))
         assert stats["removed_by_reason"]["contaminated"] >= 10
+        # the HTML report shows removed rows' own text (read back from removed/ in record batches)
+        assert "Solve the following problem." in (tmp_path / kernel / "contamination_report.html").read_text()
         outs[kernel] = _stage_parts(tmp_path / kernel)
     assert outs["numba"] == outs["python"]
 
