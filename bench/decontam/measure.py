@@ -163,6 +163,18 @@ def run_baseline(path: str, out: str) -> dict:
     return {"rows": t.num_rows, "flagged": int(sum(flags))}
 
 
+def shards_digest(out: Path) -> str:
+    """sha256 of a stage folder's kept/ and removed/ shards (names and bytes), first 12 hex digits."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in ("kept", "removed"):
+        for f in sorted((out / part).glob("*.parquet")):
+            h.update(f"{part}/{f.name}".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0,
              text_kernel: str = "auto") -> dict:
     from cotforge.curate.core.benchmarks import local_benchmark_names
@@ -175,6 +187,7 @@ def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes:
                          text_kernel=text_kernel, **({"batch_bytes": batch_bytes} if batch_bytes else {}))
     stats = run_stage("decontaminate", [InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
+            "shards_sha256": shards_digest(Path(out) / "o"),
             "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
 
@@ -211,8 +224,8 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
                              which=("short", "longcot", "short_clean") if which == "all" else (
                                  ("short", "longcot") if which == "both" else (which,)))
     print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child / largest "
-          "matcher task MB | stage s: index / ingest / match / collect / report | load |")
-    print("|---|---:|---|---:|---:|---:|---:|---|---|---|")
+          "matcher task MB | stage s: index / ingest / match / collect / report | shards sha256 | load |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---|---|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
         load_b = os.getloadavg()
@@ -224,14 +237,15 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
             runs.append(("cotforge, 8 MiB batches (round 1)", measure("ours", path, batch_bytes=8 << 20)))
         load_o = os.getloadavg()
         print(f"| {name} | {base['rows']} | baseline (1 process) | {base['wall_s']:.1f} | "
-              f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | | "
+              f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | | | "
               f"{load_b[0]:.2f} |")
         for label, r in runs:
             t = r.get("timings", {})
             steps = " / ".join(f"{t.get(k + '_s', 0):.1f}" for k in ("index", "ingest", "match", "collect", "report"))
             print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
                   f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
-                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {steps} | {load_o[0]:.2f} |",
+                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {steps} | {r.get('shards_sha256', '')} | "
+                  f"{load_o[0]:.2f} |",
                   flush=True)
 
 
