@@ -103,8 +103,10 @@ def test_ingest_by_record_batch_equals_the_row_loop(tmp_path, monkeypatch):
     assert len({r["id"] for r in kept}) == len(kept)  # ids made unique in input order
     assert [r["id"] for r in kept][:4] == ["r0_0", "r0_1", "r0_2", "r1_0"]
     assert "r1_2~3" in {r["id"] for r in kept} and rows_in["renamed"] == len(_rows())
-    for shard in shards:  # a shard holds rows_per_task rows and budget bytes at most (one row may be larger)
-        assert len(shard) <= 9 and (len(shard) == 1 or sum(row_bytes(r) for r in shard) <= budget)
+    for shard, after in zip(shards, shards[1:], strict=False):  # each shard as full as rows and bytes allow
+        size = sum(row_bytes(r) for r in shard)
+        assert len(shard) <= 9 and (len(shard) == 1 or size <= budget)
+        assert len(shard) == 9 or size + row_bytes(after[0]) > budget
 
 
 def _stage_parts(out: Path) -> dict[str, bytes]:

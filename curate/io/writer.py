@@ -91,7 +91,7 @@ class ShardWriter:
         while start < table.num_rows:
             held = (self._in_shard if self._writer is not None else 0) + self._pending  # rows of the open shard
             cum = np.cumsum(sizes[start:start + self.rows_per_shard - held])
-            room = self.bytes_per_shard - self._shard_bytes
+            room = self.bytes_per_shard - (self._shard_bytes if held else 0)
             k = max(int(np.searchsorted(cum, room, side="right")), 1 if held == 0 else 0)
             full = k < len(cum) or held + k >= self.rows_per_shard or (k > 0 and cum[k - 1] >= room)
             if k:
