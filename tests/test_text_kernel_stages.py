@@ -109,6 +109,32 @@ def test_ingest_by_record_batch_equals_the_row_loop(tmp_path, monkeypatch):
         assert len(shard) == 9 or size + row_bytes(after[0]) > budget
 
 
+def test_shard_bytes_do_not_depend_on_how_rows_arrive(tmp_path):
+    """Final shards are written from whatever tables the tasks produced; the same rows must give the same bytes
+    (Parquet cuts pages per Arrow chunk, so a writer that kept the chunks wrote different bytes)."""
+    import random
+
+    from cotforge.curate.io.writer import ShardWriter
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(5000)]
+    rows = [{"id": f"r{k}", "source": "s", "domain": "math", "answer": str(k), "tests": None, "meta": None,
+             "prompt": " ".join(rng.choices(words, k=rng.randint(20, 200))),
+             "response": " ".join(rng.choices(words, k=rng.randint(50, 600)))} for k in range(12_000)]
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    digests = []
+    for name, cuts in (("one", [len(rows)]), ("batches", [4096] * 2), ("odd", [999, 3001, 17] * 3)):
+        w = ShardWriter(tmp_path / name, SCHEMA, rows_per_shard=50_000)
+        start = 0
+        for n in cuts:
+            w.write_table(table.slice(start, n))
+            start += n
+        w.write_table(table.slice(start))
+        w.close()
+        digests.append([f.read_bytes() for f in sorted((tmp_path / name).glob("*.parquet"))])
+    assert len(digests[0]) == 1 and digests[0] == digests[1] == digests[2]
+
+
 def _stage_parts(out: Path) -> dict[str, bytes]:
     return {f"{part}/{f.name}": f.read_bytes() for part in ("kept", "removed")
             for f in sorted((out / part).glob("*.parquet"))}

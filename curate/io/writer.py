@@ -133,7 +133,9 @@ class ShardWriter:
             if self._pending < size and not final:
                 return
             size = min(size, self._pending)
-            self._writer.write_table(merged.slice(0, size), row_group_size=size)
+            # one chunk per column: Parquet pages are cut per Arrow chunk, so the bytes would depend on how the
+            # rows arrived (per-task record batches) rather than on the rows
+            self._writer.write_table(merged.slice(0, size).combine_chunks(), row_group_size=size)
             rest = merged.slice(size)
             self._tables, self._pending = ([rest] if rest.num_rows else []), rest.num_rows
             self._in_shard += size
