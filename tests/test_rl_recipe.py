@@ -529,11 +529,81 @@ def test_ceil_rule_trains_full_mini_batches_and_leaves_the_rest_out(tiny_model_d
     logs = [r for r in trainer.state.log_history if "policy_loss" in r]
     assert logs[0]["filter/groups_kept"] == 2
     mid = load_file(out / "checkpoint-2" / "model.safetensors")
+    assert sorted(x.name for x in out.glob("checkpoint-*")) == (["checkpoint-2"] if rule == "ceil"
+                                                                 else ["checkpoint-2", "checkpoint-4"])
     end = load_file(out / "final" / "model.safetensors")
     same = all(torch.equal(mid[k], end[k]) for k in mid)
-    if rule == "ceil":
-        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 1, 1] and logs[0]["rollout/optimizer_steps"] == 2
-        assert [r["tokens/trained"] > 0 for r in logs] == [True, True, False, False]
-        assert same
+    if rule == "ceil":  # steps 3-4 left out: not logged, not counted, no checkpoint of their own
+        assert [r["step"] for r in logs] == [1, 2] and logs[0]["rollout/optimizer_steps"] == 2
+        assert all(r["tokens/trained"] > 0 for r in logs) and trainer.state.global_step == 2
+        assert same  # final/ was saved after the two left-out steps (checkpoint-2 is the last checkpoint)
     else:
-        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 0, 0] and not same
+        assert [r["step"] for r in logs] == [1, 2, 3, 4] and not same
+        assert all(r["rollout/left_out_steps"] == 0 for r in logs)
+
+
+def _alternate(texts: list[str], truths: list[str]) -> list[float]:
+    """'mixed' prompts: 0, 1, 0, 1 over their group's samples (always kept); 'flat' ones: 0 (always filtered)."""
+    return [float(i % 2) if g == "mixed" else 0.0 for i, (t, g) in enumerate(zip(texts, truths, strict=True))]
+
+
+def _ceil_run(tiny_model_dir, tmp_path, name: str, *, rollouts: int, resume: str | None = None, **kw):
+    """The ceil rule on 4 prompts per rollout (mini-batches of 1: 4 loop steps each), 2 of 4 groups mixed: 2
+    optimizer steps taken and 2 left out per rollout, `rollouts` rollout batches (one per epoch)."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import build_trainer
+
+    rows = _sevens_rows(4)
+    for i, r in enumerate(rows):
+        r["reward_model"]["ground_truth"] = "mixed" if i in (0, 2) else "flat"
+    path = _write(tmp_path, rows)
+    cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                     num_generations=4, rollout_prompts=4, mini_batch_prompts=1, per_device_train_batch_size=4,
+                     oversample=1, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                     learning_rate=0.05, num_train_epochs=rollouts, report_to=[], sft_alpha=0.1, seed=0,
+                     minibatch_rule="ceil", shuffle_dataset=False, **{"warmup_steps": 3, "save_steps": 100, **kw})
+    trainer = build_trainer(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                                custom={"parity": _alternate})])
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, [r for r in trainer.state.log_history if "policy_loss" in r]
+
+
+@pytest.mark.parametrize("schedule", ["constant_with_warmup", "cosine"])
+def test_left_out_steps_advance_neither_the_schedule_nor_the_step(tiny_model_dir, tmp_path, schedule):
+    """Schedule probe: 2 rollouts x 4 loop steps, 2 taken per rollout. The LR of the 4 steps taken is the
+    schedule's value at steps 0, 1, 2, 3 (as if only the taken steps existed; before the fix the left-out steps
+    advanced it: 0, 1/3, then 1, 1 at warmup 3) and the logged steps are 1-4 (before: 1, 2, 5, 6 of 8)."""
+    from transformers import get_scheduler
+
+    trainer, logs = _ceil_run(tiny_model_dir, tmp_path, schedule, rollouts=2, lr_scheduler_type=schedule)
+    probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.05)
+    sched = get_scheduler(schedule, probe, num_warmup_steps=3, num_training_steps=trainer.state.max_steps)
+    want = []
+    for _ in range(4):
+        want.append(sched.get_last_lr()[0])
+        probe.step()
+        sched.step()
+    assert [r["step"] for r in logs] == [1, 2, 3, 4] and trainer.state.global_step == 4
+    assert [r["learning_rate"] for r in logs] == pytest.approx(want, abs=1e-12)
+    assert [r["rollout/left_out_steps"] for r in logs] == [0, 0, 2, 2]
+    assert all(r["loss"] == r["loss"] and r["tokens/trained"] > 0 for r in logs)  # finite, and trained
+
+
+@pytest.mark.slow
+def test_resume_after_left_out_steps_continues_where_the_loop_was(tiny_model_dir, tmp_path):
+    """3 rollouts (12 loop steps, 6 taken); checkpoint-4 is taken step 4 = loop step 6 (2 left out before it).
+    Resumed from it, the run finishes rollout 2 (its last 2 slots: left out) and trains rollout 3's two steps:
+    steps 5 and 6, at the schedule's LR of taken steps 4 and 5. Without the record of the left-out steps the data
+    position was loop step 4 (rollout 2 again, 8 steps in all)."""
+    import shutil
+
+    full, full_logs = _ceil_run(tiny_model_dir, tmp_path, "full", rollouts=3, save_steps=4)
+    (tmp_path / "resumed").mkdir()
+    shutil.copytree(tmp_path / "full" / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
+    assert json.loads((tmp_path / "resumed" / "checkpoint-4" / "left_out_steps.json").read_text()) == {
+        "left_out_steps": 2}
+    again, logs = _ceil_run(tiny_model_dir, tmp_path, "resumed", rollouts=3, save_steps=4,
+                            resume=str(tmp_path / "resumed" / "checkpoint-4"))
+    assert full.state.global_step == again.state.global_step == 6
+    assert [(r["step"], r["learning_rate"]) for r in logs if r["step"] > 4] == [
+        (r["step"], r["learning_rate"]) for r in full_logs if r["step"] > 4]

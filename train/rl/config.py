@@ -109,7 +109,8 @@ class GPPOConfig(GRPOConfig):
         "rollout_prompts survive. fixed: every step of the rollout trains on a share (smaller mini-batches); ceil: "
         "the official rule, mini-batches of mini_batch_prompts groups, ceil(N / mini_batch_prompts) steps, the last "
         "one's loss scaled by its size / mini_batch_prompts, the rollout's remaining steps left out (no gradient, "
-        "no optimizer or weight-decay change; they still count in global_step)."))
+        "no optimizer or weight-decay change, no LR-schedule step; global_step, logging and saves count only the "
+        "steps taken, max_steps and the epochs bound the loop of taken + left-out steps)."))
 
     # ---- filtering and advantages (train.rl.groups)
     filter_groups: bool = field(default=True, metadata=_help(

@@ -26,6 +26,7 @@ batch state they share; losses, groups, rewards and data live in their own modul
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 PLOT_KEYS = ("reward", "accuracy", "entropy", "clip/frac_high", "clip/frac_low", "ratio/max",
              "completions/mean_length", "filter/dropped_group_frac", "loss", "grad_norm")
+LEFT_OUT_FILE = "left_out_steps.json"  # in a checkpoint: optimizer steps left out before it
 _COUNTS = ("clip_frac_high", "clip_frac_low", "dual_clip_frac", "ppo_zero_grad_frac", "zero_grad_frac")
 
 
@@ -72,8 +74,31 @@ class GPPOTrainer(GRPOTrainer):
         self._mb_tokens: tuple[int, torch.Tensor] | None = None
         self._ceil_buffers: list[dict[str, Any]] | None = None
         self._skip_step = False
+        self._left_out_steps = 0  # optimizer steps left out so far (not in global_step)
         super().__init__(model, reward_funcs, args=args, **kwargs)
-        self.add_callback(_SkipEmptySteps(self))
+        self.add_callback(_LeaveOutEmptySteps(self))
+
+    def _init_training_state(self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
+                             trial):
+        """transformers' state set-up; on resume, the data position counts the optimizer steps left out before the
+        checkpoint too (`global_step` counts only the steps taken; see `_LeaveOutEmptySteps`), and TRL's micro-step
+        counter `_step` (not saved by TRL) is put at that position, so a checkpoint taken inside a rollout batch
+        resumes at its place in the rollout (TRL regenerates the rollout there: its samples are not saved)."""
+        epochs, in_epoch = super()._init_training_state(max_steps, num_update_steps_per_epoch, num_train_epochs,
+                                                        resume_from_checkpoint, trial)
+        self._left_out_steps = 0
+        if resume_from_checkpoint is None:
+            return epochs, in_epoch
+        record = Path(resume_from_checkpoint) / LEFT_OUT_FILE
+        if record.is_file():
+            self._left_out_steps = int(json.loads(record.read_text())["left_out_steps"])
+        loop = self.state.global_step + self._left_out_steps
+        self._step = loop * self.args.gradient_accumulation_steps
+        if self._left_out_steps:
+            epochs = loop // num_update_steps_per_epoch
+            if not self.args.ignore_data_skip:
+                in_epoch = loop % num_update_steps_per_epoch * self.args.gradient_accumulation_steps
+        return epochs, in_epoch
 
     # ------------------------------------------------------------------ data: oversampled prompts
     def _get_train_sampler(self, dataset=None):
@@ -190,7 +215,7 @@ class GPPOTrainer(GRPOTrainer):
         optimizer step k trains on the kept groups of mini-batch slot k, its loss scaled by the slot's group count
         / mini_batch_prompts (`rl_scale`); each step's GA micro-batches split its local rows evenly; a micro-batch
         without rows gets one zero-weight row (one completion column after `trim_padding`), and a step without
-        any rows on any process is left out (`_SkipEmptySteps`)."""
+        any rows on any process is left out (`_LeaveOutEmptySteps`)."""
         a, g = self.args, self.num_generations
         ga = self.args.gradient_accumulation_steps
         procs, me = self.accelerator.num_processes, self.accelerator.process_index
@@ -358,9 +383,11 @@ class GPPOTrainer(GRPOTrainer):
         out = self._metrics[mode]
         n_all = tot["n"]
         procs = self.accelerator.num_processes
-        if mode == "train":
-            self._skip_step = n_all == 0  # nothing trained in this step on any process: leave the weights alone
-            out["rollout/skipped_step"].append(float(self._skip_step))
+        if mode == "train" and n_all == 0:
+            # nothing trained in this step on any process: the step is left out (`_LeaveOutEmptySteps`), and
+            # logs nothing of its own (its zeros would be averaged into the next logged step)
+            self._skip_step = True
+            return
         out["policy_loss"].append(tot["pg"] / procs)
         out["sft_nll"].append(tot["nll"] / procs)
         out["tokens/trained"].append(n_all)
@@ -371,24 +398,54 @@ class GPPOTrainer(GRPOTrainer):
         out["ratio/min"].append(lo if n_all else math.nan)
         out["ratio/max"].append(hi if n_all else math.nan)
         if mode == "train":
+            out["rollout/left_out_steps"].append(float(self._left_out_steps))  # so far, not in global_step
             every = self.args.steps_per_generation * self.num_iterations
             out["rollout/minibatch"].append(float((self._step % every) // ga))
             out["rollout/index"].append(float(self._step // every))
 
 
-class _SkipEmptySteps(TrainerCallback):
+class _LeaveOutEmptySteps(TrainerCallback):
     """Leaves out an optimizer step that trained on no token on any process (the rollout's slots beyond
-    ceil(N / mini-batch), or a rollout whose groups were all filtered): the gradients are dropped before the
-    optimizer runs, so AdamW changes neither the weights (no weight decay, no momentum step) nor its state."""
+    ceil(N / mini-batch), or a rollout whose groups were all filtered), as if the loop had not reached it, the way
+    the official verl loop never has such a step: the gradients are dropped before the optimizer runs (AdamW
+    changes neither the weights, nor its state, nor applies weight decay), the LR schedule does not advance (the
+    scheduler's own step is taken back: every schedule TRL/transformers build is a closed-form LambdaLR), and
+    `global_step` counts only steps taken, so the logged step, `logging_steps`, `save_steps` and the checkpoint
+    names follow optimizer steps taken. The step logs and saves nothing of its own, except the final save when
+    the loop ends on it. `max_steps` and the epochs still bound the loop itself (taken + left-out steps), which
+    is what the sampler and resume count: a checkpoint records the left-out steps (`LEFT_OUT_FILE`) and
+    `GPPOTrainer._init_training_state` puts the data position back from them."""
 
     def __init__(self, trainer: GPPOTrainer):
         self.trainer = trainer
+        self.leaving_out = False
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.trainer._skip_step:
             for p in self.trainer.model.parameters():
                 p.grad = None
-            self.trainer._skip_step = False
+            self.trainer._skip_step, self.leaving_out = False, True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        t = self.trainer
+        if self.leaving_out:
+            self.leaving_out = False
+            state.global_step -= 1
+            t._left_out_steps += 1
+            sched = getattr(t.lr_scheduler, "scheduler", t.lr_scheduler)  # accelerate's wrapper holds the schedule
+            if isinstance(sched, torch.optim.lr_scheduler.LambdaLR):
+                sched.last_epoch -= 2
+                sched.step()  # back to the LR of the step not taken
+            control.should_log = control.should_evaluate = False
+            control.should_save = control.should_save and control.should_training_stop
+        if state.max_steps > 0 and state.global_step + t._left_out_steps >= state.max_steps:
+            control.should_training_stop = True
+            control.should_save = control.should_save or args.save_strategy == "steps"
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir() and state.is_world_process_zero:
+            (folder / LEFT_OUT_FILE).write_text(json.dumps({"left_out_steps": self.trainer._left_out_steps}))
 
 
 _PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
