@@ -403,6 +403,98 @@ def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model
     assert diff < 1e-5, diff
 
 
+def _fake_vllm(monkeypatch, trainer_cls) -> None:
+    """vLLM without vLLM: generation is TRL's HF path, and the sampler's per-token log-probs (what vLLM returns
+    with the completion) are near a random model's, -log(vocab) + 0 / +-0.1 by position, so the sampler/trainer
+    IS weights spread around 1 by token and by sequence."""
+    import math
+
+    from trl import GRPOTrainer
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        self.use_vllm = False
+        try:
+            ids, _ = GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                                       has_tool_images)
+        finally:
+            self.use_vllm = True
+        base = -math.log(self.model.config.vocab_size)
+        return ids, [[base + 0.1 * (j % 3 - 1) for j in range(len(c))] for c in ids]
+
+    monkeypatch.setattr(trainer_cls, "_generate_single_turn", generate, raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["token_truncate", "sequence_mask"])
+def test_old_logps_with_vllm_is_correction_only_for_rows_that_train(tiny_model_dir, tmp_path, monkeypatch, mode):
+    """With vLLM's sampler/trainer IS correction on (the recipe's GPU setting), old log-probs are computed after
+    the group filter for the kept rows only, and their IS weights from them: the same update as TRL computing both
+    for all 16 sampled rows (4 prompts x 4, 2x oversampled), with forward passes over the kept rows only."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import GPPOTrainer, build_trainer
+
+    path = _write(tmp_path, _sevens_rows(8))
+    rows_seen: dict[str, list[int]] = {}
+
+    def run(name: str, defer: bool):
+        if not defer:  # TRL's own path: old log-probs and IS weights for every sampled row, in the rollout
+            monkeypatch.setattr(GPPOTrainer, "_defer_old", lambda self: False)
+        _fake_vllm(monkeypatch, GPPOTrainer)
+        seen = rows_seen.setdefault(name, [])
+        orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
+
+        def spy(self, model, input_ids, *a, **kw):
+            if not torch.is_grad_enabled():
+                seen.append(input_ids.size(0))
+            return orig(self, model, input_ids, *a, **kw)
+
+        monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                         num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
+                         oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                         learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[],
+                         sft_alpha=0.1, seed=0, vllm_importance_sampling_mode=mode,
+                         vllm_importance_sampling_clip_min=0.5 if mode == "sequence_mask" else None,
+                         vllm_importance_sampling_clip_max=2.0)
+        trainer = build_trainer(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                                    custom={"parity": _parity})])
+        assert trainer.vllm_importance_sampling_correction and not trainer.use_vllm
+        trainer.use_vllm = True  # the rollouts come from the fake sampler above
+        trainer.train()
+        monkeypatch.undo()
+        logs = [r for r in trainer.state.log_history if "filter/kept_rows" in r]
+        weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        return weights, logs
+
+    w_all, logs_all = run("all", defer=False)
+    w_kept, logs = run("kept", defer=True)
+    kept = [r["filter/kept_rows"] for r in logs]
+    assert kept == [r["filter/kept_rows"] for r in logs_all] and kept[0] < 16
+    assert sum(rows_seen["all"]) == 16                    # TRL: every sampled row, before the filter
+    assert sum(rows_seen["kept"]) == kept[0]              # only the kept rows
+    lo, hi = logs[0]["sampling/importance_sampling_ratio/min"], logs[0]["sampling/importance_sampling_ratio/max"]
+    assert lo != hi and (lo, hi) != (1.0, 1.0)            # the IS weights are not all 1: they enter the update
+    diff = max(float((w_all[k] - w_kept[k]).abs().max()) for k in w_all)
+    assert diff < 1e-5, diff
+
+
+def test_sampler_is_ratio_follows_trls_modes():
+    from cotforge.train.rl.losses import sampler_is_ratio
+
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.1, 0.0]])
+    samp = torch.tensor([[-2.0, -1.0, float("nan")], [-0.1, -0.3, -9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    e = torch.e
+    tok = sampler_is_ratio(old, samp, mask, "token_truncate", None, 2.0)
+    assert tok.flatten().tolist() == pytest.approx([2.0, 1 / e, 1.0, 1.0, e ** 0.2, 1.0], rel=1e-6)
+    masked = sampler_is_ratio(old, samp, mask, "token_mask", 0.5, 2.0)
+    assert masked.flatten().tolist() == pytest.approx([0.0, 0.0, 1.0, 1.0, e ** 0.2, 1.0], rel=1e-6)
+    seq = sampler_is_ratio(old, samp, mask, "sequence_truncate", 0.9, None)
+    assert seq.shape == (2, 1) and seq.flatten().tolist() == pytest.approx([1.0, e ** 0.2], rel=1e-6)
+    with pytest.raises(ValueError, match="token_truncate"):
+        sampler_is_ratio(old, samp, mask, "tokens", None, None)
+
+
 def test_rl_stages_read_the_rl_data_branch_when_it_ran(tmp_path):
     from cotforge.curate.context import StageContext
     from cotforge.pipelines.stages import get_stage

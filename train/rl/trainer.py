@@ -44,7 +44,7 @@ from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
 from cotforge.train.rl.groups import ceil_schedule, rows_to_train, select_groups
-from cotforge.train.rl.losses import masked_nll, policy_loss
+from cotforge.train.rl.losses import masked_nll, policy_loss, sampler_is_ratio
 from cotforge.train.rl.rewards import make_reward_func
 
 if TYPE_CHECKING:
@@ -156,11 +156,10 @@ class GPPOTrainer(GRPOTrainer):
                                                          *args, **kwargs)
 
     def _defer_old(self) -> bool:
-        """Old log-probs wait for the group filter unless vLLM's sampler/trainer IS correction needs them for every
-        sampled row inside TRL's rollout (there TRL computes them for all rows, as before), or the model is
-        multimodal (extra forward inputs)."""
-        return (self.model.training and not getattr(self, "_is_vlm", False)
-                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+        """Old log-probs wait for the group filter (training, text models: a multimodal model's forward needs extra
+        inputs). With vLLM's sampler/trainer IS correction on, TRL's weight from the placeholder is discarded and
+        recomputed for the kept rows (`_is_ratio_for_kept`)."""
+        return self.model.training and not getattr(self, "_is_vlm", False)
 
     def _prepare_inputs(self, generation_batch):
         """TRL's buffering; under minibatch_rule ceil, the rollout's micro-batches are the ones `_ceil_micro_batches`
@@ -194,6 +193,8 @@ class GPPOTrainer(GRPOTrainer):
         cut["rl_weight"], cut["rl_correct"] = weight, correct[rows].to(torch.float32).to(dev)
         if self._deferred_old and "old_per_token_logps" in cut:
             cut["old_per_token_logps"] = self._old_logps_for_kept(cut, weight > 0)
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                cut["importance_sampling_ratio"] = self._is_ratio_for_kept(cut, weight > 0)
         mask = _loss_mask(cut) * weight[:, None]
         cut["rl_num_tokens"] = self.accelerator.gather(mask.sum().reshape(1)).sum()
         cut["num_items_in_batch"] = cut["rl_num_tokens"]
@@ -266,6 +267,34 @@ class GPPOTrainer(GRPOTrainer):
         m["rollout/old_logp_rows"].append(float(self.accelerator.gather(
             torch.tensor([float(len(idx))], device=comp.device)).sum()))
         return old
+
+    def _is_ratio_for_kept(self, cut: dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        """vLLM's sampler/trainer IS weight (`losses.sampler_is_ratio`, TRL's formula) from the kept rows' old
+        log-probs; 1 on the zero-weight padding rows. TRL's five `sampling/*` metrics of this rollout, computed from
+        the placeholder, are replaced by the same statistics over the kept rows (TRL: over every sampled row)."""
+        mask = _loss_mask(cut)
+        old, sampling = cut["old_per_token_logps"], cut["sampling_per_token_logps"]
+        ratio = sampler_is_ratio(old, sampling, mask, self.vllm_importance_sampling_mode,
+                                 self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
+        ratio = torch.where(kept[:, None], ratio, torch.ones_like(ratio))
+        live = mask.bool() & kept[:, None]
+        delta = (old - sampling).abs()
+        delta = delta[live & ~torch.isnan(delta)]
+        flat = ratio[kept].flatten() if ratio.size(1) == 1 else ratio[live]
+        dev = ratio.device
+        zero = torch.zeros((), device=dev)
+        stats = {"sampling/sampling_logp_difference/mean": (delta.mean() if delta.numel() else zero, "mean"),
+                 "sampling/sampling_logp_difference/max": (delta.max() if delta.numel() else zero, "max"),
+                 "sampling/importance_sampling_ratio/min": (flat.min() if flat.numel() else zero, "min"),
+                 "sampling/importance_sampling_ratio/mean": (flat.mean() if flat.numel() else zero, "mean"),
+                 "sampling/importance_sampling_ratio/max": (flat.max() if flat.numel() else zero, "max")}
+        m = self._metrics["train"]
+        for key, (value, how) in stats.items():
+            everyone = self.accelerator.gather(value.float().reshape(1))
+            if m.get(key):
+                m[key].pop()  # TRL's value, from the placeholder
+            m[key].append(float(getattr(everyone, how)()))
+        return ratio
 
     def _total_rewards(self) -> torch.Tensor:
         """Weighted sum over reward functions of the gathered rewards; NaN where every function returned None."""
