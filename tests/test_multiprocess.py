@@ -133,13 +133,19 @@ finish_distributed()  # as `cotforge train rl` does at its end
 """
 
 
+TOP_UP = {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{}, {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2,
-                                    "group_balance": "first", "minibatch_rule": "ceil"}])
+@pytest.mark.parametrize("extra", [{}, {**TOP_UP, "group_balance": "first", "minibatch_rule": "ceil"},
+                                   {**TOP_UP, "group_balance": "tokens", "minibatch_rule": "ceil"},
+                                   {**TOP_UP, "group_balance": "tokens", "minibatch_rule": "fixed"}],
+                         ids=["plain", "first-ceil", "tokens-ceil", "tokens-fixed"])
 def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
-    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. The second
-    form keeps the first 2 of 4 sampled groups, both on process 0: process 1 has no row to compute old log-probs
-    for and no row in either mini-batch of the ceil rule, and still joins every forward and backward pass."""
+    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. With the
+    top-up, the first 2 of 4 sampled groups are kept, both generated on process 0. `first` leaves them there:
+    process 1 has no row to compute old log-probs for and no row in either mini-batch of the ceil rule, and still
+    joins every forward and backward pass. `tokens` moves one of them to process 1: one group on each."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
@@ -158,6 +164,12 @@ def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
     assert "distributed training: MULTI_CPU, 2 processes (gloo), rank 1" in res.stderr
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "loss" in r and "train_runtime" not in r] == [1, 2]
+    per_proc = [(r["balance/groups_per_process_min"], r["balance/groups_per_process_max"]) for r in log
+                if "balance/groups_per_process_min" in r]
+    if extra.get("group_balance") == "tokens":
+        assert per_proc and all(x == (1.0, 1.0) for x in per_proc), per_proc
+    elif extra.get("group_balance") == "first":
+        assert per_proc and all(x == (0.0, 2.0) for x in per_proc), per_proc
     before, after = load_file(tiny_model_dir / "model.safetensors"), load_file(out / "final" / "model.safetensors")
     assert all(not torch.equal(before[k], after[k]) for k in before)
 

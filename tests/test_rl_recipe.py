@@ -359,6 +359,69 @@ def test_balanced_top_up_is_first_order_on_one_process():
     assert c.keep.view(-1, 2).any(1).tolist() == [True, False, False, True, False, False]
 
 
+def _simulate_recipe(balance: str, seed: int, procs: int = 8, mixed_p: float = 0.6) -> dict:
+    """The Klear recipe's math stage on 8 processes, as the trainer arranges it: 256 groups sampled (32 per
+    process) x 8 samples, the first 128 surviving kept, the ceil rule (mini-batch 16 groups, 8 steps, GA 8 micro-
+    batches of 2 rows per process); prompts of 50-4,095 tokens, completions of 500-32,767. `tokens` moves whole
+    groups (`assign_groups`), `procs` / `first` leave them where they were generated. Returns rows and tokens
+    (prompt + completion) per micro-batch and tokens per process."""
+    from cotforge.train.rl.groups import assign_groups, ceil_micro_batches, select_groups
+
+    g, groups, steps, ga = 8, 256, 8, 8
+    gen = torch.Generator().manual_seed(seed)
+    mixed = torch.rand(groups, generator=gen) < mixed_p
+    correct = torch.zeros(groups, g)
+    correct[mixed, 0] = 1.0
+    rewards = torch.where(correct > 0, 1.0, -1.0).reshape(-1)
+    row_tokens = (torch.randint(500, 32768, (groups * g,), generator=gen)
+                  + torch.randint(50, 4096, (groups,), generator=gen).repeat_interleave(g))
+    sel = select_groups(rewards, g, max_groups=128, n_procs=procs, tokens=row_tokens, balance=balance)
+    kept = sorted(set((torch.nonzero(sel.keep).squeeze(1) // g).tolist()))
+    if balance == "tokens":
+        tok = [float(row_tokens[k * g:(k + 1) * g].sum()) for k in kept]
+        mine = [[kept[i] for i in a] for a in assign_groups(tok, procs)]
+    else:
+        per = groups // procs
+        mine = [[k for k in kept if k // per == p] for p in range(procs)]
+    counts = [len(x) for x in mine]
+    rows, toks, proc_tokens = [], [], []
+    for p in range(procs):
+        my_rows = [r for k in mine[p] for r in range(k * g, (k + 1) * g)]
+        micro, sizes = ceil_micro_batches([r // g for r in my_rows], counts, p, 16, steps, ga)
+        assert sizes == [16] * 8
+        rows += [len(mb) for mb in micro]
+        toks += [int(row_tokens[[my_rows[i] for i in mb]].sum()) if mb else 0 for mb in micro]
+        proc_tokens.append(int(row_tokens[my_rows].sum()) if my_rows else 0)
+    assert sel.n_selected == 128
+    return {"rows": rows, "tokens": toks, "proc_tokens": proc_tokens}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_groups_are_assigned_to_processes_by_tokens(seed):
+    """The recipe's shape on 8 processes: `tokens` gives every micro-batch exactly the configured 2 rows (no
+    micro-batch without rows, none with 3-4) and every process within a few percent of the same tokens; leaving
+    the groups where they were generated (`first`, the official order, or `procs`) gives micro-batches of 0-4 or
+    1-3 rows and processes apart by far more."""
+    first, procs, tokens = (_simulate_recipe(b, seed) for b in ("first", "procs", "tokens"))
+    spread = lambda xs: max(xs) / max(1, min(xs))  # noqa: E731
+    assert set(tokens["rows"]) == {2}
+    assert max(first["rows"]) >= 3 and min(first["rows"]) == 0
+    assert spread(tokens["proc_tokens"]) < 1.05 < spread(procs["proc_tokens"]) < spread(first["proc_tokens"])
+    assert max(tokens["tokens"]) <= max(procs["tokens"]) and max(tokens["tokens"]) < max(first["tokens"])
+
+
+def test_assign_groups_keeps_counts_equal_and_balances_tokens():
+    from cotforge.train.rl.groups import assign_groups
+
+    assert assign_groups([5.0, 1.0, 1.0, 1.0], 1) == [[0, 1, 2, 3]]        # one process: everything, in order
+    a = assign_groups([10.0, 9.0, 1.0, 1.0, 5.0, 4.0], 2)                  # 3 groups each, 15 tokens each
+    assert sorted(len(x) for x in a) == [3, 3] and sorted(x for p in a for x in p) == list(range(6))
+    assert [sum([10.0, 9.0, 1.0, 1.0, 5.0, 4.0][i] for i in p) for p in a] == [15.0, 15.0]
+    b = assign_groups([100.0, 1.0, 1.0, 1.0, 1.0], 2)                      # the cap: 3 + 2 groups, never 1 + 4
+    assert sorted(len(x) for x in b) == [2, 3]
+    assert assign_groups([3.0], 2) == [[0], []] and assign_groups([], 3) == [[], [], []]
+
+
 @pytest.mark.slow
 def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model_dir, tmp_path, monkeypatch):
     """Old log-probs are computed after the group filter for the kept rows only (TRL computed them for all the

@@ -43,7 +43,7 @@ from cotforge.curate.core.config import build
 from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
-from cotforge.train.rl.groups import ceil_schedule, rows_to_train, select_groups
+from cotforge.train.rl.groups import assign_groups, ceil_micro_batches, rows_to_train, select_groups
 from cotforge.train.rl.losses import masked_nll, policy_loss, sampler_is_ratio
 from cotforge.train.rl.rewards import make_reward_func
 
@@ -183,14 +183,21 @@ class GPPOTrainer(GRPOTrainer):
             return out
         sel, truncated = self._select(out)
         n = len(out["completion_mask"])
-        local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
-        keep, adv, correct = sel.keep[local], sel.advantages[local], sel.correct[local]
-        rows = self._rows_to_train(keep)
+        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        g = self.num_generations
         dev = out["completion_mask"].device
-        weight = keep[rows].to(torch.float32).to(dev)
-        cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
-        cut["advantages"] = adv[rows].to(dev)
-        cut["rl_weight"], cut["rl_correct"] = weight, correct[rows].to(torch.float32).to(dev)
+        keep = sel.keep[me * n:(me + 1) * n]
+        if self.args.group_balance == "tokens" and procs > 1 and bool(sel.keep.any()):
+            cut, gids, weight, counts = self._move_groups(out, sel)
+        else:  # groups stay where they were generated
+            rows = self._rows_to_train(keep)
+            gids = rows + me * n
+            weight = keep[rows].to(torch.float32)
+            cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
+            counts = sel.keep.view(procs, -1, g).any(2).sum(1).tolist()
+        weight = weight.to(dev)
+        cut["advantages"] = sel.advantages[gids].to(dev)
+        cut["rl_weight"], cut["rl_correct"] = weight, sel.correct[gids].to(torch.float32).to(dev)
         if self._deferred_old and "old_per_token_logps" in cut:
             cut["old_per_token_logps"] = self._old_logps_for_kept(cut, weight > 0)
             if self.use_vllm and self.vllm_importance_sampling_correction:
@@ -207,38 +214,86 @@ class GPPOTrainer(GRPOTrainer):
         m["filter/truncated_frac"].append(float(truncated.float().mean()))
         m["filter/unscorable_frac"].append(sel.n_unscorable / max(len(scored), 1))
         m["filter/kept_rows"].append(float(self.accelerator.gather(keep.sum().reshape(1).to(dev)).sum()))
+        m["balance/groups_per_process_min"].append(float(min(counts)))
+        m["balance/groups_per_process_max"].append(float(max(counts)))
         if self.args.minibatch_rule == "ceil":
-            self._ceil_buffers = self._ceil_micro_batches(cut, rows, sel.keep)
+            n_kept = int((weight > 0).sum())
+            self._ceil_buffers = self._ceil_micro_batches(cut, (gids[:n_kept] // g).tolist(), counts)
         return cut
 
-    def _ceil_micro_batches(self, cut: dict[str, Any], rows: torch.Tensor, keep_all: torch.Tensor) -> list[dict]:
-        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_schedule`):
+    def _move_groups(self, out: dict[str, Any], sel) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, list[int]]:
+        """`group_balance: tokens` on several processes: the kept rows of every process are gathered (padded to
+        the longest prompt and completion), whole kept groups are assigned to processes by `groups.assign_groups`
+        on their prompt + completion tokens, and this process keeps the rows of its groups, in sampling order.
+        Returns that batch, the global row of each of its rows, their weights (1; 0 on zero-weight rows that only
+        fill TRL's equal split under `minibatch_rule: fixed`, or stand in for a process without groups), and the
+        kept groups per process. Cost: one padded all-gather of the kept rows (old log-probs are computed after
+        it, on the rows that train)."""
+        n = len(out["completion_mask"])
+        procs, me, g = self.accelerator.num_processes, self.accelerator.process_index, self.num_generations
+        per_row = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n}
+        lists = [k for k, v in out.items() if isinstance(v, list) and len(v) == n]
+        if lists:
+            raise ValueError(f"group_balance: tokens cannot move the per-row lists {lists} between processes; use "
+                             "group_balance: procs")
+        keep = sel.keep.view(procs, n)
+        idx = torch.nonzero(keep[me]).squeeze(1).to(out["completion_mask"].device)
+        gathered = {k: self._gather_rows(v[idx], pad_first=k.startswith("prompt")) for k, v in per_row.items()}
+        width = gathered["completion_mask"].shape[0] // procs  # kept rows per process after padding
+        position = {}  # global row -> its row in `gathered`
+        for p in range(procs):
+            for j, i in enumerate(torch.nonzero(keep[p]).squeeze(1).tolist()):
+                position[p * n + i] = p * width + j
+        row_tokens = (gathered["prompt_mask"].sum(1) + gathered["completion_mask"].sum(1)).double().cpu()
+        groups = sorted({r // g for r in position})
+        group_tokens = [float(sum(row_tokens[position[r]] for r in range(grp * g, (grp + 1) * g) if r in position))
+                        for grp in groups]
+        assignment = assign_groups(group_tokens, procs)
+        mine = [r for i in assignment[me] for r in range(groups[i] * g, (groups[i] + 1) * g) if r in position]
+        m = len(mine)
+        spg = self.args.steps_per_generation
+        pad = ((-m) % spg if m else spg) if self.args.minibatch_rule == "fixed" else (0 if m else 1)
+        gids = torch.tensor(mine + [mine[0] if m else next(iter(position))] * pad, dtype=torch.long)
+        at = torch.tensor([position[int(r)] for r in gids], dtype=torch.long)
+        cut = {k: gathered[k][at.to(v.device)] if k in per_row else v for k, v in out.items()}  # TRL's key order
+        weight = torch.cat([torch.ones(m), torch.zeros(pad)])
+        self._metrics["train"]["balance/tokens_max_over_min"].append(
+            max(sum(group_tokens[i] for i in a) for a in assignment)
+            / max(1.0, min(sum(group_tokens[i] for i in a) for a in assignment)))
+        return cut, gids, weight, [len(a) for a in assignment]
+
+    def _gather_rows(self, t: torch.Tensor, pad_first: bool) -> torch.Tensor:
+        """All processes' rows of `t` stacked (process p's at [p * R, (p + 1) * R), R the most rows any process
+        has), padded with zeros to the same row count and, for per-token tensors, the same width (prompts on the
+        left, as TRL pads them)."""
+        acc = self.accelerator
+        t = acc.pad_across_processes(t.contiguous(), dim=0)
+        if t.ndim > 1:
+            t = acc.pad_across_processes(t, dim=1, pad_first=pad_first)
+        return acc.gather(t)
+
+    def _ceil_micro_batches(self, cut: dict[str, Any], row_groups: list[int], counts: list[int]) -> list[dict]:
+        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_micro_batches`):
         optimizer step k trains on the kept groups of mini-batch slot k, its loss scaled by the slot's group count
         / mini_batch_prompts (`rl_scale`); each step's GA micro-batches split its local rows evenly; a micro-batch
         without rows gets one zero-weight row (one completion column after `trim_padding`), and a step without
-        any rows on any process is left out (`_LeaveOutEmptySteps`)."""
-        a, g = self.args, self.num_generations
-        ga = self.args.gradient_accumulation_steps
-        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        any rows on any process is left out (`_LeaveOutEmptySteps`). `row_groups`: the group of each kept row of
+        `cut` (its first rows); `counts`: kept groups per process."""
+        a = self.args
+        ga = a.gradient_accumulation_steps
         steps = a.steps_per_generation // ga
-        counts = keep_all.view(procs, -1, g).any(2).sum(1).tolist()
-        n_kept = int((cut["rl_weight"] > 0).sum())
-        groups = (rows[:n_kept] // g).tolist()  # the original group of each kept row of `cut`, in order
-        local_groups = list(dict.fromkeys(groups))
-        mine, sizes = ceil_schedule(counts, me, a.mini_batch_prompts, steps)
+        micro, sizes = ceil_micro_batches(row_groups, counts, self.accelerator.process_index, a.mini_batch_prompts,
+                                          steps, ga)
         n = len(cut["completion_mask"])
         spare = {k: _take_rows(v, torch.tensor([0]), n) for k, v in cut.items()}
         spare["rl_weight"] = torch.zeros_like(spare["rl_weight"])
         spare["rl_correct"] = torch.zeros_like(spare["rl_correct"])
         buffers = []
-        for k in range(steps):
-            members = {local_groups[j] for j in mine[k]}
-            idx = torch.tensor([i for i, grp in enumerate(groups) if grp in members], dtype=torch.long)
-            scale = torch.tensor(sizes[k] / a.mini_batch_prompts, device=cut["completion_mask"].device)
-            for chunk in torch.tensor_split(idx, ga):
-                micro = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
-                micro["rl_scale"] = scale
-                buffers.append(micro)
+        for k, rows in enumerate(micro):
+            chunk = torch.tensor(rows, dtype=torch.long)
+            batch = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
+            batch["rl_scale"] = torch.tensor(sizes[k // ga] / a.mini_batch_prompts, device=cut["completion_mask"].device)
+            buffers.append(batch)
         self._metrics["train"]["rollout/optimizer_steps"].append(float(sum(1 for x in sizes if x)))
         return buffers
 
