@@ -76,7 +76,16 @@ class GPPOTrainer(GRPOTrainer):
         self._skip_step = False
         self._left_out_steps = 0  # optimizer steps left out so far (not in global_step)
         super().__init__(model, reward_funcs, args=args, **kwargs)
-        self.add_callback(_LeaveOutEmptySteps(self))
+        # right after transformers' DefaultFlowCallback (which decides logging and saving from the step count):
+        # every later callback sees a left-out step with global_step already taken back
+        flow = next((i for i, c in enumerate(self.callback_handler.callbacks) if type(c).__name__ == "DefaultFlowCallback"),
+                    -1)
+        self.callback_handler.callbacks.insert(flow + 1, _LeaveOutEmptySteps(self))
+
+    @property
+    def left_out_steps(self) -> int:
+        """Optimizer steps left out so far (trained nothing on any process; not counted in `state.global_step`)."""
+        return self._left_out_steps
 
     def _init_training_state(self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
                              trial):
