@@ -2,8 +2,8 @@
 
 Written the way TRL's own GRPO variants are (`trl.experimental.gmpo.GMPOTrainer`): a module-level subclass whose
 config is `GPPOConfig(GRPOConfig)`. What comes from TRL 1.16 (pinned trl>=1.16,<1.17): prompt batching into groups,
-generation (HF generate with use_vllm=False; vLLM colocate/server otherwise), reward calls, old log-probs for the
-off-policy mini-batches, the vLLM sampler/trainer importance-sampling ratio, checkpointing and report_to logging.
+generation (HF generate with use_vllm=False; vLLM colocate/server otherwise), reward calls, the log-prob forward,
+checkpointing and report_to logging.
 
 What this module overrides, and why:
   * `compute_loss` (the documented extension point, TRL PR #6918): `policy_loss(args.loss_type, ...)` over the
@@ -14,8 +14,14 @@ What this module overrides, and why:
     min/mean/max, the share of tokens PPO would have zeroed, and which mini-batch of the rollout it was.
   * `_generate_and_score_completions` is wrapped (super() is called, nothing copied): the gathered rewards (recorded
     by wrapping `_calculate_rewards`) go through `groups.select_groups` (unscorable and overlong rows dropped before
-    grouping, accuracy-based group filter, top-up from the oversampled prompts spread evenly over the processes,
-    advantages recomputed over what is kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
+    grouping, accuracy-based group filter, top-up from the oversampled prompts, advantages recomputed over what is
+    kept); the batch is cut to the kept rows, whole groups moved between processes by tokens (`_move_groups`,
+    `group_balance: tokens`); old log-probs (TRL's call returns a placeholder during the rollout) and vLLM's
+    sampler/trainer IS weights are computed after that, for the rows that train only. TRL then shuffles and
+    splits the batch into the mini-batches (or `_ceil_micro_batches` arranges them under the ceil rule).
+  * `_LeaveOutEmptySteps` (a callback) and `_init_training_state`: an optimizer step that trains nothing on any
+    process is left out: no optimizer or LR-schedule step, not counted in `global_step`; resume finds the data
+    position from the left-out steps a checkpoint records.
   * `get_train_dataloader` / `_get_train_sampler`: the sampler yields `oversample` x rollout_prompts prompts per
     rollout batch (TRL's RepeatSampler with a larger batch), the prompts the top-up draws from.
 Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbacks).
