@@ -723,7 +723,7 @@ def _ceil_run(tiny_model_dir, tmp_path, name: str, *, rollouts: int, resume: str
     return trainer, [r for r in trainer.state.log_history if "policy_loss" in r]
 
 
-@pytest.mark.parametrize("schedule", ["constant_with_warmup", "cosine"])
+@pytest.mark.parametrize("schedule", ["constant_with_warmup", pytest.param("cosine", marks=pytest.mark.slow)])
 def test_left_out_steps_advance_neither_the_schedule_nor_the_step(tiny_model_dir, tmp_path, schedule):
     """Schedule probe: 2 rollouts x 4 loop steps, 2 taken per rollout. The LR of the 4 steps taken is the
     schedule's value at steps 0, 1, 2, 3 (as if only the taken steps existed; before the fix the left-out steps
