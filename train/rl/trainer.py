@@ -251,9 +251,16 @@ class GPPOTrainer(GRPOTrainer):
         if lists:
             raise ValueError(f"group_balance: tokens cannot move the per-row lists {lists} between processes; use "
                              "group_balance: procs")
+        # placeholders of deferred old log-probs / IS weights are not sent: they are recomputed after the move
+        later = {"old_per_token_logps", "importance_sampling_ratio"} if self._deferred_old else set()
         keep = sel.keep.view(procs, n)
         idx = torch.nonzero(keep[me]).squeeze(1).to(out["completion_mask"].device)
-        gathered = {k: self._gather_rows(v[idx], pad_first=k.startswith("prompt")) for k, v in per_row.items()}
+        gathered = {k: self._gather_rows(v[idx], pad_first=k.startswith("prompt")) for k, v in per_row.items()
+                    if k not in later}
+        for k in later & set(per_row):  # same shape as the moved completions (per token) or one per row
+            cols = gathered["completion_mask"].size(1) if per_row[k].size(1) == per_row["completion_mask"].size(1) else 1
+            gathered[k] = torch.ones(len(gathered["completion_mask"]), cols, dtype=per_row[k].dtype,
+                                     device=per_row[k].device)
         width = gathered["completion_mask"].shape[0] // procs  # kept rows per process after padding
         position = {}  # global row -> its row in `gathered`
         for p in range(procs):
