@@ -159,7 +159,9 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
     done = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None  # EOF once the test run is gone
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
+    share = launch.new_share() if pytest_module and uses_tmp_path(test) else None
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
+            "share": share[1] if share else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
             "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
@@ -171,7 +173,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         try:
             jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
                                  memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + 1, stdin=stdin_fd,
-                                 stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep))
+                                 stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep),
+                                 rw_binds=(share,) if share else (), strict=share is not None)
         except SandboxUnavailable:
             raise
         except OSError as e:
@@ -179,7 +182,7 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         if chan:
             token = _token()
             tspec = {"test": test, "setup": setup, "entry_point": entry_point, "pytest_module": pytest_module,
-                     "channel_bytes": limits.channel_mb << 20,
+                     "channel_bytes": limits.channel_mb << 20, "share": share[1] if share else None,
                      "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "memory": limits.memory_mb << 20,
                                 "wall": int(limits.wall_s + limits.wall_allowance_s + 5)}}
             try:
@@ -214,11 +217,21 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
             jailed.close()
         if token is not None:  # the test run is gone too before the verdict is returned
             launch.test_server(test_packages).wait_gone(done[0])
+        if share is not None:  # and so is the shared folder (nothing of the run uses it any more)
+            launch.remove_tree(share[0])
         for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+
+TMP_FIXTURES = ("tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory")
+
+
+def uses_tmp_path(test: str) -> bool:
+    """Whether a pytest file may use pytest's temporary folders (then the run gets a shared scratch folder)."""
+    return any(name in test for name in TMP_FIXTURES)
 
 
 def _token() -> str:

@@ -127,11 +127,36 @@ def run_file(ch: Channel, names: dict, spec: dict) -> tuple[str, str, list[str]]
         f.write(spec["test"])
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     outcomes = _Outcomes()
+    basetemp = f"{folder}/tmp"
+    if spec.get("share"):
+        basetemp = os.path.join(spec["share"], "pytest")
+        _open_temp_folders()
     code = pytest.main([path, "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--noconftest",
-                        "-o", "addopts=", "--rootdir", folder, f"--basetemp={folder}/tmp",
+                        "-o", "addopts=", "--rootdir", folder, f"--basetemp={basetemp}",
                         "-W", "ignore::pytest.PytestCollectionWarning"], plugins=[outcomes])
     results = list(outcomes.tests.values())[:MAX_RESULTS]
     return (*_verdict(int(code), outcomes), results)
+
+
+def _open_temp_folders() -> None:
+    """pytest makes its temporary folders with mode 0700; in the shared folder the program (another uid)
+    must be able to write there too, as it could in one process: they are opened to 0777 once made. The
+    folder's name is random and its parent unlistable (`launch.new_share`), so only this run reaches it."""
+    from _pytest.tmpdir import TempPathFactory
+
+    make, base = TempPathFactory.mktemp, TempPathFactory.getbasetemp
+
+    def mktemp(self, basename: str, numbered: bool = True):
+        path = make(self, basename, numbered)
+        os.chmod(path, 0o777)
+        return path
+
+    def getbasetemp(self):
+        path = base(self)
+        os.chmod(path, 0o777)
+        return path
+
+    TempPathFactory.mktemp, TempPathFactory.getbasetemp = mktemp, getbasetemp
 
 
 def _verdict(code: int, outcomes: _Outcomes) -> tuple[str, str]:

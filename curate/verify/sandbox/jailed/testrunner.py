@@ -93,6 +93,8 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     folder = RUN_DIR.format(pid=os.getpid())
     os.makedirs(folder, exist_ok=True)
     os.chdir(folder)  # files the test writes land in the run's folder, removed when the run ends
+    if spec.get("share"):  # pytest's tmp_path lives in the folder shared with the program (another uid)
+        os.umask(0)
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
     grow = _address_space() + lim["memory"]  # the run's memory limit, over what the fork inherited
     resource.setrlimit(resource.RLIMIT_AS, (grow, grow))

@@ -1,0 +1,70 @@
+"""Honest test forms of issue 30 left after round 3: each must pass with a right program, and a wrong program
+must still fail the same test (so the pass is not vacuous).
+
+- A shared scratch folder for pytest's `tmp_path` / `tmpdir` / `tmp_path_factory`: files the program writes
+  there are visible to the test and files the test writes are visible to the program (both ways, appends,
+  sub-folders), although the two run in different jails under different uids.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_forms
+
+from cotforge.curate.verify.sandbox import SandboxLimits
+
+LIM = SandboxLimits(wall_s=6.0, cpu_s=3.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
+
+
+def _pytest(test: str) -> dict:
+    return {"kind": "pytest", "module": "solution", "test": test}
+
+
+FILES_RIGHT = (
+    "import os\n\n\n"
+    "def save(path, text):\n    with open(path, 'w') as f:\n        f.write(text)\n\n\n"
+    "def count_lines(path):\n    with open(path) as f:\n        return sum(1 for _ in f)\n\n\n"
+    "def append(path, text):\n    with open(path, 'a') as f:\n        f.write(text)\n\n\n"
+    "def make_tree(root):\n    os.makedirs(os.path.join(root, 'a', 'b'))\n"
+    "    for name in ('x.txt', 'a/y.txt', 'a/b/z.txt'):\n        save(os.path.join(root, name), name)\n\n\n"
+    "def upper_copy(src, dst):\n    with open(src) as f:\n        save(dst, f.read().upper())\n")
+FILES_WRONG = (  # writes nothing / counts wrong: the same tests must fail
+    "def save(path, text):\n    pass\n\n\ndef count_lines(path):\n    return 0\n\n\n"
+    "def append(path, text):\n    pass\n\n\ndef make_tree(root):\n    pass\n\n\n"
+    "def upper_copy(src, dst):\n    pass\n")
+
+FORMS: dict[str, tuple[str, str, dict]] = {
+    "program_writes_test_reads": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "from solution import save\n\n\ndef test_save(tmp_path):\n    p = tmp_path / 'out.txt'\n"
+        "    save(str(p), 'hello')\n    assert p.read_text() == 'hello'\n")),
+    "test_writes_program_reads": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "from solution import count_lines\n\n\ndef test_count(tmp_path):\n    p = tmp_path / 'in.txt'\n"
+        "    p.write_text('a\\nb\\nc\\n')\n    assert count_lines(str(p)) == 3\n")),
+    "program_appends_to_test_file": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "from solution import append\n\n\ndef test_append(tmp_path):\n    p = tmp_path / 'log.txt'\n"
+        "    p.write_text('one\\n')\n    append(str(p), 'two\\n')\n    p.write_text(p.read_text() + 'three\\n')\n"
+        "    assert p.read_text() == 'one\\ntwo\\nthree\\n'\n")),
+    "program_makes_a_tree": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "import os\nfrom solution import make_tree\n\n\ndef test_tree(tmp_path):\n    make_tree(str(tmp_path))\n"
+        "    found = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob('*.txt'))\n"
+        "    assert found == ['a/b/z.txt', 'a/y.txt', 'x.txt']\n"
+        "    (tmp_path / 'a' / 'b' / 'z.txt').unlink()\n    os.rmdir(tmp_path / 'a' / 'b')\n")),
+    "tmp_path_factory_and_tmpdir": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "from solution import upper_copy\n\n\ndef test_factory(tmp_path_factory):\n"
+        "    d = tmp_path_factory.mktemp('data')\n    (d / 'a.txt').write_text('abc')\n"
+        "    upper_copy(str(d / 'a.txt'), str(d / 'b.txt'))\n    assert (d / 'b.txt').read_text() == 'ABC'\n\n\n"
+        "def test_tmpdir(tmpdir):\n    src = tmpdir.join('s.txt')\n    src.write('xyz')\n"
+        "    upper_copy(str(src), str(tmpdir.join('d.txt')))\n    assert tmpdir.join('d.txt').read() == 'XYZ'\n")),
+}
+
+
+@pytest.fixture(scope="module")
+def forms():
+    return run_forms(FORMS, LIM)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_honest_form_passes_and_wrong_program_fails(forms, form):
+    right, wrong = forms[form]
+    assert right.status == "pass", (form, right.status, right.details)
+    assert wrong.status != "pass", (form, wrong.status, wrong.details)
