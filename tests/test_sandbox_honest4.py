@@ -4,6 +4,8 @@ must still fail the same test (so the pass is not vacuous).
 - A shared scratch folder for pytest's `tmp_path` / `tmpdir` / `tmp_path_factory`: files the program writes
   there are visible to the test and files the test writes are visible to the program (both ways, appends,
   sub-folders), although the two run in different jails under different uids.
+- `multiprocessing` with the spawn and forkserver start methods inside a program the test calls (the
+  program is a module, not a script: a spawned process must import it by name, with the test's setup).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import pytest
 from conftest import run_forms
 
+from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 LIM = SandboxLimits(wall_s=6.0, cpu_s=3.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
@@ -56,6 +59,23 @@ FORMS: dict[str, tuple[str, str, dict]] = {
         "def test_tmpdir(tmpdir):\n    src = tmpdir.join('s.txt')\n    src.write('xyz')\n"
         "    upper_copy(str(src), str(tmpdir.join('d.txt')))\n    assert tmpdir.join('d.txt').read() == 'XYZ'\n")),
 }
+
+POOL = ("import multiprocessing as mp\n\n\ndef sq(x):\n    return x * x\n\n\n"
+        "def squares(xs):\n    with mp.get_context('{method}').Pool(2) as p:\n        return p.map(sq, xs)\n")
+POOL_WRONG = POOL.replace("return x * x", "return x + x")
+POOL_TEST = {"kind": "assert", "entry_point": None, "test": "assert squares([1, 2, 3]) == [1, 4, 9]\n"}
+LEETCODE_POOL = (  # `List` and `reduce` come from the LeetCode prelude (the test's setup), not an import
+    "import multiprocessing\n\n\ndef _sq(x: List[int]) -> int:\n    return reduce(lambda a, b: a * b, [x, x])\n\n\n"
+    "class Solution:\n    def squares(self, nums: List[int]) -> List[int]:\n"
+    "        with multiprocessing.get_context('spawn').Pool(2) as p:\n            return p.map(_sq, nums)\n")
+for _method in ("spawn", "forkserver"):
+    FORMS[f"multiprocessing_{_method}_pool"] = (POOL.format(method=_method), POOL_WRONG.format(method=_method),
+                                                POOL_TEST)
+FORMS["multiprocessing_spawn_leetcode"] = (LEETCODE_POOL, LEETCODE_POOL.replace("[x, x]", "[x, 1]"), {
+    "kind": "assert", "entry_point": None, "setup": LEETCODE_PRELUDE,
+    "test": "def check(candidate):\n    assert candidate([2, 3]) == [4, 9]\n\n\ncheck(Solution().squares)\n"})
+FORMS["multiprocessing_spawn_pytest"] = (POOL.format(method="spawn"), POOL_WRONG.format(method="spawn"), _pytest(
+    "from solution import squares\n\n\ndef test_squares():\n    assert squares([4]) == [16]\n"))
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,16 @@ class RunCgroup:
         for d in dict.fromkeys(self.dirs.values()):
             _write(d / "cgroup.procs", str(pid))
 
+    def join(self, pid: int) -> bool:
+        """Move another process of the run (its test process, started elsewhere) into the run's memory and
+        process-count cgroups but not its CPU account (`cpu_s` is the program's). cgroup v1 only (False on
+        v2, where one cgroup holds every controller: the process keeps its per-process limits)."""
+        if self.version != 1:
+            return False
+        for c in ("memory", "pids"):
+            _write(self.dirs[c] / "cgroup.procs", str(pid))
+        return True
+
     def cpu_seconds(self) -> float:
         """CPU time used so far by all processes of the run (user + system)."""
         if self.version == 2:

@@ -32,8 +32,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import selectors
 import signal
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -158,6 +161,9 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
     done = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None  # EOF once the test run is gone
+    join = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if mode == "assert" else None
+    if join:  # the test process says hello on it; the kernel adds its pid as the host sees it
+        join[0].setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
     share = launch.new_share() if pytest_module and uses_tmp_path(test) else None
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
@@ -172,7 +178,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     try:
         try:
             jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
-                                 memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + 1, stdin=stdin_fd,
+                                 memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + (2 if chan else 1),
+                                 stdin=stdin_fd,
                                  stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep),
                                  rw_binds=(share,) if share else (), strict=share is not None)
         except SandboxUnavailable:
@@ -186,7 +193,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
                      "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "memory": limits.memory_mb << 20,
                                 "wall": int(limits.wall_s + limits.wall_allowance_s + 5)}}
             try:
-                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1], done[1]])
+                launch.test_server(test_packages).submit(
+                    token, tspec, [chan[1][0], chan[0][1], report[1], done[1], join[1].fileno()])
             except SandboxUnavailable:
                 raise
             except OSError as e:
@@ -197,6 +205,9 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         for fd in child_ends + [stdin_fd]:
             os.close(fd)
         child_ends, stdin_fd = [], -1
+        if join:
+            join[1].close()
+        joined = _join_test(join, done[0], jailed) if join else False
         if chan:  # the host keeps only the report pipe of the test side
             for fd in (chan[0][1], chan[1][0]):
                 os.close(fd)
@@ -208,17 +219,20 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         return RunResult(status, obs.out.decode("utf-8", "replace"), obs.err.decode("utf-8", "replace"), obs.rc,
                          detail, time.monotonic() - t0,
                          {"cpu_s": round(obs.cpu_s, 4), "peak_bytes": obs.peak, "reports": obs.reports,
-                          "results": _results(obs, status)})
+                          "results": _results(obs, status), "test_in_cgroup": joined})
     finally:
         if token is not None:
             launch.test_server(test_packages).cancel(token)
         if jailed is not None:
             jailed.kill()
-            jailed.close()
         if token is not None:  # the test run is gone too before the verdict is returned
             launch.test_server(test_packages).wait_gone(done[0])
-        if share is not None:  # and so is the shared folder (nothing of the run uses it any more)
+        if share is not None:  # and so is the shared folder (its files are charged to the run's cgroup)
             launch.remove_tree(share[0])
+        if jailed is not None:
+            jailed.close()
+        for sock in join or ():
+            sock.close()
         for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
             try:
                 os.close(fd)
@@ -232,6 +246,29 @@ TMP_FIXTURES = ("tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory")
 def uses_tmp_path(test: str) -> bool:
     """Whether a pytest file may use pytest's temporary folders (then the run gets a shared scratch folder)."""
     return any(name in test for name in TMP_FIXTURES)
+
+
+def _join_test(join: tuple[socket.socket, socket.socket], done_fd: int, jailed: launch.Jail) -> bool:
+    """Move the run's test process into the run's cgroup (memory and process count: one limit for the whole
+    run) before it runs anything: it sends a hello on `join` and waits for the answer; its pid comes from the
+    kernel (SCM_CREDENTIALS), not from the message. False where it could not be moved (no cgroup, cgroup v2,
+    the run ended first): the test process then keeps only its own per-process limits."""
+    ok = False
+    try:
+        ready, _, _ = select.select([join[0], done_fd], [], [], SETUP_TIMEOUT_S)
+        if join[0] in ready:
+            msg, anc, _, _ = join[0].recvmsg(8, socket.CMSG_SPACE(12))
+            pids = [struct.unpack("3i", data[:12])[0] for level, kind, data in anc
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS]
+            if msg and pids and jailed.cg is not None:
+                ok = jailed.cg.join(pids[0])
+    except OSError as e:
+        log.warning("sandbox: could not move a test process into its run's cgroup: %s", e)
+    try:
+        join[0].send(b"1" if ok else b"0")
+    except OSError:
+        pass
+    return ok
 
 
 def _token() -> str:
@@ -272,6 +309,10 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
                     obs.why = "memory"
             if obs.why:
                 break
+        grace = time.monotonic() + 1.0  # the program ended on its own: its exit status says how (SIGXCPU...)
+        while not obs.exited and obs.why is None and time.monotonic() < grace and any(
+                r.get("status") == "program_exited" for r in obs.reports):
+            _pump(sel, kinds, obs, partial, lim, POLL_S)
     finally:
         if jailed.cg is not None:
             obs.cpu_s = jailed.cg.cpu_seconds()

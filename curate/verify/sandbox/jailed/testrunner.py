@@ -79,9 +79,12 @@ def setup_namespace(setup: str) -> tuple[dict, set[str]]:
     return ns, defined_names(setup) if setup else set()
 
 
-def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
+def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int, join_fd: int = -1) -> None:
     """One test run (in a forked child of the zygote)."""
     import resource
+
+    if join_fd >= 0:
+        _join_run(join_fd)
 
     def report(**kw) -> None:
         data = (json.dumps(kw) + "\n").encode()
@@ -120,6 +123,23 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     if status == "pass" and ch.requests == 0:  # the test ran without ever reaching the program: no evidence
         status, detail = "fail", "the test never called the program"
     report(status=status, detail=detail[:1000], calls=ch.calls, results=ch.results)
+
+
+def _join_run(fd: int, timeout: float = 60.0) -> None:
+    """Before anything of the run: say hello on the host's join socket and wait (bounded) until the host has
+    moved this process into the run's cgroup (`runner._join_test`); its answer is not needed (without a
+    cgroup the per-process limits below hold)."""
+    import select
+
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.send(b"j")
+        if select.select([sock], [], [], timeout)[0]:
+            sock.recv(8)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _address_space() -> int:
@@ -232,11 +252,11 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
                 os.close(fds[4])
                 with os.fdopen(fds[0], "rb") as f:
                     spec = json.loads(f.read())
-                run_one(spec, fds[1], fds[2], fds[3])
+                run_one(spec, fds[1], fds[2], fds[3], fds[5] if len(fds) > 5 else -1)
             finally:
                 os._exit(0)
         children[req["token"]] = (pid, fds[4])
-        for fd in fds[:4]:
+        for fd in fds[:4] + fds[5:]:
             os.close(fd)
 
 
