@@ -13,7 +13,8 @@ Users: as root (this project's machines), bwrap runs privileged and the host wri
 file, so no two concurrent runs of any verifier process share a uid); the harness then drops to 1000 before
 any user code. Without root, bwrap's unprivileged mode maps the caller's uid and `--disable-userns` applies.
 In both, a seccomp filter refuses new user namespaces (`clone`/`unshare` with CLONE_NEWUSER; `clone3`, whose
-flags a filter cannot read, answers ENOSYS so libc falls back to `clone`).
+flags a filter cannot read, answers ENOSYS so libc falls back to `clone`). A program sharing a folder with
+its test process (pytest's `tmp_path`) is also refused symlink/link/mknod and io_uring (`strict`).
 
 No bwrap, an architecture without the seccomp table, or a layout that cannot be resolved: SandboxUnavailable,
 never a weaker mode.

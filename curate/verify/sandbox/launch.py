@@ -6,6 +6,10 @@ the sandbox's init (still blocked, nothing of the run started), the host writes 
 moves it into the run's cgroup and opens a pidfd on it (signals by pidfd cannot hit a recycled pid), then
 lets it go on. Every process of the run descends from that init, so all are in the cgroup and all die when
 the init is killed (PID namespace), whatever they did with sessions or parent-death signals.
+
+Shared scratch folders (`share_root`, `new_share`): one root per verifier process, bound at /share into its
+test servers; a run that shares a folder with its test process gets `/share/<random name>` bound into its
+program's jail at the same path, removed (`remove_tree`) before its verdict is returned.
 """
 
 from __future__ import annotations

@@ -13,10 +13,14 @@ program's process.
 Limits over the whole run (`cgroups.py`): total memory and process count, CPU seconds of all its processes;
 a wall-clock limit for programs that sleep or block, measured on the monotonic clock from the program's start:
 wall_s plus a fixed allowance for a loaded machine (`wall_allowance_s`; nothing the program does stretches
-it). The test process (assert mode) gets the run's memory limit over what its fork inherited (address space),
-a CPU limit and the same wall clock, and its channel reader is linear with a size cap; separate caps for stdout (for stdio tests exceeding it
-ends the run; in assert mode the rest is discarded) and stderr (the tail is kept, the rest discarded).
-At the verdict the run's PID namespace and cgroup are killed: nothing of it keeps running (`launch.py`).
+it). The test process (assert mode) joins the run's cgroup for memory and process count (cgroup v1,
+`_join_test`; its CPU time is not the program's), keeps the run's memory limit over what its fork inherited
+(address space), its own CPU limit and the same wall clock, and its channel reader is linear with a size cap;
+separate caps for stdout (for stdio tests exceeding it ends the run; in assert mode the rest is discarded)
+and stderr (the tail is kept, the rest discarded). A pytest file using `tmp_path` gets a folder shared by the
+program and the test process (`launch.new_share`; the program then may not make links or special files).
+At the verdict the run's PID namespace and cgroup are killed and its shared folder removed: nothing of it
+keeps running or stays on disk (`launch.py`).
 
 Statuses (`STATUSES`): the harness writes "U" on a status pipe just before the program's code is compiled;
 `sandbox_error` is only given when that never arrived (or the test's own set-up failed), everything after

@@ -2,7 +2,8 @@
 `check(Solution().method)`) against stand-ins of the program, which lives in another sandbox.
 
 A zygote (`serve`) preloads the modules tests use and forks one child per test run (`run_one`, in its own
-process group and folder, both ended before the host returns the verdict). The child: compiles and runs the
+process group and folder, both ended before the host returns the verdict). The child: waits until the host
+moved it into the run's cgroup (`_join_run`), compiles and runs the
 test's trusted `setup`, reports "started", reads the program's list of names, binds stand-ins for the names
 the test needs (`names.py`), runs the test and reports the verdict on a pipe only the host reads.
 
