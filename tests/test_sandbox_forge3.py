@@ -29,7 +29,7 @@ from test_sandbox_hostile import _kill_leftovers, _sandbox_pids
 from cotforge.curate.verify.code import run_tests_batch
 from cotforge.curate.verify.sandbox import SandboxLimits
 
-LIM = SandboxLimits(wall_s=3.0, wall_allowance_s=2.0, cpu_s=2.0, memory_mb=256, nproc=16, fsize_mb=4,
+LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=16, fsize_mb=4,
                     output_bytes=1 << 16)
 PASS_LINE = '{"status": "pass", "detail": "", "calls": 1, "results": ["pass"]}\\n'
 

@@ -149,6 +149,15 @@ class RunCgroup:
         except OSError:
             return []
 
+    def settled(self) -> bool:
+        """Whether no task is charged to the run's process count any more. A killed task leaves
+        `cgroup.procs` when it starts to exit but stays charged until it is reaped, which on a loaded machine
+        can lag the verdict: a cgroup reused before that would give the next run fewer processes."""
+        try:
+            return _read_int(self._d("pids") / "pids.current") == 0
+        except (OSError, ValueError):
+            return False
+
     def kill(self, timeout: float = 5.0) -> bool:
         """SIGKILL every process of the run until none is left; False if some survived `timeout`."""
         if self.version == 2:
@@ -195,8 +204,10 @@ class CgroupTree:
 
     def lease(self, memory_bytes: int, max_pids: int) -> RunCgroup:
         """An empty cgroup (reused when one is free) set up for a run with these totals."""
-        with self._lock:
-            cg = self._free.pop() if self._free else None
+        with self._lock:  # a free cgroup whose killed tasks are all reaped, else a new one
+            cg = next((c for c in self._free if c.settled()), None)
+            if cg is not None:
+                self._free.remove(cg)
         if cg is None:
             name = f"run-{next(self._counter)}"
             dirs = {k: b / name for k, b in self.bases.items()}
