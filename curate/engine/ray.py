@@ -4,7 +4,8 @@ few Ray jobs.
 Starting a Ray worker costs ~1.5 s here, so one Ray job per datatrove task made small steps slow (dedup's
 bucket step: one job per LSH band). `GroupedRayExecutor` launches at most `jobs` (default: `workers`) Ray
 jobs per step; each runs its share of ranks one after the other, every rank in a fresh forked process, so a
-rank's memory never adds to the next one's and the memory budget per worker holds. A dependency that left
+rank's memory never adds to the next one's and the memory budget per worker holds; a rank whose process dies is
+a failed rank, never a wait. A dependency that left
 ranks unfinished raises at once (datatrove's own executor would poll it every two minutes, forever).
 """
 
@@ -62,10 +63,15 @@ def ensure_ray(opts: RayOptions, workers: int) -> str:
 
 
 class SequentialRankWorker(RankWorker):
-    """datatrove's Ray actor, running its ranks one after the other, each in a fresh forked process."""
+    """datatrove's Ray actor, running its ranks one after the other, each in a fresh forked process.
+
+    One `Process` per rank, joined and its exit code checked, rather than a `Pool`: a pool whose worker dies
+    (killed for memory, a native crash) waits for its lost task forever, while a dead process is a failed rank
+    that the step reports."""
 
     def run_for_rank(self, executor_ref, ranks, node_ips, node_idx):
-        import multiprocess.pool
+        import multiprocessing
+
         from datatrove.utils.stats import PipelineStats
 
         def one(rank: int, rank_id: int) -> None:
@@ -76,9 +82,29 @@ class SequentialRankWorker(RankWorker):
             executor_ref._run_for_rank(rank, rank_id, node_rank=node_rank)
 
         rank_ids = list(range(len(ranks))) if executor_ref.log_first else list(range(1, len(ranks) + 1))
-        with multiprocess.pool.Pool(processes=1, maxtasksperchild=1) as pool:
-            pool.starmap(one, list(zip(ranks, rank_ids, strict=True)), chunksize=1)
+        ctx = multiprocessing.get_context("fork")
+        failed: list[str] = []
+        for rank, rank_id in zip(ranks, rank_ids, strict=True):
+            proc = ctx.Process(target=one, args=(rank, rank_id))  # not daemonic: a rank may start its own workers
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                failed.append(f"rank {rank}: {exit_reason(proc.exitcode)}")
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(ranks)} ranks of this Ray job failed: " + "; ".join(failed))
         return PipelineStats()
+
+
+def exit_reason(code: int | None) -> str:
+    """A child's exit code in words: 'exit 1', or the signal that killed it ('killed by SIGKILL')."""
+    if code is not None and code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
 
 
 @contextlib.contextmanager
