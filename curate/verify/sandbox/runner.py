@@ -169,9 +169,8 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     if join:  # the test process says hello on it; the kernel adds its pid as the host sees it
         join[0].setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
-    share = launch.new_share() if pytest_module and uses_tmp_path(test) else None
+    share: tuple[str, str] | None = None
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
-            "share": share[1] if share else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
             "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
     keep = [pipes["status"][1]] + ([chan[0][0], chan[1][1]] if chan else [])
@@ -181,6 +180,9 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     token = None
     try:
         try:
+            if pytest_module and uses_tmp_path(test):
+                share = launch.new_share()
+            spec["share"] = share[1] if share else None
             jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
                                  memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + (2 if chan else 1),
                                  stdin=stdin_fd,
