@@ -111,3 +111,20 @@ def test_honest_siblings_pass_and_the_batch_is_quick(forged):
     verdicts, took, _, _ = forged
     assert verdicts["honest"].status == "pass", verdicts["honest"]
     assert took < 60, took
+
+
+def test_a_pool_whose_workers_cannot_start_ends_at_the_wall_clock():
+    """multiprocessing (spawn) in a program whose module exits in every spawned worker: Python's Pool starts
+    new workers forever. The run is bounded by the wall-clock limit (a timeout), never a pass."""
+    from cotforge.curate.verify.code import run_tests
+
+    prog = ("import multiprocessing as mp\nif mp.parent_process() is not None:\n    raise SystemExit(0)\n\n\n"
+            "def sq(x):\n    return x * x\n\n\ndef squares(xs):\n"
+            "    with mp.get_context('spawn').Pool(2) as p:\n        return p.map(sq, xs)\n")
+    lim = SandboxLimits(wall_s=2.0, wall_allowance_s=2.0, cpu_s=2.0, memory_mb=256, nproc=16)
+    t0 = time.monotonic()
+    v = run_tests(prog, {"kind": "assert", "entry_point": None, "test": "assert squares([1, 2]) == [1, 4]\n"}, lim)
+    took = time.monotonic() - t0
+    assert v.status in ("timeout", "runtime_error"), v
+    assert took < lim.wall_s + lim.wall_allowance_s + 5, took
+    assert _sandbox_pids() == []
