@@ -8,11 +8,12 @@ leaves there must not lead the test process outside the folder, block it, or dec
 - a symlink into the test jail's files (`/proc/self/cwd/test_solution.py`: the test reads its own source);
 - a hard link, a FIFO (a test reading it blocks), a device node, a unix socket;
 - io_uring (its requests can make links without a syscall a seccomp filter sees);
-- a sibling run's folder (RL runs several samples of one prompt at once: copying an honest sibling's output).
+- a sibling run's folder (RL runs several samples of one prompt at once: copying an honest sibling's output);
+- a FIFO in a `tempfile` folder of an assert-style test (such a run shares its folder too).
 
 Each program below is otherwise wrong, so a pass can only come from the planted object. With the folder
 shared but the link-making syscalls allowed (the closure of `jail.seccomp_filter(strict=True)` switched off),
-the test-file, linked-folder and io_uring cases passed and the FIFO case hung to the wall-clock limit (the
+the test-file, linked-folder and io_uring cases passed and the FIFO cases hung to the wall-clock limit (the
 report-fd case was stopped by the pipe's own permissions on a root host; in bwrap's unprivileged mode the test
 process and the pipes share a uid); each must now end quickly in a non-pass status, with no run folder or
 process left behind.
@@ -77,6 +78,9 @@ CASES: dict[str, tuple[str, dict]] = {
         "    for p in glob.glob('/share/*/pytest/*/out.txt') + glob.glob('/share/../*/*/pytest/*/out.txt'):\n"
         "        if not p.startswith(d):\n            open(os.path.join(d, 'out.txt'), 'w').write(open(p).read())\n"
         "            break\n    time.sleep(0.05)"), READ_TEST),
+    "fifo_in_a_tempfile_folder": (_plant("os.mkfifo(os.path.join(d, 'out.txt'))"), {  # assert style, `tempfile`
+        "kind": "assert", "entry_point": None,
+        "test": "import tempfile\nd = tempfile.mkdtemp()\nprepare(d)\nassert open(d + '/out.txt').read() == 'x'\n"}),
 }
 HONEST = "import os\n\n\ndef prepare(d):\n    open(os.path.join(d, 'out.txt'), 'w').write('expected-marker-42')\n"
 

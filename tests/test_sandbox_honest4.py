@@ -3,7 +3,8 @@ must still fail the same test (so the pass is not vacuous).
 
 - A shared scratch folder for pytest's `tmp_path` / `tmpdir` / `tmp_path_factory`: files the program writes
   there are visible to the test and files the test writes are visible to the program (both ways, appends,
-  sub-folders), although the two run in different jails under different uids.
+  sub-folders), although the two run in different jails under different uids; the same for `tempfile`'s
+  files and folders in pytest files and assert-style tests.
 - `multiprocessing` with the spawn and forkserver start methods inside a program the test calls (the
   program is a module, not a script: a spawned process must import it by name, with the test's setup).
 """
@@ -58,6 +59,18 @@ FORMS: dict[str, tuple[str, str, dict]] = {
         "    upper_copy(str(d / 'a.txt'), str(d / 'b.txt'))\n    assert (d / 'b.txt').read_text() == 'ABC'\n\n\n"
         "def test_tmpdir(tmpdir):\n    src = tmpdir.join('s.txt')\n    src.write('xyz')\n"
         "    upper_copy(str(src), str(tmpdir.join('d.txt')))\n    assert tmpdir.join('d.txt').read() == 'XYZ'\n")),
+    "tempfile_named_file": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "import os\nimport tempfile\nfrom solution import count_lines\n\n\ndef test_count():\n"
+        "    with tempfile.NamedTemporaryFile('w', suffix='.txt', delete=False) as f:\n        f.write('a\\nb\\n')\n"
+        "    try:\n        assert count_lines(f.name) == 2\n    finally:\n        os.unlink(f.name)\n")),
+    "tempfile_directory": (FILES_RIGHT, FILES_WRONG, _pytest(
+        "import os\nimport tempfile\nfrom solution import save\n\n\ndef test_save():\n"
+        "    with tempfile.TemporaryDirectory() as d:\n        save(os.path.join(d, 'o.txt'), 'hi')\n"
+        "        with open(os.path.join(d, 'o.txt')) as f:\n            assert f.read() == 'hi'\n")),
+    "tempfile_mkstemp_assert": (FILES_RIGHT, FILES_WRONG, {"kind": "assert", "entry_point": None, "test": (
+        "import os\nimport tempfile\nfd, path = tempfile.mkstemp()\nos.write(fd, b'x\\ny\\nz\\n')\nos.close(fd)\n"
+        "assert count_lines(path) == 3\nd = tempfile.mkdtemp()\nupper_copy(path, os.path.join(d, 'u.txt'))\n"
+        "assert open(os.path.join(d, 'u.txt')).read() == 'X\\nY\\nZ\\n'\n")}),
 }
 
 POOL = ("import multiprocessing as mp\n\n\ndef sq(x):\n    return x * x\n\n\n"

@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # never imported on the host: named so the code hash (pipelines/codehash.py) covers the harness
-    from cotforge.curate.verify.sandbox.jailed import codec, events, program, pytestrun, testrunner, wire  # noqa: F401
+    from cotforge.curate.verify.sandbox.jailed import (  # noqa: F401
+        codec,
+        events,
+        program,
+        pytestrun,
+        share,
+        testrunner,
+        wire,
+    )
 
 log = logging.getLogger(__name__)
 

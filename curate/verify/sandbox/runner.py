@@ -18,7 +18,8 @@ it). The test process (assert mode) joins the run's cgroup for memory and proces
 (address space), its own CPU limit and the same wall clock, and its channel reader is linear with a size cap;
 separate caps for stdout (for stdio tests exceeding it ends the run; in assert mode the rest is discarded)
 and stderr (the tail is kept, the rest discarded). A pytest file using `tmp_path` gets a folder shared by the
-program and the test process (`launch.new_share`; the program then may not make links or special files).
+program and the test process (`launch.new_share`, as does a test using `tempfile`; the program then may not
+make links or special files).
 At the verdict the run's PID namespace and cgroup are killed and its shared folder removed: nothing of it
 keeps running or stays on disk (`launch.py`).
 
@@ -180,7 +181,7 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     token = None
     try:
         try:
-            if pytest_module and uses_tmp_path(test):
+            if mode == "assert" and wants_shared_folder(test):
                 share = launch.new_share()
             spec["share"] = share[1] if share else None
             jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
@@ -246,12 +247,13 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
                 pass
 
 
-TMP_FIXTURES = ("tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory")
+SHARED_FILE_NAMES = ("tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory", "tempfile")
 
 
-def uses_tmp_path(test: str) -> bool:
-    """Whether a pytest file may use pytest's temporary folders (then the run gets a shared scratch folder)."""
-    return any(name in test for name in TMP_FIXTURES)
+def wants_shared_folder(test: str) -> bool:
+    """Whether a test may make files for the program (pytest's temporary folders, `tempfile`): then the run
+    gets a folder shared by the program and the test process."""
+    return any(name in test for name in SHARED_FILE_NAMES)
 
 
 def _join_test(join: tuple[socket.socket, socket.socket], done_fd: int, jailed: launch.Jail) -> bool:

@@ -21,7 +21,7 @@ import builtins
 import os
 import sys
 
-from . import guards  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import guards, share  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .channel import Channel  # noqa: TID251
 from .names import bind_program_names, overridable_names  # noqa: TID251
 
@@ -130,33 +130,12 @@ def run_file(ch: Channel, names: dict, spec: dict) -> tuple[str, str, list[str]]
     basetemp = f"{folder}/tmp"
     if spec.get("share"):
         basetemp = os.path.join(spec["share"], "pytest")
-        _open_temp_folders()
+        share.open_pytest_folders()
     code = pytest.main([path, "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--noconftest",
                         "-o", "addopts=", "--rootdir", folder, f"--basetemp={basetemp}",
                         "-W", "ignore::pytest.PytestCollectionWarning"], plugins=[outcomes])
     results = list(outcomes.tests.values())[:MAX_RESULTS]
     return (*_verdict(int(code), outcomes), results)
-
-
-def _open_temp_folders() -> None:
-    """pytest makes its temporary folders with mode 0700; in the shared folder the program (another uid)
-    must be able to write there too, as it could in one process: they are opened to 0777 once made. The
-    folder's name is random and its parent unlistable (`launch.new_share`), so only this run reaches it."""
-    from _pytest.tmpdir import TempPathFactory
-
-    make, base = TempPathFactory.mktemp, TempPathFactory.getbasetemp
-
-    def mktemp(self, basename: str, numbered: bool = True):
-        path = make(self, basename, numbered)
-        os.chmod(path, 0o777)
-        return path
-
-    def getbasetemp(self):
-        path = base(self)
-        os.chmod(path, 0o777)
-        return path
-
-    TempPathFactory.mktemp, TempPathFactory.getbasetemp = mktemp, getbasetemp
 
 
 def _verdict(code: int, outcomes: _Outcomes) -> tuple[str, str]:

@@ -30,7 +30,7 @@ import signal
 import socket
 import sys
 
-from . import codec, pytestrun  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, pytestrun, share  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .channel import Channel, ProgramGone, ProtocolError  # noqa: TID251
 from .names import (  # noqa: TID251
     ALLOWED_PACKAGES,
@@ -97,8 +97,9 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int, join_fd: in
     folder = RUN_DIR.format(pid=os.getpid())
     os.makedirs(folder, exist_ok=True)
     os.chdir(folder)  # files the test writes land in the run's folder, removed when the run ends
-    if spec.get("share"):  # pytest's tmp_path lives in the folder shared with the program (another uid)
+    if spec.get("share"):  # tmp_path and tempfile live in the folder shared with the program (another uid)
         os.umask(0)
+        share.use_shared_folder(spec["share"])
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
     grow = _address_space() + lim["memory"]  # the run's memory limit, over what the fork inherited
     resource.setrlimit(resource.RLIMIT_AS, (grow, grow))
