@@ -101,3 +101,33 @@ def test_honest_form_passes_and_wrong_program_fails(forms, form):
     right, wrong = forms[form]
     assert right.status == "pass", (form, right.status, right.details)
     assert wrong.status != "pass", (form, wrong.status, wrong.details)
+
+
+@pytest.mark.slow
+def test_cli_verify_scores_shared_folder_and_spawn_rows(tmp_path):
+    """From the user's door: `cotforge curate verify` on rows whose tests use `tmp_path` / a spawn Pool."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import polars as pl
+
+    tmp_test = FORMS["program_writes_test_reads"][2]
+    rows = [("right_tmp", FILES_RIGHT, tmp_test), ("wrong_tmp", FILES_WRONG, tmp_test),
+            ("right_pool", POOL.format(method="spawn"), POOL_TEST),
+            ("wrong_pool", POOL_WRONG.format(method="spawn"), POOL_TEST)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "source": "s", "domain": "code", "prompt": "p",
+                                       "response": f"```python\n{prog}```", "answer": None,
+                                       "tests": json.dumps(tests), "meta": "{}"}) + "\n"
+                           for i, prog, tests in rows))
+    out = tmp_path / "out"
+    cli = Path(sys.executable).with_name("cotforge")
+    res = subprocess.run([str(cli), "curate", "verify", str(src),
+                          "-o", str(out), "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    df = pl.read_parquet(out / "kept" / "*.parquet")
+    got = dict(zip(df["id"], df["verify_status"], strict=True))
+    assert got["right_tmp"] == "pass" and got["right_pool"] == "pass", got
+    assert got["wrong_tmp"] != "pass" and got["wrong_pool"] != "pass", got
