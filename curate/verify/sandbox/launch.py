@@ -270,11 +270,12 @@ _SHARE_LOCK = threading.Lock()
 
 def share_root() -> str:
     """This process's root of shared scratch folders (created on first use, removed at exit): on /dev/shm when
-    it is a tmpfs (a file written there is memory, charged to the writer's cgroup), else the temp folder.
-    Mode 0711 (root hosts): a test server's uid can enter a run's folder by its name but not list the root."""
+    it is writable and at least 1 GiB (a tmpfs: a file written there is memory, charged to the writer's
+    cgroup; containers often get a 64 MiB one), else the temp folder. Mode 0711 (root hosts): a test
+    server's uid can enter a run's folder by its name but not list the root."""
     with _SHARE_LOCK:
         if not _SHARE:
-            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+            base = "/dev/shm" if _roomy("/dev/shm") else tempfile.gettempdir()
             _clean_stale_shares(base)
             root = tempfile.mkdtemp(prefix=f"cotforge-share-{os.getpid()}-", dir=base)
             os.chmod(root, 0o711)
@@ -282,6 +283,14 @@ def share_root() -> str:
             owner = os.getpid()
             atexit.register(lambda: os.getpid() == owner and remove_tree(root))
         return _SHARE[0]
+
+
+def _roomy(folder: str, need: int = 1 << 30) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK) and st.f_blocks * st.f_frsize >= need
 
 
 def new_share() -> tuple[str, str]:
