@@ -155,8 +155,10 @@ def test_plan_chunks_skips_stored_samples():
 
 
 def test_injected_answers_score_exactly(tmp_path, bench_dir):
+    # a generous code limit: this test counts injected answers, and a loaded 2-core machine once let an honest
+    # sandboxed run overrun the 10 s default
     cfg = EvalConfig(model="fake", benchmarks=["aime2024:4", "mbpp:2", "humaneval:2"],
-                     benchmarks_dir=str(bench_dir), limit=2, out=str(tmp_path / "out"), seed=3)
+                     benchmarks_dir=str(bench_dir), limit=2, out=str(tmp_path / "out"), seed=3, code_timeout_s=60)
     n_correct = {"m0": 4, "m1": 1, "mbpp-11": 2, "HumanEval/0": 1, "HumanEval/1": 0}
     gen = FakeGenerator(cfg, n_correct)
     res = run_eval(cfg, generator=gen)

@@ -162,3 +162,17 @@ def test_train_help_one_naming_scheme():
     assert "correct (1.0)" in " ".join(rl.split())
     for text in (rl, sft):  # one checkpointing flag, not two with the same help
         assert "--gradient-checkpointing" not in text
+
+
+@pytest.mark.parametrize("command, sections", [
+    ("sft", ["Config", "Data", "Model", "Optimisation", "Output and logging"]),
+    ("rl", ["Config", "Data and reward", "Model", "Loss (GPPO and its baselines)", "Rollouts and batches",
+            "Optimisation", "Output and logging"]),
+])
+def test_train_help_is_grouped(command, sections):
+    """Every flag of `train sft/rl --help` sits in a titled section; only --help is left under 'Other options'."""
+    text = _invoke("train", command, "--help").output
+    titles = [line[:-1] for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert titles == [*sections, "Other options"], titles
+    other = text.split("Other options:")[1]
+    assert [ln.split()[0] for ln in other.splitlines() if ln.startswith("  -")] == ["--help"]

@@ -3,7 +3,7 @@ few Ray jobs.
 
 Starting a Ray worker costs ~1.5 s here, so one Ray job per datatrove task made small steps slow (dedup's
 bucket step: one job per LSH band). `GroupedRayExecutor` launches at most `jobs` (default: `workers`) Ray
-jobs per step; each runs its share of ranks one after the other, every rank in a fresh forked process, so a
+jobs per step; each runs its share of ranks one after the other, every rank in a fresh process, so a
 rank's memory never adds to the next one's and the memory budget per worker holds; a rank whose process dies is
 a failed rank, never a wait. A dependency that left
 ranks unfinished raises at once (datatrove's own executor would poll it every two minutes, forever).
@@ -62,30 +62,40 @@ def ensure_ray(opts: RayOptions, workers: int) -> str:
         raise
 
 
-class SequentialRankWorker(RankWorker):
-    """datatrove's Ray actor, running its ranks one after the other, each in a fresh forked process.
+# imported once by each actor's fork server (with the modules of the executor's steps), so a rank's process
+# does not import them again
+PRELOAD = ("datatrove.executor.base", "polars", "pyarrow.parquet", "numpy")
 
-    One `Process` per rank, joined and its exit code checked, rather than a `Pool`: a pool whose worker dies
-    (killed for memory, a native crash) waits for its lost task forever, while a dead process is a failed rank
-    that the step reports."""
+
+def preload_modules(pipeline: list) -> list[str]:
+    """`PRELOAD` and the modules that define the pipeline's steps."""
+    steps = {getattr(step, "__module__", None) or type(step).__module__ for step in pipeline}
+    return [*PRELOAD, *sorted(m for m in steps if m and m != "__main__")]
+
+
+class SequentialRankWorker(RankWorker):
+    """datatrove's Ray actor, running its ranks one after the other, each in a fresh process.
+
+    Each rank's process comes from a fork server (a clean single-threaded process started once per actor):
+    forking the actor itself would copy locks that Ray's gRPC threads may hold at that instant into a child
+    that can never release them. One `Process` per rank, joined and its exit code checked, rather than a
+    `Pool`: a pool whose worker dies (killed for memory, a native crash) waits for its lost task forever,
+    while a dead process is a failed rank that the step reports."""
 
     def run_for_rank(self, executor_ref, ranks, node_ips, node_idx):
         import multiprocessing
 
         from datatrove.utils.stats import PipelineStats
+        from ray import cloudpickle
 
-        def one(rank: int, rank_id: int) -> None:
-            os.environ["RAY_NODELIST"] = ",".join(node_ips)
-            os.environ["RAY_NODEID"] = str(node_idx)
-            time.sleep(random.randint(0, executor_ref.randomize_start_duration))
-            node_rank = -1 if executor_ref.nodes_per_task == 1 else node_idx
-            executor_ref._run_for_rank(rank, rank_id, node_rank=node_rank)
-
+        ctx = multiprocessing.get_context("forkserver")
+        blob = cloudpickle.dumps(executor_ref)
+        ctx.set_forkserver_preload(preload_modules(executor_ref.pipeline))
         rank_ids = list(range(len(ranks))) if executor_ref.log_first else list(range(1, len(ranks) + 1))
-        ctx = multiprocessing.get_context("fork")
         failed: list[str] = []
         for rank, rank_id in zip(ranks, rank_ids, strict=True):
-            proc = ctx.Process(target=one, args=(rank, rank_id))  # not daemonic: a rank may start its own workers
+            # not daemonic: a rank may start worker processes of its own (the math verifier's pool)
+            proc = ctx.Process(target=run_one_rank, args=(blob, rank, rank_id, node_ips, node_idx))
             proc.start()
             proc.join()
             if proc.exitcode != 0:
@@ -93,6 +103,18 @@ class SequentialRankWorker(RankWorker):
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(ranks)} ranks of this Ray job failed: " + "; ".join(failed))
         return PipelineStats()
+
+
+def run_one_rank(blob: bytes, rank: int, rank_id: int, node_ips: list[str], node_idx: int) -> None:
+    """One datatrove rank in this (fresh) process; `blob` is the executor, cloudpickled by the actor."""
+    from ray import cloudpickle
+
+    executor_ref = cloudpickle.loads(blob)
+    os.environ["RAY_NODELIST"] = ",".join(node_ips)
+    os.environ["RAY_NODEID"] = str(node_idx)
+    time.sleep(random.randint(0, executor_ref.randomize_start_duration))
+    node_rank = -1 if executor_ref.nodes_per_task == 1 else node_idx
+    executor_ref._run_for_rank(rank, rank_id, node_rank=node_rank)
 
 
 def exit_reason(code: int | None) -> str:

@@ -230,10 +230,12 @@ def _pair(text: str, flag: _Flag) -> tuple[str, Any]:
     return key, yaml.safe_load(raw) if raw.strip() else ""
 
 
-def grouped_options(flags: FlagSet, default: str) -> list[tuple[str, list[click.Option]]]:
-    """A flag set's options in `--help` sections: the config class's `CLI_GROUPS` ({title: field names}, by
-    top-level field) first, every other option under `default`."""
-    groups: dict[str, tuple[str, ...]] = getattr(flags.cls, "CLI_GROUPS", {})
+def grouped_options(flags: FlagSet, default: str, groups: dict[str, tuple[str, ...]] | None = None,
+                    ) -> list[tuple[str, list[click.Option]]]:
+    """A flag set's options in `--help` sections: `groups` ({title: field names}, by top-level field; default:
+    the config class's `CLI_GROUPS`) first, every other option under `default`."""
+    if groups is None:
+        groups = getattr(flags.cls, "CLI_GROUPS", {})
     where = {name: title for title, names in groups.items() for name in names}
     out: dict[str, list[click.Option]] = {title: [] for title in groups}
     for flag, option in zip(flags.flags, flags.options, strict=True):

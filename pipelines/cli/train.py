@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from cotforge.curate.core.config import ConfigError, build, load
-from cotforge.pipelines.cli.fields import FlagSet, cotforge_fields
+from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, cotforge_fields, grouped_options
 from cotforge.pipelines.cli.lazy import LazyGroup
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,29 @@ DRY_RUN = click.Option(["dry_run", "--dry-run"], is_flag=True,
 OUTPUT_NAMES = ["-o", "--output-dir", "--out"]
 RL_TRL_FLAGS = ("learning_rate", "num_generations", "epsilon", "temperature", "max_steps", "resume_from_checkpoint",
                 "max_completion_length")
+# `--help` sections of the two commands (by YAML key; a key not listed is shown under "Other options")
+SFT_HELP_GROUPS = {
+    "Data": ("data", "eval_data", "max_length", "packing", "packing_fallback", "mask_mode", "overlong",
+             "system_prompt", "reasoning_markers", "chat_template_kwargs", "repair_rows", "strict"),
+    "Model": ("model", "tokenizer", "attn_implementation", "dtype", "bf16", "activation_checkpointing"),
+    "Optimisation": ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "num_train_epochs",
+                     "per_device_train_batch_size"),
+    "Output and logging": ("output_dir", "resume", "log_curves", "logging_steps", "save_total_limit"),
+}
+RL_HELP_GROUPS = {
+    "Data and reward": ("train_files", "limit", "abilities", "reward", "max_prompt_length"),
+    "Model": ("model", "bf16", "activation_checkpointing"),
+    "Loss (GPPO and its baselines)": ("loss_type", "epsilon", "epsilon_high", "delta", "gppo_beta1", "gppo_beta2",
+                                      "loss_agg_mode", "sft_alpha", "advantage_eps"),
+    "Rollouts and batches": ("num_generations", "temperature", "max_completion_length", "rollout_prompts",
+                             "mini_batch_prompts", "on_policy", "oversample", "group_balance", "minibatch_rule",
+                             "filter_groups", "filter_groups_metric", "overlong_filter",
+                             "vllm_importance_sampling_mode", "vllm_importance_sampling_clip_max"),
+    "Optimisation": ("learning_rate", "weight_decay", "warmup_steps", "warmup_rollouts", "lr_scheduler_type",
+                     "num_train_epochs", "max_steps", "seed"),
+    "Output and logging": ("output_dir", "resume_from_checkpoint", "logging_steps", "save_steps",
+                           "save_total_limit", "report_to", "disable_tqdm"),
+}
 REFERENCES = "[P] cites the Klear-Reasoner paper (arXiv 2508.07629), [R] its official training scripts."
 # user mistakes a training command reports in one line (the traceback is logged at debug level, -v)
 USER_ERRORS = (ConfigError, ValueError, FileNotFoundError, NotADirectoryError, PermissionError)
@@ -78,7 +101,9 @@ def sft_command() -> click.Command:
                                "train_loss": result.train_loss, "packed": result.packed,
                                "rows": result.data.get("rows_kept")}))
 
-    return click.Command("sft", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+    return GroupedCommand("sft", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+                         sections=[("Config", [CONFIG, SETS, DRY_RUN]),
+                                   *grouped_options(flags, "Other options", SFT_HELP_GROUPS)],
                          context_settings={"max_content_width": 110},
                          help="Supervised fine-tuning on curated long-CoT shards (TRL SFTTrainer; works under "
                               "`accelerate launch`). Flags are the YAML keys of train/sft.py's CotSFTConfig; any "
@@ -114,7 +139,9 @@ def rl_command() -> click.Command:
         click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
                    f"logs in {Path(cfg.output_dir) / 'log.csv'}")
 
-    return click.Command("rl", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+    return GroupedCommand("rl", params=[CONFIG, SETS, *flags.options, DRY_RUN], callback=callback,
+                         sections=[("Config", [CONFIG, SETS, DRY_RUN]),
+                                   *grouped_options(flags, "Other options", RL_HELP_GROUPS)],
                          context_settings={"max_content_width": 110},
                          help="GPPO / PPO-clip / CISPO / GSPO RL on verl-style prompt shards, from an SFT checkpoint. "
                               "Flags are the YAML keys of train/rl/config.py's GPPOConfig; any other TRL field goes "
