@@ -15,9 +15,11 @@ from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
     asks_other_quantity,
     carriers_differ,
+    math_changed,
     math_of,
     number_verdict,
     numbers_of,
+    order_kept,
     pair_verdict,
     question_of,
 )
@@ -78,6 +80,92 @@ def test_math_regions_must_match():
                         th) == "math_changed"  # the same numbers 1 and 2, another expression
     # "$" as currency: the prose between two of them is no formula
     assert math_of("Eggs cost $2 each and she sells the rest for $3 a dozen.") == math_of("Eggs cost 2 dollars each.")
+
+
+def test_currency_signs_are_no_formulas():
+    """GSM8K-style prices: each "$" opens no formula when the span to the next "$" is prose, so a rewording that
+    writes "12 dollars" keeps the (empty) math of the item."""
+    item = ("Isabelle spent $12 on ingredients for the cake, $43 on presents, $15 on decorations, $4 on invitations "
+            "and $22 on goodie bags. She split the cost evenly three ways. How many dollars did each person pay?")
+    row = ("Isabelle paid out 12 dollars on ingredients for the cake, 43 dollars on presents, 15 dollars on "
+           "decorations, 4 dollars on invitations and 22 dollars on goodie bags. She split the cost evenly three "
+           "ways. How many dollars did every person pay?")
+    assert math_of(item) == math_of(row) == {}
+    assert pair_verdict(item, row, 0.95, 0.95, PairThresholds()) is None
+    assert math_of(r"They sell $54$ cookies at $\$1$ each.") == {}  # numbers only (an escaped \$ is a price)
+
+
+def test_formulas_restated_in_words():
+    """A token one text has in its formulas is explained by the other's words ("by", a bare variable); digits are
+    the number rule's, so "$2$" and "2" agree. A changed formula with the same numbers is still a change."""
+    th = PairThresholds()
+    grid = r"Consider the paths of length $16$ on an $8\times 8$ grid. Find the number of such paths."
+    assert pair_verdict(grid, "Consider the paths of length 16 on an 8 by 8 grid. Compute the count of such paths.",
+                        0.95, 0.95, th) is None
+    sq = "The square root of $t$ is greater than $2$ and less than $3.5$. How many integer values of $t$ work?"
+    assert pair_verdict(sq, "The square root of t is greater than 2 and less than 3.5. How many integer values of t "
+                            "work?", 0.95, 0.95, th) is None
+    assert pair_verdict(grid, grid.replace(r"8\times 8", "8+8"), 0.95, 0.95, th) == "math_changed"
+    cyl = r"In cylindrical coordinates $(r,\theta,z),$ find the shape described by $z = c.$"
+    sph = r"In spherical coordinates $(\rho,\theta,\phi),$ find the shape described by $\phi = c.$"
+    assert pair_verdict(cyl, sph, 0.95, 0.95, th) == "math_changed"
+    assert math_changed(r"Let $x y z (x + y + z) = 1$. Find $x$.", r"Let $x + y + z = 1$. Find $x$.")
+    assert math_changed(r"In $\triangle ABC$, find $\angle YZX$.", r"In $\triangle ABC$, find $\angle AYX$.")
+    assert math_of("Let $abc = 1$.") == {"a": 1, "b": 1, "c": 1, "=": 1}  # letters in a row are no prose
+
+
+def test_order_kept_for_overruling_dedup():
+    """Dedup overrules its sentence-aligned checks only when sentences moved whole: swapped numbers, swapped
+    formulas or a moved negation are other problems."""
+    assert not order_kept("If $x - y = 12$ and $x + y = 6$, what is $y$?", "If $x - y = 6$ and $x + y = 12$, what is $y$?")
+    assert not order_kept("Is $2n$ a square and $3n$ a cube?", "Is $3n$ a square and $2n$ a cube?")
+    assert not order_kept("The balls are not red but the boxes are.", "The balls are red but the boxes are not.")
+    assert order_kept("Tom has 3 cats. He buys 5 dogs. How many pets?", "How many pets? He buys 5 dogs. Tom has 3 cats.")
+
+
+def test_question_survives_moved_sentences():
+    """Sentences cut after a closing bracket; a word that only moved into the question sentence, and a carrier
+    dropped for a word outside the lexicon, change no question; a swapped carrier still does."""
+    item = ("How many zeroes are at the end of $42!$? (Reminder: the number $n!$ is the product of the integers "
+            "from 1 to $n$. For example, $5!=120$.)")
+    row = ("(Reminder: the number $n!$ is the product of the integers from 1 to $n$. For example, $5!=120$.) "
+           "How many zeroes are at the end of $42!$?")
+    assert question_of(row) == question_of(item) == "How many zeroes are at the end of $42!$?"
+    a = ("Flora jumps on the number line. What is the probability that Flora lands at 10? Write the answer as a "
+         "simplified fraction $\\frac{m}{n}$, find $m+n$")
+    b = ("Flora jumps on the number line. Write the answer as a simplified fraction $\\frac{m}{n}$, compute $m+n$ "
+         "Find the probability that Flora lands at 10?")
+    assert not asks_other_quantity(a, question_of(a), b, question_of(b))
+    assert not carriers_differ("If Zaid earns 6000 dollars a month, how much will he have after it all?",
+                               "Given that Zaid makes 6000 dollars a month, how much will he own after it all?")
+    assert carriers_differ("What is the sum of the roots?", "What is the product of the roots?")
+
+
+def test_changes_outside_the_question_sentence():
+    """A negation, sign or parity word added anywhere (not only in the question), and a question that names a
+    thing of the story once more, are other problems; a factorial "!" ends no sentence."""
+    th = PairThresholds()
+    trap = ("Its radius is $\\frac{-k+m\\sqrt{n}}p,$ where $k, m, n,$ and $p$ are positive integers. Find "
+            "$k+m+n+p.$")
+    assert pair_verdict(trap, trap.replace("are positive", "are not positive"), 0.98, 0.99, th) == "question_changed"
+    assert pair_verdict(trap, trap.replace("positive integers", "positive whole numbers"), 0.97, 0.99, th) is None
+    assert question_of("If $x$ is a positive integer, what is $x$ for $(x!-(x-3)!) \\div 23 = 1$?").startswith("If")
+    ralph = ("Ralph loads the machine with 175 tennis balls. He hits 2/5 of the first 100 balls and 1/3 of the "
+             "next 75 tennis balls. Out of all the tennis balls, how many did Ralph not hit?")
+    assert pair_verdict(ralph, ralph.replace("how many did", "how many tennis"), 0.99, 0.99, th) == "question_changed"
+    assert pair_verdict("Sam can't swim 3 laps. How many laps can he swim?",
+                        "Sam cannot swim 3 laps. How many laps is he able to swim?", 0.95, 0.95, th) is None
+
+
+def test_technical_word_dropped():
+    """The value given to another quantity (the same numbers and question) is another problem; a technical word
+    said by a synonym is not dropped."""
+    th = PairThresholds()
+    alt = "In an isosceles right triangle, the altitude to the hypotenuse has length $4\\sqrt{2}$. What is its area?"
+    hyp = "The hypotenuse of an isosceles right triangle is $4\\sqrt{2}$ units. What is its area?"
+    assert pair_verdict(alt, hyp, 0.9, 0.95, th) == "term_changed"
+    assert pair_verdict("How many positive integers below 50 are odd?",
+                        "How many positive whole numbers below 50 are odd?", 0.95, 0.95, th) is None
 
 
 def test_pair_verdict_reasons():

@@ -1,6 +1,6 @@
 """Score the semantic tier on bench/semantic/sets.py's labelled sets (one part at a time).
 
-    python -m bench.semantic.eval --part tune [--set decontam|dedup|both] [--off] [--diag] [--set-opt k=v ...]
+    python -m bench.semantic.eval --part tune [--set decontam|dedup|both] [--off] [--diag] [--misses] [--set-opt k=v ...]
 
 decontamination: the sets' rows through `Matcher.match_batch` (every tier; `--off`: without the semantic tier)
 against an index of gsm8k_test, math500, aime2024, amc2023, minerva_math and olympiadbench; per kind the share
@@ -24,13 +24,20 @@ from dataclasses import fields, replace
 
 import numpy as np
 
+from bench.semantic.real import encode_cached
 from bench.semantic.sets import SHARED, build_decontam, build_dedup, digest, recorded
 from cotforge.curate.core.benchmarks import load_benchmarks
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Matcher
-from cotforge.curate.dedup.pairs.semantic import PairThresholds, pair_verdict, question_of
-from cotforge.curate.dedup.semantic import semantic_pairs
+from cotforge.curate.dedup.pairs.semantic import (
+    PairThresholds,
+    math_of,
+    numbers_of,
+    pair_verdict,
+    question_of,
+)
+from cotforge.curate.dedup.semantic import RECHECK, semantic_pairs
 from cotforge.curate.text.embed import Embedder
 
 BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
@@ -47,7 +54,7 @@ def _overrides(cfg, opts: list[str]):
     return replace(cfg, **kw)
 
 
-def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool) -> None:
+def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses: bool = False) -> None:
     rows = [r for r in build_decontam(SHARED) if r.part == part]
     cfg = _overrides(DecontamConfig(benchmarks=list(BENCHMARKS), semantic=semantic), opts)
     t0 = time.time()
@@ -77,10 +84,43 @@ def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool) -> Non
     print(f"  rephrasings recall {sum(c['flagged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}")
     if diag and semantic:
         _diag_decontam(rows, idx, cfg, matcher)
+    if misses and semantic:
+        _print_misses(rows, found, idx, matcher)
     if semantic:
         for r, ms in zip(rows, found, strict=True):
             if ms and ms[0].match_kind == "semantic" and r.kind in ("number_changed", "question_changed", "clean"):
                 print(f"  FP [{r.kind}] cos={ms[0].score:.3f} {ms[0].detail}\n")
+
+
+def _item_entry(idx, r) -> int | None:
+    """The index entry of a row's benchmark item (the sets name GSM8K's benchmark "gsm8k", the index "gsm8k_test")."""
+    for i, e in enumerate(idx.entries):
+        if e.item_id == r.item_id and e.part == "problem" and (e.benchmark.startswith(r.benchmark)
+                                                                or r.benchmark.startswith(e.benchmark)):
+            return i
+    return None
+
+
+def _print_misses(rows, found, idx, matcher) -> None:
+    """Each rephrasing no tier flagged, with the rule of the pair check that rejects it against its own item, the
+    numbers and formula tokens only one side has, and both question sentences (tuning part only)."""
+    tier = matcher._semantic
+    why: Counter = Counter()
+    for r, ms in zip(rows, found, strict=True):
+        if r.kind not in ("light", "moderate", "heavy") or ms or (e := _item_entry(idx, r)) is None:
+            continue
+        item = idx.entries[e].text
+        v = tier.emb.encode([r.prompt, question_of(r.prompt)])
+        c, q = float(v[0] @ tier.vecs[e]), float(v[1] @ tier.qvecs[e])
+        verdict = pair_verdict(item, r.prompt, c, q, tier.th) or "not_a_top_k_neighbour"
+        why[(r.kind, verdict)] += 1
+        na, nb, ma, mb = numbers_of(item), numbers_of(r.prompt), math_of(item), math_of(r.prompt)
+        print(f"  MISS [{r.kind}] {verdict} cos={c:.3f} qcos={q:.3f} {r.benchmark}/{r.item_id}\n"
+              f"    numbers item-only {dict(na - nb)} row-only {dict(nb - na)}; "
+              f"math item-only {dict(ma - mb)} row-only {dict(mb - ma)}\n"
+              f"    Q item: {question_of(item)[:160]!r}\n    Q row : {question_of(r.prompt)[:160]!r}\n"
+              f"    ITEM: {item[:300]!r}\n    ROW : {r.prompt[:300]!r}")
+    print("  misses by rule:", dict(why))
 
 
 def _diag_decontam(rows, idx, cfg, matcher) -> None:
@@ -114,7 +154,7 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
-               recheck: tuple[str, ...] = ()) -> None:
+               recheck: tuple[str, ...] = (), misses: bool = False) -> None:
     pairs = [p for p in build_dedup(SHARED) if p.part == part]
     th = DEDUP_DEFAULT
     for o in opts:
@@ -129,7 +169,7 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
                 texts.append(t)
     emb = Embedder(model)
     t0 = time.time()
-    vecs = emb.encode(texts)
+    vecs = encode_cached(emb, texts, f"dedup-{part}")
     from cotforge.curate.dedup.config import DedupConfig
 
     merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
@@ -155,6 +195,8 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
           f"precision {right / max(len(got), 1):.4f} ({right} right, {len(wrong)} wrong merges)")
     for i, j in wrong[:20]:
         print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][:160], "||", texts[j][:160])
+    if misses:
+        _print_dedup_misses(texts, vecs, emb, label, got, th, DedupConfig())
     if diag:
         q = emb.encode([question_of(t) for t in texts])
         for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
@@ -169,6 +211,26 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
                   f"qcos p5/p50 {np.percentile(qs, 5):.3f}/{np.median(qs):.3f} {dict(why)}")
 
 
+def _print_dedup_misses(texts, vecs, emb, label, got, th, cfg) -> None:
+    """Each reworded pair not merged, with the graded check's reason and the semantic check's (tuning part only)."""
+    from cotforge.curate.dedup.pairs.verdict import candidate_verdict
+    from cotforge.curate.text.normalize import normalize
+
+    why: Counter = Counter()
+    for (i, j), p in label.items():
+        if not p.duplicate or p.a == p.b or (i, j) in got:
+            continue
+        graded = candidate_verdict(normalize(texts[i], cfg.norm), normalize(texts[j], cfg.norm), cfg, texts[i], texts[j])
+        q = emb.encode([question_of(texts[i]), question_of(texts[j])])
+        c, qc = float(vecs[i] @ vecs[j]), float(q[0] @ q[1])
+        sem = pair_verdict(texts[i], texts[j], c, qc, th, symmetric=True) or "semantic_ok"
+        why[(p.kind, graded, sem)] += 1
+        print(f"  MISS [{p.kind}] graded={graded} semantic={sem} cos={c:.3f} qcos={qc:.3f}\n"
+              f"    A: {texts[i][:300]!r}\n    B: {texts[j][:300]!r}")
+    for k, v in sorted(why.items(), key=lambda kv: -kv[1]):
+        print(f"  misses {v:3d} {k}")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -176,8 +238,11 @@ def main() -> None:
     ap.add_argument("--set", dest="which", choices=("decontam", "dedup", "both"), default="both")
     ap.add_argument("--off", action="store_true", help="decontamination without the semantic tier")
     ap.add_argument("--diag", action="store_true")
+    ap.add_argument("--misses", action="store_true", help="print each missed rephrasing with the rule that rejects it "
+                    "(tuning part only)")
     ap.add_argument("--model", default="minilm")
-    ap.add_argument("--recheck", default="", help="dedup: graded reasons the semantic check may overrule (a,b)")
+    ap.add_argument("--recheck", default="", help="dedup: graded reasons the semantic check may overrule (a,b; default: the stage's RECHECK; "
+                    "'none': only the rewording reasons)")
     ap.add_argument("--no-graded", action="store_true", help="dedup: the semantic check alone, without the graded check")
     ap.add_argument("--set-opt", action="append", default=[], help="config override key=value")
     args = ap.parse_args()
@@ -188,10 +253,11 @@ def main() -> None:
         if got != rec:
             sys.exit(f"held-out digests {got} differ from the recorded {rec}")
     if args.which in ("decontam", "both"):
-        eval_decontam(args.part, not args.off, args.set_opt, args.diag)
+        eval_decontam(args.part, not args.off, args.set_opt, args.diag, args.misses and args.part == "tune")
     if args.which in ("dedup", "both"):
-        eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded,
-                   tuple(x for x in args.recheck.split(",") if x))
+        recheck = tuple(RECHECK) if args.recheck == "" else tuple(x for x in args.recheck.split(",") if x != "none")
+        eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded, recheck,
+                   args.misses and args.part == "tune")
 
 
 if __name__ == "__main__":

@@ -9,14 +9,20 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    "$1,200" = 1200, "20 percent" = "20%" = 20); a pair is `number_changed` when the values of `a` are not all in
    `b` (as often as in `a`), or when `b` has more than `max_extra_numbers` values `a` lacks (symmetric use:
    dedup checks both ways);
-3. **math** (`math_of`): the tokens of the LaTeX math regions must be the same (`math_changed`: "$f(f(x))$" vs
-   "$f(f(g(x)))$", "$z = c$" vs "$\\phi = c$", which keep every number);
+3. **math** (`math_changed`): the tokens of the LaTeX math regions must agree ("$f(f(x))$" vs "$f(f(g(x)))$",
+   "$z = c$" vs "$\\phi = c$" keep every number), digits aside (the number rule's) and up to restatement in
+   words ("$8\\times 8$" vs "8 by 8"); a "$" before prose is a currency sign, not a formula; `term_changed`
+   when a technical word of one text ("altitude") is missing from the other and not said there by a synonym;
 4. **question** (`question_of`): the question sentence of each text (the last sentence ending in "?", else the
-   last one opening with an imperative such as "Find"); `question_changed` when a carrier word of the two
-   questions differs (dedup's closed word classes, `curate/dedup/lexicon.py`: sum / product, largest /
-   smallest, even / odd, area / perimeter, ...; a strict one -- negation, comparison, parity, sign -- added or
-   dropped), or when the cosine of the two question sentences is below `min_question_cosine` (another quantity
-   of the same story asked).
+   last one opening with an imperative such as "Find"); `question_changed` when a carrier category differs (dedup's
+   closed word classes, `curate/dedup/lexicon.py`: each question has a group the other lacks, sum / product,
+   largest / smallest, even / odd, area / perimeter, ...; or a strict one -- negation, comparison, parity,
+   sign -- added or dropped; negation, sign and parity words are also counted over the whole texts), when one
+   question asks about another thing the story names, or when the cosine of the two question sentences is below
+   `min_question_cosine`.
+
+`order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
+verdicts: numbers per sentence, formula tokens and negations in the same order.
 
 Everything here is per pair, in plain Python: the tier calls it only for the few nearest neighbours that pass
 the cosine bound.
@@ -28,7 +34,16 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FORMAT_WORDS, FUNCTION_WORDS, STRICT_CATEGORIES
+from cotforge.curate.dedup.pairs.lexicon import (
+    CARRIERS,
+    FORMAT_WORDS,
+    FUNCTION_WORDS,
+    INSTRUCTION_WORDS,
+    REWORD_GROUP,
+    STRICT_CATEGORIES,
+)
+from cotforge.curate.dedup.pairs.relations import base_form, math_word
+from cotforge.curate.dedup.pairs.synonyms import known, synonyms
 
 _WORD_NUMBERS: dict[str, str] = {
     w: str(i) for i, w in enumerate("zero _ two three four five six seven eight nine ten eleven twelve thirteen "
@@ -36,49 +51,132 @@ _WORD_NUMBERS: dict[str, str] = {
     if w != "_"}  # "one" is left out: a pronoun or an article as often as a count
 _WORD_NUMBERS.update({w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 _NUM = re.compile(r"(?<![A-Za-z_])\d+(?:,\d{3})*(?:\.\d+)?|[A-Za-z]+")
-_SENT = re.compile(r"(?<=[.?!])\s+|\n\s*\n")  # sentence ends and blank lines; a single newline (display math) is not one
+# sentence ends: "." or "?" (closing brackets and quotes included: "... = 120$.) How many"), "!" only before a
+# capital ("$(x-3)!) \\div 23$" is a factorial), blank lines; a single newline (display math) is not one
+_SENT = re.compile(r"(?<=[.?])[\"')\]]*\s+|(?<=!)\s+(?=[A-Z])|\n\s*\n")
 _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|evaluate|simplify|express|give|work out|"
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
-_MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{.+?\\end\{[a-z*]+\}", re.DOTALL)
-_PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
+_BLOCK_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{([a-z*]+)\}.+?\\end\{\1\}", re.DOTALL)
+_DOLLAR = re.compile(r"(?<!\\)\$")  # an unescaped "$": opens or closes inline math, or is a currency sign
+_TEXT_CMD = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|textit|operatorname|emph|mathbf)\s*\{[^{}]*\}")
+_BARE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+_MATH_NAMES = frozenset("sin cos tan cot sec csc log ln exp max min gcd lcm mod det lim deg arg dx dy dt xy".split())
 _MATH_TOK = re.compile(r"\\[A-Za-z]+|[A-Za-z]|\d+|[^\s\w{}\\$.,;:]")  # sentence punctuation left out
+_PROSE_WORD = re.compile(r"[A-Za-z]+")
+# What a math token may be restated as in words ("$8\times 8$ grid" -> "8 by 8 grid"): a token one text has in its
+# formulas and the other lacks is explained when the other's prose holds one of these words (or the command's
+# own name: "\pi" -> "pi", a variable "$t$" -> "t"). Digits are not math tokens: the number rule compares them.
+_SPOKEN: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "\\times": "times by multiplied product", "\\cdot": "times multiplied product", "*": "times multiplied product",
+    "+": "plus sum add added more", "-": "minus negative subtract subtracted less difference",
+    "=": "equals equal is are", "/": "over divided per ratio", "^": "power squared cubed exponent",
+    "\\sqrt": "root", "<": "less smaller below fewer", ">": "greater larger more above exceeds",
+    "\\le": "most less", "\\leq": "most less", "\\ge": "least greater", "\\geq": "least greater",
+    "\\ne": "not", "\\neq": "not", "!": "factorial", "%": "percent", "\\%": "percent", "\\circ": "degree degrees",
+    "\\infty": "infinity infinite",
+}.items()}
+_ARTICLE_LETTERS = frozenset("aAI")  # a lone "a" or "I" in prose is a word, not a variable
 
 
-def math_of(text: str) -> Counter:
-    """The tokens of the LaTeX math regions of `text` (commands, letters, digits, operators; layout commands
-    such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
+def _is_prose(region: str) -> bool:
+    """Whether a span between two "$" is prose (two currency signs: "costs $2 per egg ... sells for $3"), not a
+    formula: a bare word (not after a backslash, not all capitals like the points "ABC") that is a function word
+    or an English word of 4+ letters WordNet knows, other than a function name ("sin", "log")."""
+    for w in _BARE_WORD.findall(_TEXT_CMD.sub(" ", region)):
+        lw = w.lower()
+        if w.isupper() or lw in _MATH_NAMES:
+            continue
+        if lw in FUNCTION_WORDS or (len(w) > 3 and known(lw)):
+            return True
+    return False
+
+
+def math_split(text: str) -> tuple[list[str], str]:
+    """(the math regions of `text`, the prose around them). Display math, \\( \\), \\[ \\] and environments
+    first; then inline "$...$" pairs left to right, where a "$" whose span up to the next "$" is prose is a
+    currency sign (it opens nothing, and the next "$" is tried as an opener)."""
+    text = text or ""
+    regions: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        regions.append(m.group(0))
+        return " "
+
+    rest = _BLOCK_MATH.sub(keep, text)
+    marks = [m.start() for m in _DOLLAR.finditer(rest)]
+    prose, last, i = [], 0, 0
+    while i + 1 < len(marks):
+        span = rest[marks[i] + 1:marks[i + 1]]
+        if not span.strip() or _is_prose(span):
+            i += 1
+            continue
+        prose.append(rest[last:marks[i]])
+        regions.append(span)
+        last = marks[i + 1] + 1
+        i += 2
+    prose.append(rest[last:])
+    return regions, " ".join(prose)
+
+
+def _tokens(regions: list[str]) -> Counter:
     out: Counter = Counter()
-    for region in _MATH.findall(text or ""):
-        if _PROSE_RUN.search(region):
-            continue  # not math: prose between two currency signs ("costs $2 per egg ... sells for $3")
+    for region in regions:
         for tok in _MATH_TOK.findall(region):
+            if tok.isdigit():
+                continue  # values are the number rule's business
             if tok.startswith("\\"):
                 name = tok[1:]
                 if name in FORMAT_WORDS or name in ("dfrac", "tfrac", ","):
                     continue
-                tok = "\\" + name
             out[tok] += 1
     return out
+
+
+def math_of(text: str) -> Counter:
+    """The tokens of the LaTeX math regions of `text` (commands, letters, operators; digits and layout commands
+    such as \\left or \\dfrac vs \\frac left out): a rewording keeps the formulas, a look-alike changes one."""
+    return _tokens(math_split(text)[0])
+
+
+def _explained(tok: str, words: set[str]) -> bool:
+    if tok in _SPOKEN and _SPOKEN[tok] & words:
+        return True
+    if tok.startswith("\\"):
+        return tok[1:].lower() in words
+    return tok.isalpha() and tok not in _ARTICLE_LETTERS and tok in words
+
+
+def math_changed(a: str, b: str) -> bool:
+    """Whether the formulas of `a` and `b` differ beyond a restatement in words: a math token one text has and the
+    other lacks counts unless the other text's prose says it ("$8\\times 8$" vs "8 by 8", "$t$" vs "t"). Same
+    numbers, another formula ("$f(f(x))$" vs "$f(f(g(x)))$", "$z = c$" vs "$\\phi = c$") stays a change."""
+    ra, pa = math_split(a)
+    rb, pb = math_split(b)
+    ma, mb = _tokens(ra), _tokens(rb)
+    if ma == mb:
+        return False
+    wa = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pa)}
+    wb = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pb)}
+    return any(not _explained(t, wb) for t in ma - mb) or any(not _explained(t, wa) for t in mb - ma)
+
+
+def _value(tok: str) -> str | None:
+    """The canonical value of a number token (commas and a trailing ".0" dropped, leading zeros stripped; a
+    number word as its digits), None for any other word."""
+    if tok[0].isdigit():
+        v = tok.replace(",", "")
+        if "." in v:
+            v = v.rstrip("0").rstrip(".") or "0"
+        return v.lstrip("0") or "0"
+    return _WORD_NUMBERS.get(tok.lower())
 
 
 def numbers_of(text: str) -> Counter:
     """The numeric values of `text` as canonical strings (commas and a trailing ".0" dropped, leading zeros
     stripped), digits and number words ("three") alike."""
-    out: Counter = Counter()
-    for tok in _NUM.findall(text or ""):
-        if tok[0].isdigit():
-            v = tok.replace(",", "")
-            if "." in v:
-                v = v.rstrip("0").rstrip(".") or "0"
-            v = v.lstrip("0") or "0"
-            out[v] += 1
-        else:
-            w = _WORD_NUMBERS.get(tok.lower())
-            if w is not None:
-                out[w] += 1
-    return out
+    return Counter(v for tok in _NUM.findall(text or "") if (v := _value(tok)) is not None)
 
 
 def question_of(text: str) -> str:
@@ -119,32 +217,136 @@ def _stem(w: str) -> str:
     return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
 
 
+def _content_words(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall((text or "").lower()) if len(w) > 2 and w not in FUNCTION_WORDS
+            and w not in _WORD_NUMBERS]
+
+
 def _content(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall((text or "").lower()) if len(w) > 2 and w not in FUNCTION_WORDS
-            and w not in _WORD_NUMBERS}
+    return set(_content_words(text))
 
 
 def asks_other_quantity(a: str, qa: str, b: str, qb: str) -> bool:
-    """Whether one question asks about another thing of the story: a content word of one question is missing
-    from the other question but occurs elsewhere in the other text ("How many vegetables ..." vs "How many
-    potatoes ...", when the story mentions potatoes). A reworded question uses new words instead (synonyms
-    the story does not hold), so it is not caught here."""
-    ca, cb = _content(qa), _content(qb)
-    rest_a, rest_b = _content(a) - ca, _content(b) - cb
-    return bool((cb - ca) & rest_a) or bool((ca - cb) & rest_b)
+    """Whether one question asks about another thing of the story: a content word occurs more often in one
+    question than in the other, occurs in the other text, and occurs more often in the whole of its own text than
+    in the other ("How many vegetables ..." vs "How many potatoes ...", when the story mentions potatoes: the
+    look-alike names potatoes once more). A word that only moved into the question sentence (the sentences were
+    cut otherwise, or the question was put first) keeps its count; a reworded question uses new words instead
+    (synonyms the story does not hold); neither is caught here."""
+    qca, qcb = Counter(_content_words(qa)), Counter(_content_words(qb))
+    na, nb = Counter(_content_words(a)), Counter(_content_words(b))
+    return (any(nb[w] > na[w] and na[w] for w in qcb if qcb[w] > qca[w])
+            or any(na[w] > nb[w] and nb[w] for w in qca if qca[w] > qcb[w]))
+
+
+_NOT_CONTRACTED = re.compile(r"n[’']t\b", re.IGNORECASE)
+WHOLE_TEXT_STRICT = ("negation", "sign", "parity")
+
+
+def strict_counts(text: str) -> Counter:
+    """(category, group) -> count over the whole text for the carriers whose every use matters wherever it
+    stands (negation, incl. "n't"; sign; parity): "where $k, m, n$ are positive integers" vs "... are not
+    positive integers" keeps the question sentence and every number."""
+    out: Counter = Counter()
+    for w in _WORD.findall((text or "").lower()):
+        c = CARRIERS.get(w)
+        if c is not None and c[0] in WHOLE_TEXT_STRICT:
+            out[c] += 1
+    out[("negation", "not")] += len(_NOT_CONTRACTED.findall(text or ""))
+    return +out
 
 
 def carriers_differ(qa: str, qb: str) -> bool:
-    """Whether the two questions ask with different carriers: a category present in both with other groups, or
-    a strict category (negation, comparison, parity, ...) in one question only."""
+    """Whether the two questions ask with different carriers: a category where each question has a group the
+    other lacks ("sum" vs "product"; a rewording that drops one carrier for a word outside the lexicon, "earns"
+    -> "makes", swaps nothing), or a strict category (negation, comparison, parity, ...) in one question only."""
     ca, cb = carriers(qa), carriers(qb)
     for cat in set(ca) | set(cb):
         a, b = ca.get(cat, set()), cb.get(cat, set())
-        if a and b and a != b:
+        if a - b and b - a:
             return True
         if cat in STRICT_CATEGORIES and bool(a) != bool(b):
             return True
     return False
+
+
+_TERM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+
+
+def _terms(text: str) -> set[str]:
+    """Base forms of the technical words of `text` (competition-math vocabulary, `relations.math_word`: "altitude",
+    "hypotenuse", "integer"), instruction and function words aside."""
+    out = set()
+    for w in _TERM_WORD.findall(text or ""):
+        w = w.lower()
+        if w not in INSTRUCTION_WORDS and w not in FUNCTION_WORDS and math_word(w):
+            out.add(base_form(w))
+    return out
+
+
+# everyday restatements of technical words that WordNet's table here lacks
+_TERM_SAID: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "integer": "whole_number whole_numbers number numbers", "value": "amount number result",
+    "expression": "quantity formula", "remainder": "rest left", "denominator": "bottom", "numerator": "top",
+    "perpendicular": "right_angle", "sum": "total", "product": "multiply",
+}.items()}
+
+
+def _said_otherwise(term: str, words: list[str]) -> bool:
+    group = REWORD_GROUP.get(term)
+    said = _TERM_SAID.get(term, frozenset())
+    return any(w in said or (group is not None and REWORD_GROUP.get(w) == group) or synonyms(term, w)
+               for w in words)
+
+
+def term_dropped(a: str, b: str) -> bool:
+    """Whether a technical word of `a` is missing from `b` and not said there by a synonym ("integer" ->
+    "whole number", "remainder" -> "rest"): "the altitude to the hypotenuse has length 4" vs "the hypotenuse
+    is 4" gives another quantity the same number."""
+    lost = _terms(a) - {base_form(w.lower()) for w in _TERM_WORD.findall(b or "")}
+    if not lost:
+        return False
+    words = [w.lower() for w in _WORD.findall((b or "").lower())]
+    words += [f"{x}_{y}" for x, y in zip(words, words[1:], strict=False)]
+    return any(not _said_otherwise(t, words) for t in lost)
+
+
+_NEG_NEXT = re.compile(r"\b(not|no|never|without)\s+([a-z]+)")
+
+
+def _number_seq(text: str) -> tuple[str, ...]:
+    return tuple(v for tok in _NUM.findall(text) if (v := _value(tok)) is not None)
+
+
+def _region_seq(region: str) -> tuple[str, ...]:
+    toks = [t for t in _MATH_TOK.findall(region) if not (t.startswith("\\") and (t[1:] in FORMAT_WORDS or t == "\\,"))]
+    return tuple(toks)
+
+
+def order_kept(a: str, b: str) -> bool:
+    """Whether `a` and `b` keep the order the graded check's sentence-aligned rules look at, up to moving whole
+    sentences: each sentence's numbers in order (as a multiset of sentences), each formula's tokens in order,
+    each negation with the word it negates, and no figure code ([asy]: the text is not the whole problem).
+    "$x - y = 12$ and $x + y = 6$" vs "... = 6 ... = 12", "$2n$ is a square and $3n$ a cube" vs the swap, "the
+    balls are not distinguishable but the boxes are" vs the swap keep every number, formula token and carrier
+    count, and are other problems."""
+    if "[asy]" in a or "[asy]" in b:
+        return False
+
+    def sentences(t: str) -> Counter:
+        t = _NOT_CONTRACTED.sub(" not", t)
+        return Counter(seq for s in _SENT.split(t) if s and (seq := _number_seq(s)))
+
+    if sentences(a) != sentences(b):
+        return False
+    ra, rb = math_split(a)[0], math_split(b)[0]
+    fa = Counter(x for r in ra if (x := _region_seq(r)) and not all(t.isdigit() for t in x))
+    fb = Counter(x for r in rb if (x := _region_seq(r)) and not all(t.isdigit() for t in x))
+    if fa != fb:
+        return False
+    na = Counter(_NEG_NEXT.findall(_NOT_CONTRACTED.sub(" not", a).lower()))
+    nb = Counter(_NEG_NEXT.findall(_NOT_CONTRACTED.sub(" not", b).lower()))
+    return na == nb
 
 
 @dataclass(frozen=True)
@@ -185,10 +387,12 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
     ok, _ = number_verdict(a, b, th.max_extra_numbers, symmetric)
     if not ok:
         return "number_changed"
-    if math_of(a) != math_of(b):
+    if math_changed(a, b):
         return "math_changed"
+    if term_dropped(a, b) or (symmetric and term_dropped(b, a)):
+        return "term_changed"
     qa, qb = question_of(a), question_of(b)
-    if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb):
+    if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb) or strict_counts(a) != strict_counts(b):
         return "question_changed"
     if question_cosine is not None and question_cosine < th.min_question_cosine:
         return "question_changed"
