@@ -122,24 +122,52 @@ def sevens(texts, truths):  # a verifiable toy task with varied rewards: share o
     return [t.count("7") / max(len(t), 1) for t in texts]
 
 model, data, out = sys.argv[1:4]
+extra = json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}")
+if extra.pop("fake_vllm", False):  # vLLM without vLLM: HF generation, constant sampler log-probs near the model's
+    import math
+    from trl import GRPOTrainer
+    from cotforge.train.rl.trainer import GPPOTrainer
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        self.use_vllm = False
+        try:
+            ids, _ = GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations)
+        finally:
+            self.use_vllm = True
+        base = -math.log(self.model.config.vocab_size)
+        return ids, [[base + 0.1 * (j % 3 - 1) for j in range(len(c))] for c in ids]
+
+    def train(self, *a, **kw):
+        self.use_vllm = True
+        return GRPOTrainer.train(self, *a, **kw)
+
+    GPPOTrainer._generate_single_turn, GPPOTrainer.train = generate, train
 # 2 prompts x 4 samples per rollout, mini-batches of 1 prompt (2 optimizer steps per rollout), 2 per device x 2 processes
 cfg = GPPOConfig(model=model, train_files=[data], output_dir=out, loss_type="gppo", num_generations=4,
                  rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2, max_completion_length=10,
                  learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[], sft_alpha=0.0,
-                 **{"filter_groups": False, "oversample": 1, **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}")},
+                 **{"filter_groups": False, "oversample": 1, **extra},
                  overlong_filter=False, seed=0, use_cpu=True)
 run_rl(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False), custom={"sevens": sevens})])
 finish_distributed()  # as `cotforge train rl` does at its end
 """
 
 
+TOP_UP = {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{}, {"filter_groups": True, "filter_groups_metric": "reward", "oversample": 2,
-                                    "group_balance": "first", "minibatch_rule": "ceil"}])
+@pytest.mark.parametrize("extra", [{}, {**TOP_UP, "group_balance": "first", "minibatch_rule": "ceil"},
+                                   {**TOP_UP, "group_balance": "tokens", "minibatch_rule": "ceil"},
+                                   {**TOP_UP, "group_balance": "tokens", "minibatch_rule": "fixed"},
+                                   {**TOP_UP, "group_balance": "tokens", "minibatch_rule": "ceil", "fake_vllm": True}],
+                         ids=["plain", "first-ceil", "tokens-ceil", "tokens-fixed", "tokens-ceil-vllm-is"])
 def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
-    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. The second
-    form keeps the first 2 of 4 sampled groups, both on process 0: process 1 has no row to compute old log-probs
-    for and no row in either mini-batch of the ceil rule, and still joins every forward and backward pass."""
+    """GPPO on 2 gloo processes: both join one process group, 2 steps run, every parameter moves. With the
+    top-up, the first 2 of 4 sampled groups are kept, both generated on process 0. `first` leaves them there:
+    process 1 has no row to compute old log-probs for and no row in either mini-batch of the ceil rule, and still
+    joins every forward and backward pass. `tokens` moves one of them to process 1: one group on each; with a
+    faked vLLM sampler, the IS weights are computed after the move from the kept rows' old log-probs."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
@@ -158,6 +186,16 @@ def test_rl_trains_with_two_processes(tiny_model_dir, tmp_path, extra):
     assert "distributed training: MULTI_CPU, 2 processes (gloo), rank 1" in res.stderr
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "loss" in r and "train_runtime" not in r] == [1, 2]
+    per_proc = [(r["balance/groups_per_process_min"], r["balance/groups_per_process_max"]) for r in log
+                if "balance/groups_per_process_min" in r]
+    if extra.get("group_balance") == "tokens":
+        assert per_proc and all(x == (1.0, 1.0) for x in per_proc), per_proc
+    if extra.get("fake_vllm"):
+        ratios = [(r["sampling/importance_sampling_ratio/min"], r["sampling/importance_sampling_ratio/max"])
+                  for r in log if "sampling/importance_sampling_ratio/min" in r]
+        assert ratios and all(0.0 < lo < hi <= 2.0 for lo, hi in ratios), ratios  # not TRL's placeholder values
+    elif extra.get("group_balance") == "first":
+        assert per_proc and all(x == (0.0, 2.0) for x in per_proc), per_proc
     before, after = load_file(tiny_model_dir / "model.safetensors"), load_file(out / "final" / "model.safetensors")
     assert all(not torch.equal(before[k], after[k]) for k in before)
 

@@ -359,6 +359,69 @@ def test_balanced_top_up_is_first_order_on_one_process():
     assert c.keep.view(-1, 2).any(1).tolist() == [True, False, False, True, False, False]
 
 
+def _simulate_recipe(balance: str, seed: int, procs: int = 8, mixed_p: float = 0.6) -> dict:
+    """The Klear recipe's math stage on 8 processes, as the trainer arranges it: 256 groups sampled (32 per
+    process) x 8 samples, the first 128 surviving kept, the ceil rule (mini-batch 16 groups, 8 steps, GA 8 micro-
+    batches of 2 rows per process); prompts of 50-4,095 tokens, completions of 500-32,767. `tokens` moves whole
+    groups (`assign_groups`), `procs` / `first` leave them where they were generated. Returns rows and tokens
+    (prompt + completion) per micro-batch and tokens per process."""
+    from cotforge.train.rl.groups import assign_groups, ceil_micro_batches, select_groups
+
+    g, groups, steps, ga = 8, 256, 8, 8
+    gen = torch.Generator().manual_seed(seed)
+    mixed = torch.rand(groups, generator=gen) < mixed_p
+    correct = torch.zeros(groups, g)
+    correct[mixed, 0] = 1.0
+    rewards = torch.where(correct > 0, 1.0, -1.0).reshape(-1)
+    row_tokens = (torch.randint(500, 32768, (groups * g,), generator=gen)
+                  + torch.randint(50, 4096, (groups,), generator=gen).repeat_interleave(g))
+    sel = select_groups(rewards, g, max_groups=128, n_procs=procs, tokens=row_tokens, balance=balance)
+    kept = sorted(set((torch.nonzero(sel.keep).squeeze(1) // g).tolist()))
+    if balance == "tokens":
+        tok = [float(row_tokens[k * g:(k + 1) * g].sum()) for k in kept]
+        mine = [[kept[i] for i in a] for a in assign_groups(tok, procs)]
+    else:
+        per = groups // procs
+        mine = [[k for k in kept if k // per == p] for p in range(procs)]
+    counts = [len(x) for x in mine]
+    rows, toks, proc_tokens = [], [], []
+    for p in range(procs):
+        my_rows = [r for k in mine[p] for r in range(k * g, (k + 1) * g)]
+        micro, sizes = ceil_micro_batches([r // g for r in my_rows], counts, p, 16, steps, ga)
+        assert sizes == [16] * 8
+        rows += [len(mb) for mb in micro]
+        toks += [int(row_tokens[[my_rows[i] for i in mb]].sum()) if mb else 0 for mb in micro]
+        proc_tokens.append(int(row_tokens[my_rows].sum()) if my_rows else 0)
+    assert sel.n_selected == 128
+    return {"rows": rows, "tokens": toks, "proc_tokens": proc_tokens}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_groups_are_assigned_to_processes_by_tokens(seed):
+    """The recipe's shape on 8 processes: `tokens` gives every micro-batch exactly the configured 2 rows (no
+    micro-batch without rows, none with 3-4) and every process within a few percent of the same tokens; leaving
+    the groups where they were generated (`first`, the official order, or `procs`) gives micro-batches of 0-4 or
+    1-3 rows and processes apart by far more."""
+    first, procs, tokens = (_simulate_recipe(b, seed) for b in ("first", "procs", "tokens"))
+    spread = lambda xs: max(xs) / max(1, min(xs))  # noqa: E731
+    assert set(tokens["rows"]) == {2}
+    assert max(first["rows"]) >= 3 and min(first["rows"]) == 0
+    assert spread(tokens["proc_tokens"]) < 1.05 < spread(procs["proc_tokens"]) < spread(first["proc_tokens"])
+    assert max(tokens["tokens"]) <= max(procs["tokens"]) and max(tokens["tokens"]) < max(first["tokens"])
+
+
+def test_assign_groups_keeps_counts_equal_and_balances_tokens():
+    from cotforge.train.rl.groups import assign_groups
+
+    assert assign_groups([5.0, 1.0, 1.0, 1.0], 1) == [[0, 1, 2, 3]]        # one process: everything, in order
+    a = assign_groups([10.0, 9.0, 1.0, 1.0, 5.0, 4.0], 2)                  # 3 groups each, 15 tokens each
+    assert sorted(len(x) for x in a) == [3, 3] and sorted(x for p in a for x in p) == list(range(6))
+    assert [sum([10.0, 9.0, 1.0, 1.0, 5.0, 4.0][i] for i in p) for p in a] == [15.0, 15.0]
+    b = assign_groups([100.0, 1.0, 1.0, 1.0, 1.0], 2)                      # the cap: 3 + 2 groups, never 1 + 4
+    assert sorted(len(x) for x in b) == [2, 3]
+    assert assign_groups([3.0], 2) == [[0], []] and assign_groups([], 3) == [[], [], []]
+
+
 @pytest.mark.slow
 def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model_dir, tmp_path, monkeypatch):
     """Old log-probs are computed after the group filter for the kept rows only (TRL computed them for all the
@@ -401,6 +464,98 @@ def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model
     assert sum(rows_seen["kept"]) == kept[0]              # only the kept rows
     diff = max(float((w_all[k] - w_kept[k]).abs().max()) for k in w_all)
     assert diff < 1e-5, diff
+
+
+def _fake_vllm(monkeypatch, trainer_cls) -> None:
+    """vLLM without vLLM: generation is TRL's HF path, and the sampler's per-token log-probs (what vLLM returns
+    with the completion) are near a random model's, -log(vocab) + 0 / +-0.1 by position, so the sampler/trainer
+    IS weights spread around 1 by token and by sequence."""
+    import math
+
+    from trl import GRPOTrainer
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        self.use_vllm = False
+        try:
+            ids, _ = GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                                       has_tool_images)
+        finally:
+            self.use_vllm = True
+        base = -math.log(self.model.config.vocab_size)
+        return ids, [[base + 0.1 * (j % 3 - 1) for j in range(len(c))] for c in ids]
+
+    monkeypatch.setattr(trainer_cls, "_generate_single_turn", generate, raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["token_truncate", "sequence_mask"])
+def test_old_logps_with_vllm_is_correction_only_for_rows_that_train(tiny_model_dir, tmp_path, monkeypatch, mode):
+    """With vLLM's sampler/trainer IS correction on (the recipe's GPU setting), old log-probs are computed after
+    the group filter for the kept rows only, and their IS weights from them: the same update as TRL computing both
+    for all 16 sampled rows (4 prompts x 4, 2x oversampled), with forward passes over the kept rows only."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import GPPOTrainer, build_trainer
+
+    path = _write(tmp_path, _sevens_rows(8))
+    rows_seen: dict[str, list[int]] = {}
+
+    def run(name: str, defer: bool):
+        if not defer:  # TRL's own path: old log-probs and IS weights for every sampled row, in the rollout
+            monkeypatch.setattr(GPPOTrainer, "_defer_old", lambda self: False)
+        _fake_vllm(monkeypatch, GPPOTrainer)
+        seen = rows_seen.setdefault(name, [])
+        orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
+
+        def spy(self, model, input_ids, *a, **kw):
+            if not torch.is_grad_enabled():
+                seen.append(input_ids.size(0))
+            return orig(self, model, input_ids, *a, **kw)
+
+        monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                         num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
+                         oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                         learning_rate=0.05, warmup_steps=0, max_steps=2, save_steps=100, report_to=[],
+                         sft_alpha=0.1, seed=0, vllm_importance_sampling_mode=mode,
+                         vllm_importance_sampling_clip_min=0.5 if mode == "sequence_mask" else None,
+                         vllm_importance_sampling_clip_max=2.0)
+        trainer = build_trainer(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                                    custom={"parity": _parity})])
+        assert trainer.vllm_importance_sampling_correction and not trainer.use_vllm
+        trainer.use_vllm = True  # the rollouts come from the fake sampler above
+        trainer.train()
+        monkeypatch.undo()
+        logs = [r for r in trainer.state.log_history if "filter/kept_rows" in r]
+        weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        return weights, logs
+
+    w_all, logs_all = run("all", defer=False)
+    w_kept, logs = run("kept", defer=True)
+    kept = [r["filter/kept_rows"] for r in logs]
+    assert kept == [r["filter/kept_rows"] for r in logs_all] and kept[0] < 16
+    assert sum(rows_seen["all"]) == 16                    # TRL: every sampled row, before the filter
+    assert sum(rows_seen["kept"]) == kept[0]              # only the kept rows
+    lo, hi = logs[0]["sampling/importance_sampling_ratio/min"], logs[0]["sampling/importance_sampling_ratio/max"]
+    assert lo != hi and (lo, hi) != (1.0, 1.0)            # the IS weights are not all 1: they enter the update
+    diff = max(float((w_all[k] - w_kept[k]).abs().max()) for k in w_all)
+    assert diff < 1e-5, diff
+
+
+def test_sampler_is_ratio_follows_trls_modes():
+    from cotforge.train.rl.losses import sampler_is_ratio
+
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.1, 0.0]])
+    samp = torch.tensor([[-2.0, -1.0, float("nan")], [-0.1, -0.3, -9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    e = torch.e
+    tok = sampler_is_ratio(old, samp, mask, "token_truncate", None, 2.0)
+    assert tok.flatten().tolist() == pytest.approx([2.0, 1 / e, 1.0, 1.0, e ** 0.2, 1.0], rel=1e-6)
+    masked = sampler_is_ratio(old, samp, mask, "token_mask", 0.5, 2.0)
+    assert masked.flatten().tolist() == pytest.approx([0.0, 0.0, 1.0, 1.0, e ** 0.2, 1.0], rel=1e-6)
+    seq = sampler_is_ratio(old, samp, mask, "sequence_truncate", 0.9, None)
+    assert seq.shape == (2, 1) and seq.flatten().tolist() == pytest.approx([1.0, e ** 0.2], rel=1e-6)
+    with pytest.raises(ValueError, match="token_truncate"):
+        sampler_is_ratio(old, samp, mask, "tokens", None, None)
 
 
 def test_rl_stages_read_the_rl_data_branch_when_it_ran(tmp_path):
@@ -529,11 +684,81 @@ def test_ceil_rule_trains_full_mini_batches_and_leaves_the_rest_out(tiny_model_d
     logs = [r for r in trainer.state.log_history if "policy_loss" in r]
     assert logs[0]["filter/groups_kept"] == 2
     mid = load_file(out / "checkpoint-2" / "model.safetensors")
+    assert sorted(x.name for x in out.glob("checkpoint-*")) == (["checkpoint-2"] if rule == "ceil"
+                                                                 else ["checkpoint-2", "checkpoint-4"])
     end = load_file(out / "final" / "model.safetensors")
     same = all(torch.equal(mid[k], end[k]) for k in mid)
-    if rule == "ceil":
-        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 1, 1] and logs[0]["rollout/optimizer_steps"] == 2
-        assert [r["tokens/trained"] > 0 for r in logs] == [True, True, False, False]
-        assert same
+    if rule == "ceil":  # steps 3-4 left out: not logged, not counted, no checkpoint of their own
+        assert [r["step"] for r in logs] == [1, 2] and logs[0]["rollout/optimizer_steps"] == 2
+        assert all(r["tokens/trained"] > 0 for r in logs) and trainer.state.global_step == 2
+        assert same  # final/ was saved after the two left-out steps (checkpoint-2 is the last checkpoint)
     else:
-        assert [r["rollout/skipped_step"] for r in logs] == [0, 0, 0, 0] and not same
+        assert [r["step"] for r in logs] == [1, 2, 3, 4] and not same
+        assert all(r["rollout/left_out_steps"] == 0 for r in logs)
+
+
+def _alternate(texts: list[str], truths: list[str]) -> list[float]:
+    """'mixed' prompts: 0, 1, 0, 1 over their group's samples (always kept); 'flat' ones: 0 (always filtered)."""
+    return [float(i % 2) if g == "mixed" else 0.0 for i, (t, g) in enumerate(zip(texts, truths, strict=True))]
+
+
+def _ceil_run(tiny_model_dir, tmp_path, name: str, *, rollouts: int, resume: str | None = None, **kw):
+    """The ceil rule on 4 prompts per rollout (mini-batches of 1: 4 loop steps each), 2 of 4 groups mixed: 2
+    optimizer steps taken and 2 left out per rollout, `rollouts` rollout batches (one per epoch)."""
+    from cotforge.train.rl.config import GPPOConfig
+    from cotforge.train.rl.trainer import build_trainer
+
+    rows = _sevens_rows(4)
+    for i, r in enumerate(rows):
+        r["reward_model"]["ground_truth"] = "mixed" if i in (0, 2) else "flat"
+    path = _write(tmp_path, rows)
+    cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
+                     num_generations=4, rollout_prompts=4, mini_batch_prompts=1, per_device_train_batch_size=4,
+                     oversample=1, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
+                     learning_rate=0.05, num_train_epochs=rollouts, report_to=[], sft_alpha=0.1, seed=0,
+                     minibatch_rule="ceil", shuffle_dataset=False, **{"warmup_steps": 3, "save_steps": 100, **kw})
+    trainer = build_trainer(cfg, reward_funcs=[make_reward_func(RewardConfig(require_think=False),
+                                                                custom={"parity": _alternate})])
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, [r for r in trainer.state.log_history if "policy_loss" in r]
+
+
+@pytest.mark.parametrize("schedule", ["constant_with_warmup", pytest.param("cosine", marks=pytest.mark.slow)])
+def test_left_out_steps_advance_neither_the_schedule_nor_the_step(tiny_model_dir, tmp_path, schedule):
+    """Schedule probe: 2 rollouts x 4 loop steps, 2 taken per rollout. The LR of the 4 steps taken is the
+    schedule's value at steps 0, 1, 2, 3 (as if only the taken steps existed; before the fix the left-out steps
+    advanced it: 0, 1/3, then 1, 1 at warmup 3) and the logged steps are 1-4 (before: 1, 2, 5, 6 of 8)."""
+    from transformers import get_scheduler
+
+    trainer, logs = _ceil_run(tiny_model_dir, tmp_path, schedule, rollouts=2, lr_scheduler_type=schedule)
+    probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.05)
+    sched = get_scheduler(schedule, probe, num_warmup_steps=3, num_training_steps=trainer.state.max_steps)
+    want = []
+    for _ in range(4):
+        want.append(sched.get_last_lr()[0])
+        probe.step()
+        sched.step()
+    assert [r["step"] for r in logs] == [1, 2, 3, 4] and trainer.state.global_step == 4
+    assert [r["learning_rate"] for r in logs] == pytest.approx(want, abs=1e-12)
+    assert [r["rollout/left_out_steps"] for r in logs] == [0, 0, 2, 2]
+    assert all(r["loss"] == r["loss"] and r["tokens/trained"] > 0 for r in logs)  # finite, and trained
+
+
+@pytest.mark.slow
+def test_resume_after_left_out_steps_continues_where_the_loop_was(tiny_model_dir, tmp_path):
+    """3 rollouts (12 loop steps, 6 taken); checkpoint-4 is taken step 4 = loop step 6 (2 left out before it).
+    Resumed from it, the run finishes rollout 2 (its last 2 slots: left out) and trains rollout 3's two steps:
+    steps 5 and 6, at the schedule's LR of taken steps 4 and 5. Without the record of the left-out steps the data
+    position was loop step 4 (rollout 2 again, 8 steps in all)."""
+    import shutil
+
+    full, full_logs = _ceil_run(tiny_model_dir, tmp_path, "full", rollouts=3, save_steps=4)
+    (tmp_path / "resumed").mkdir()
+    shutil.copytree(tmp_path / "full" / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
+    assert json.loads((tmp_path / "resumed" / "checkpoint-4" / "left_out_steps.json").read_text()) == {
+        "left_out_steps": 2}
+    again, logs = _ceil_run(tiny_model_dir, tmp_path, "resumed", rollouts=3, save_steps=4,
+                            resume=str(tmp_path / "resumed" / "checkpoint-4"))
+    assert full.state.global_step == again.state.global_step == 6
+    assert [(r["step"], r["learning_rate"]) for r in logs if r["step"] > 4] == [
+        (r["step"], r["learning_rate"]) for r in full_logs if r["step"] > 4]

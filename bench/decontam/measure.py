@@ -163,7 +163,20 @@ def run_baseline(path: str, out: str) -> dict:
     return {"rows": t.num_rows, "flagged": int(sum(flags))}
 
 
-def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> dict:
+def shards_digest(out: Path) -> str:
+    """sha256 of a stage folder's kept/ and removed/ shards (names and bytes), first 12 hex digits."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in ("kept", "removed"):
+        for f in sorted((out / part).glob("*.parquet")):
+            h.update(f"{part}/{f.name}".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0,
+             text_kernel: str = "auto") -> dict:
     from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
@@ -171,26 +184,31 @@ def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes:
 
     names = local_benchmark_names(SHARED / "benchmarks")
     cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
-                         **({"batch_bytes": batch_bytes} if batch_bytes else {}))
+                         text_kernel=text_kernel, **({"batch_bytes": batch_bytes} if batch_bytes else {}))
     stats = run_stage("decontaminate", [InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
+            "shards_sha256": shards_digest(Path(out) / "o"),
             "rss_task_mb": stats.get("timings", {}).get("task_peak_rss_mb"),
             "report_json_bytes": (Path(out) / "o" / "contamination_report.json").stat().st_size}
 
 
-def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes: int = 0) -> None:
+def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes: int = 0,
+           text_kernel: str = "auto") -> None:
     t = time.time()
     with tempfile.TemporaryDirectory() as d:
-        res = run_ours(path, d, workers, prompt_cache, batch_bytes) if method == "ours" else run_baseline(path, d)
+        res = (run_ours(path, d, workers, prompt_cache, batch_bytes, text_kernel) if method == "ours"
+               else run_baseline(path, d))
     res["wall_s"] = time.time() - t
     res["rss_self_mb"] = _peak_rss_mb()
     res["rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print("RESULT " + json.dumps(res))
 
 
-def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True, batch_bytes: int = 0) -> dict:
+def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True, batch_bytes: int = 0,
+            text_kernel: str = "auto") -> dict:
     """One method in a fresh interpreter; its result with wall time and peak RSS."""
-    cmd = [sys.executable, "-m", "bench.decontam.measure", "--child", method, str(path), "--workers", str(workers)]
+    cmd = [sys.executable, "-m", "bench.decontam.measure", "--child", method, str(path), "--workers", str(workers),
+           "--text-kernel", text_kernel]
     cmd += ([] if prompt_cache else ["--no-prompt-cache"]) + (["--batch-bytes", str(batch_bytes)] if batch_bytes else [])
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
@@ -200,28 +218,35 @@ def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True
     return json.loads(line[7:])
 
 
-def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False) -> None:
+def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False,
+          kernels: tuple[str, ...] = ("auto",), cache_off: bool = True) -> None:
     corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
                              which=("short", "longcot", "short_clean") if which == "all" else (
                                  ("short", "longcot") if which == "both" else (which,)))
-    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child / largest matcher task MB | load |")
-    print("|---|---:|---|---:|---:|---:|---:|---|---|")
+    print("| corpus | rows | method | wall s | rows/s | flagged | speed-up | peak RSS main / largest child / largest "
+          "matcher task MB | stage s: index / ingest / match / collect / report | shards sha256 | load |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---|---|---|")
     for name, path in corpora.items():
         base = measure("baseline", path)
         load_b = os.getloadavg()
-        runs = [("cotforge (defaults, 2 workers)", measure("ours", path))]
-        if name.startswith("short"):
+        runs = [(f"cotforge (defaults, 2 workers{'' if k == 'auto' else ', text_kernel=' + k})",
+                 measure("ours", path, text_kernel=k)) for k in kernels]
+        if name.startswith("short") and cache_off:
             runs.append(("cotforge, prompt cache off", measure("ours", path, prompt_cache=False)))
         if old_batches:
             runs.append(("cotforge, 8 MiB batches (round 1)", measure("ours", path, batch_bytes=8 << 20)))
         load_o = os.getloadavg()
         print(f"| {name} | {base['rows']} | baseline (1 process) | {base['wall_s']:.1f} | "
-              f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | "
+              f"{base['rows'] / base['wall_s']:,.0f} | {base['flagged']} | 1.0x | {base['rss_self_mb']:.0f} | | | "
               f"{load_b[0]:.2f} |")
         for label, r in runs:
+            t = r.get("timings", {})
+            steps = " / ".join(f"{t.get(k + '_s', 0):.1f}" for k in ("index", "ingest", "match", "collect", "report"))
             print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
                   f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
-                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {load_o[0]:.2f} |")
+                  f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {steps} | {r.get('shards_sha256', '')} | "
+                  f"{load_o[0]:.2f} |",
+                  flush=True)
 
 
 def main() -> None:
@@ -236,16 +261,21 @@ def main() -> None:
     ap.add_argument("--no-prompt-cache", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--batch-bytes", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--old-batches", action="store_true", help="also time 8 MiB matcher batches (round 1)")
+    ap.add_argument("--text-kernel", default="auto",
+                    help="comma list of DecontamConfig.text_kernel values to time (auto,python: both, in one run)")
+    ap.add_argument("--no-cache-off", action="store_true", help="skip the prompt-cache-off run")
     args = ap.parse_args()
     if args.child:
-        _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache, args.batch_bytes)
+        _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache, args.batch_bytes,
+               args.text_kernel)
         return
     if not (SHARED / "MANIFEST.md").exists():
         sys.exit(f"needs {SHARED}")
     if args.quality:
         quality(args.show_errors)
     if args.speed:
-        speed(args.speed, args.rows_short, args.rows_long, args.old_batches)
+        speed(args.speed, args.rows_short, args.rows_long, args.old_batches, tuple(args.text_kernel.split(",")),
+              not args.no_cache_off)
 
 
 if __name__ == "__main__":

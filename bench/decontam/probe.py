@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--rows-short", type=int, default=200_000)
     ap.add_argument("--rows-long", type=int, default=10_000)
     ap.add_argument("--steps", default="read,lean,norm,steps", help="of read,lean,norm,coarse,steps")
+    ap.add_argument("--text-kernel", default="auto", help="DecontamConfig.text_kernel of the steps table")
     args = ap.parse_args()
     steps = args.steps.split(",")
     from bench.decontam.corpora import SHARED
@@ -110,7 +111,7 @@ def main() -> None:
             print(f"| {name} | {base['rows']} | {step}{extra} | {s:.1f} | {base['rows'] / s:,.0f} | {base['wall_s']:.1f} | "
                   f"{base['wall_s'] / s:.2f}x | {os.getloadavg()[0]:.2f} |", flush=True)
         if "steps" in steps:
-            timer, stats, wall = run_steps_table(path, SHARED)
+            timer, stats, wall = run_steps_table(path, SHARED, args.text_kernel)
             print_table(name, timer, stats, wall, base["wall_s"], os.getloadavg()[0])
 
 

@@ -24,13 +24,13 @@ WRAPPED = [
     ("cotforge.curate.decontam.index", "DecontamIndex.__init__", "index load (per task)"),
     ("cotforge.curate.decontam.scan", "matcher_norm", "norm: function renaming detection + request canon"),
     ("cotforge.curate.decontam.canon", "rename_functions", "norm python: rename_functions (per text)"),
-    ("cotforge.curate.decontam.canon", "normalize_arrow", "norm: masks, unknown-char check, scatter"),
+    ("cotforge.curate.decontam.canon", "normalize_column", "norm: normaliser (kernel, or polars masks + scatter)"),
     ("cotforge.curate.text.normalize", "_polars_chars", "norm: math replace_many (all rows) + subset masks"),
     ("cotforge.curate.text.normalize", "_ascii_punctuation", "norm: ASCII punctuation + case (numpy bytes)"),
     ("cotforge.curate.text.normalize", "_split_letter_digit", "norm: letter/digit split (numpy bytes)"),
     ("cotforge.curate.text.normalize", "_polars_wrappers", "norm: wrapper candidate masks"),
-    ("cotforge.curate.decontam.scan", "hash_words_arrow", "hash: word hashes"),
-    ("cotforge.curate.decontam.scan", "ngram_hashes", "hash: n-gram / bigram / shingle hashes"),
+    ("cotforge.curate.decontam.scan", "word_and_ngram_hashes", "hash: word + n-gram hashes"),
+    ("cotforge.curate.decontam.scan", "ngram_hashes", "hash: bigram / shingle hashes"),
     ("cotforge.curate.decontam.scan", "HashedBatch.__init__", "hash: batch bookkeeping"),
     ("cotforge.curate.decontam.scan", "HashedBatch.row_ngrams", "lookup: row n-grams in the index (per candidate)"),
     ("cotforge.curate.decontam.match", "ngram_candidates", "lookup: n-gram candidates (prefilter, pair counts)"),
@@ -49,9 +49,9 @@ WRAPPED = [
     ("cotforge.curate.decontam.stage", "describe_matches", "describe: spans of flagged rows"),
     ("cotforge.curate.decontam.stage", "DecontamSplit._write", "task: write kept/removed (Parquet zstd)"),
     ("cotforge.curate.decontam.stage", "DecontamSplit.run", "task: read batches, removed columns, stats"),
-    ("cotforge.curate.engine", "start_stage", "ingest (engine: read + work shards)"),
-    ("cotforge.curate.decontam.stage", "_collect", "collect (shards -> stage writer)"),
-    ("cotforge.curate.engine", "finish_stage", "publish (stage writer close)"),
+    ("cotforge.curate.decontam.stage", "start_stage", "ingest (engine: read + work shards)"),
+    ("cotforge.curate.decontam.stage", "collect_tables", "collect (shards -> stage writer)"),
+    ("cotforge.curate.decontam.stage", "finish_stage", "publish (stage writer close)"),
     ("cotforge.curate.decontam.report", "write_contamination_report", "report (md/json/png/parquet)"),
 ]
 
@@ -131,7 +131,7 @@ def install(timer: StepTimer) -> list[tuple[object, str, object]]:
     return undo
 
 
-def run_steps_table(path: Path, shared: Path) -> tuple[StepTimer, dict, float]:
+def run_steps_table(path: Path, shared: Path, text_kernel: str = "auto") -> tuple[StepTimer, dict, float]:
     """The stage with its defaults on `path`, one process, wrapped: (timer, stats, wall seconds)."""
     import tempfile
 
@@ -142,7 +142,7 @@ def run_steps_table(path: Path, shared: Path) -> tuple[StepTimer, dict, float]:
     from cotforge.pipelines.stages import run_stage
 
     names = local_benchmark_names(shared / "benchmarks")
-    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(shared / "benchmarks"))
+    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(shared / "benchmarks"), text_kernel=text_kernel)
     timer = StepTimer()
     undo = install(timer)
     try:

@@ -92,13 +92,13 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
 # --------------------------------------------------------------------------- methods (run in subprocesses)
 
 
-def run_ours(path: str, out: str, workers: int) -> dict:
+def run_ours(path: str, out: str, workers: int, text_kernel: str = "auto") -> dict:
     from cotforge.curate.dedup.config import DedupConfig
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
     from cotforge.pipelines.stages import run_stage
 
-    stats = run_stage("dedup", [InputSpec(path, source_name="gen")], out, DedupConfig(),
+    stats = run_stage("dedup", [InputSpec(path, source_name="gen")], out, DedupConfig(text_kernel=text_kernel),
                       ExecutorConfig(workers=workers, rows_per_task=25_000))
     return {"kept": stats["kept"], "removed": stats["removed_by_reason"], "timings": stats["dedup"]["timings"]}
 
@@ -164,21 +164,21 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child(method: str, path: str, workers: int) -> None:
+def _child(method: str, path: str, workers: int, text_kernel: str = "auto") -> None:
     t = time.time()
     with tempfile.TemporaryDirectory() as d:
-        res = run_ours(path, d, workers) if method == "ours" else run_baseline(path, d)
+        res = run_ours(path, d, workers, text_kernel) if method == "ours" else run_baseline(path, d)
     res["wall_s"] = time.time() - t
     res["rss_self_mb"] = _peak_rss_mb()
     res["rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print("RESULT " + json.dumps(res))
 
 
-def measure(method: str, path: Path, workers: int) -> dict:
+def measure(method: str, path: Path, workers: int, text_kernel: str = "auto") -> dict:
     """Run one method in a fresh interpreter; returns its result dict with wall time and peak RSS."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "bench.dedup.speed", "--child", method, str(path), "--workers",
-                           str(workers)],
+                           str(workers), "--text-kernel", text_kernel],
                           capture_output=True, text=True, env=env, cwd=REPO)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
@@ -193,22 +193,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,1000000", help="comma list of generated row counts")
     ap.add_argument("--workers", default="1,2", help="worker counts to measure ours with (comma list)")
+    ap.add_argument("--text-kernel", default="auto",
+                    help="comma list of DedupConfig.text_kernel values to time (auto,python: both, in one run)")
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.child[0], args.child[1], int(args.workers))
+        _child(args.child[0], args.child[1], int(args.workers), args.text_kernel)
         return
     with tempfile.TemporaryDirectory() as d:
         for n in [int(x) for x in args.sizes.split(",") if x]:
             path = Path(d) / f"gen_{n}.parquet"
             mix = generate(path, n)
             print(f"\n{n} generated rows {mix}")
-            res = {f"ours w={w}": measure("ours", path, int(w)) for w in args.workers.split(",")}
+            res = {f"ours w={w}" + ("" if k == "auto" else f" {k}"): measure("ours", path, int(w), k)
+                   for w in args.workers.split(",") for k in args.text_kernel.split(",")}
             res["baseline"] = measure("baseline", path, 1)
             for m, r in res.items():
-                print(f"  {m:9s} {n / r['wall_s']:9.0f} rows/s  wall {r['wall_s']:7.1f}s  peak RSS self "
+                print(f"  {m:16s} {n / r['wall_s']:9.0f} rows/s  wall {r['wall_s']:7.1f}s  peak RSS self "
                       f"{r['rss_self_mb']:6.0f} MB, largest child {r['rss_children_mb']:6.0f} MB  "
                       f"kept {r['kept']}  removed {r['removed']}")
+            print(f"  load {os.getloadavg()[0]:.2f}")
             for m, r in res.items():
                 if m != "baseline":
                     print(f"  {m}: speed ratio vs baseline {res['baseline']['wall_s'] / r['wall_s']:.2f}x; "

@@ -144,6 +144,8 @@ def eval_callback(tok: Any, data: dict[str, list[dict[str, Any]]], every: int, s
 
     class Eval(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kw):
+            if sink and sink[-1]["step"] == state.global_step:
+                return  # an optimizer step left out (GPPO's ceil rule): global_step did not advance
             if state.global_step % every == 0 or state.global_step == state.max_steps:
                 sink.append({"step": state.global_step, "dev": accuracy(model, tok, data["dev"]),
                              "test": accuracy(model, tok, data["test"])})

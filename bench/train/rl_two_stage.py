@@ -7,7 +7,7 @@ arithmetic fact (a, op, b) is in exactly one split: math test, code test, math R
 math and its code form are trained on), so held-out accuracy is on facts never seen in any wording or domain.
 
 The stages use the recipe's settings in miniature: reward mode `official` (any answer after `</think>`; mean of +-1
-over <= 16 sampled tests), math stage mini-batch = rollout / 8 (8 optimizer steps per rollout) at `--lr`, code stage
+over <= 16 sampled tests), the ceil(kept groups / mini-batch) rule (`--steps` count loop steps, taken or left out), math stage mini-batch = rollout / 8 (8 optimizer steps per rollout) at `--lr`, code stage
 mini-batch = rollout / 4 (4 steps per rollout) at `--lr` / 2 (the report's 1e-6 -> 5e-7 ratio), warmup in rollout
 batches, `abilities` picking each stage's rows. Held-out accuracy per domain (avg@k at temperature 0.6) before RL,
 after the math stage and after the code stage, per seed; wall time and load.
@@ -90,8 +90,9 @@ def evaluate(path: Path, data: dict[str, list[dict[str, Any]]], k: int) -> dict[
 
 
 def stage(out: Path, start: Path, rows: list[dict[str, Any]], domain: str, seed: int, steps: int, rollout: int,
-          per_rollout: int, lr: float) -> float:
-    """One RL stage from `start`; returns its wall time. The model goes to OUT/final."""
+          per_rollout: int, lr: float) -> tuple[float, int, int]:
+    """One RL stage from `start` (`steps` loop steps); returns its wall time and the optimizer steps taken and
+    left out (the ceil rule's empty mini-batch slots). The model goes to OUT/final."""
     from datasets import Dataset
     from transformers import AutoTokenizer
 
@@ -106,10 +107,10 @@ def stage(out: Path, start: Path, rows: list[dict[str, Any]], domain: str, seed:
                      mini_batch_prompts=mini, per_device_train_batch_size=mini * 8, oversample=2,
                      max_completion_length=56, learning_rate=lr, warmup_rollouts=1, max_steps=steps,
                      save_steps=100000, report_to=[], logging_steps=1, abilities=[domain],
-                     reward={"mode": "official", "workers": 2})
+                     reward={"mode": "official", "workers": 2}, minibatch_rule="ceil")
     t0 = time.time()
-    run_rl(cfg, train_dataset=ds, processing_class=tok)
-    return time.time() - t0
+    trainer = run_rl(cfg, train_dataset=ds, processing_class=tok)
+    return time.time() - t0, trainer.state.global_step, trainer.left_out_steps
 
 
 def main() -> None:
@@ -144,17 +145,21 @@ def main() -> None:
     runs = []
     for s in a.seeds:
         run: dict[str, Any] = {"seed": s, "before": before}
-        w1 = stage(a.out / f"math_s{s}", sft, data["math_rl"], "math", s, a.math_steps, a.math_rollout, 8, a.lr)
+        w1, *run["math_steps_taken_left_out"] = stage(a.out / f"math_s{s}", sft, data["math_rl"], "math", s,
+                                                       a.math_steps, a.math_rollout, 8, a.lr)
         run["after_math"], run["math_wall_s"], run["load_math"] = evaluate(a.out / f"math_s{s}" / "final", data,
                                                                            a.k), w1, os.getloadavg()
-        w2 = stage(a.out / f"code_s{s}", a.out / f"math_s{s}" / "final", data["code_rl"], "code", s, a.code_steps,
-                   a.code_rollout, 4, a.lr / 2)
+        w2, *run["code_steps_taken_left_out"] = stage(a.out / f"code_s{s}", a.out / f"math_s{s}" / "final",
+                                                       data["code_rl"], "code", s, a.code_steps, a.code_rollout, 4,
+                                                       a.lr / 2)
         run["after_code"], run["code_wall_s"], run["load_code"] = evaluate(a.out / f"code_s{s}" / "final", data,
                                                                            a.k), w2, os.getloadavg()
         runs.append(run)
         print(f"seed {s}: math {before['math']:.3f} -> {run['after_math']['math']:.3f} -> "
               f"{run['after_code']['math']:.3f}; code {before['code']:.3f} -> {run['after_math']['code']:.3f} -> "
-              f"{run['after_code']['code']:.3f}; wall {w1:.0f} + {w2:.0f} s; load {run['load_code']}", flush=True)
+              f"{run['after_code']['code']:.3f}; wall {w1:.0f} + {w2:.0f} s; optimizer steps taken / left out: "
+              f"math {run['math_steps_taken_left_out']}, code {run['code_steps_taken_left_out']}; "
+              f"load {run['load_code']}", flush=True)
         (a.out / "results.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
     meta["total_wall_s"] = time.time() - t0
     (a.out / "results.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 
-from cotforge.curate.text.normalize import NormConfig, any_of, normalize_arrow
+from cotforge.curate.text.columns import normalize_column
+from cotforge.curate.text.normalize import NormConfig, any_of
 
 _DEF = re.compile(r"\bdef\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 REQUEST_NOUNS = ["function", "code", "program", "script", "method", "lambda"]
@@ -117,9 +118,9 @@ def _sub_names(text: str, names: set[str], calls_only: bool) -> str:
     return "".join(parts)
 
 
-def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
-    """The normalised texts decontamination hashes: `normalize_arrow`, with defined function names and
-    request templates canonicalised (module docstring). Returns a pyarrow LargeStringArray."""
+def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset(), kernel: str = "auto"):
+    """The normalised texts decontamination hashes: `normalize` (by `kernel`: text/columns.py), with defined
+    function names and request templates canonicalised (module docstring). Returns a pyarrow LargeStringArray."""
     import polars as pl
     import pyarrow as pa
 
@@ -138,7 +139,7 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset()):
         texts = sub.to_list()
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
                                       for t, k in zip(texts, names, strict=True)], dtype=pl.String))
-    out = pl.Series("t", normalize_arrow(s, norm))
+    out = pl.Series("t", normalize_column(s, norm, kernel))
     req = out.str.contains("|".join(REQUEST_NOUNS))  # plain words; the regex crate's literal search beats contains_any
     if req.any():
         idx = req.arg_true()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
 from cotforge.curate.text.embed import SEMANTIC_ENCODERS
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
@@ -116,6 +117,7 @@ class DecontamConfig:
     prompt_cache: bool = field(default=True, metadata={
         "help": "Remember prompt-side verdicts of up to 100k distinct prompts per task (SFT data repeats each "
                 "problem once per sampled response)."})
+    text_kernel: str = field(default="auto", metadata={"help": KERNEL_HELP})
     report: bool = field(default=True, metadata={
         "help": "Write contamination_report.{md,json} (and the report's totals into stats.json)."})
     keep_index: bool = field(default=False, metadata={
@@ -167,6 +169,7 @@ class DecontamConfig:
             raise ValueError(f"semantic_extra_numbers: must be >= 0 (got {self.semantic_extra_numbers})")
         if self.semantic_device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
+        check_text_kernel(self.text_kernel)
         if self.coarse_tier not in ("coarse", "none"):
             raise ValueError(f"coarse_tier: must be 'coarse' or 'none' (got {self.coarse_tier!r})")
         for name in ("threshold", "response_threshold", "full_fraction", "row_fraction", "prefilter",

@@ -123,7 +123,9 @@ def build_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig,
                 raw.append(text)
                 entries.append(Entry(name, it.id, part, 0, 0, text[:4000]))
     known = frozenset(n for t in raw for n in defined_names(t) if identifier_like(n))
-    norm = matcher_norm(raw, cfg.norm, known)
+    # the polars path whatever `text_kernel` says: the index is built in the stage's main process, whose memory
+    # should not carry the kernel's numba (same text either way: curate/text/columns.py)
+    norm = matcher_norm(raw, cfg.norm, known, "python")
     texts = norm.to_pylist()
     for e, t in zip(entries, texts, strict=True):
         e.norm = t

@@ -72,20 +72,24 @@ def sample_rows(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 
 def _texts(out_dir: Path, ids: set[str]) -> dict[str, dict[str, str | None]]:
-    """prompt and response of the removed rows `ids` (read only for the sampled rows)."""
+    """prompt and response of the removed rows `ids` (read only for the sampled rows), in record batches of
+    ~16 MB: a removed shard of long-CoT rows holds up to ~256 MB of text, which the main process should not
+    hold at once."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+
+    from cotforge.curate.io.budget import open_streaming, rows_within_bytes
 
     if not ids:
         return {}
     found: dict[str, dict[str, str | None]] = {}
-    wanted = list(ids)
+    wanted = pa.array(list(ids), type=pa.string())
     for f in sorted((out_dir / "removed").glob("*.parquet")):
-        t = pq.read_table(f, columns=["id", "prompt", "response"])
-        t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(wanted, type=pa.string())))
-        for r in t.to_pylist():
-            found[r["id"]] = {"prompt": r["prompt"], "response": r["response"]}
+        pf = open_streaming(f)
+        for batch in pf.iter_batches(batch_size=rows_within_bytes(pf, 16 << 20), columns=["id", "prompt", "response"]):
+            t = pa.Table.from_batches([batch])
+            for r in t.filter(pc.is_in(t.column("id"), value_set=wanted)).to_pylist():
+                found[r["id"]] = {"prompt": r["prompt"], "response": r["response"]}
     return found
 
 

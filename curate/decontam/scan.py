@@ -1,7 +1,7 @@
 """The vectorised part of matching: a batch of texts normalised, tokenised, hashed and looked up at once.
 
-`HashedBatch` runs the shared normaliser on polars kernels (`normalize_arrow`, plus decontam/canon.py), reads word hashes straight
-from the Arrow buffers (`hash_words_arrow`), combines them into rolling word n-gram hashes (numpy), and
+`HashedBatch` runs the shared normaliser (plus decontam/canon.py) and hashes words and rolling word n-grams, with
+the compiled kernel or the polars / numpy path (`DecontamConfig.text_kernel`, curate/text/columns.py), and
 `ngram_candidates` / `short_candidates` / `shingle_candidates` look them up in the index: a bit-array
 prefilter on the hashes' high bits, then an exact binary search of the few that pass, then per (text, entry)
 counts. Python per-row work starts only for the candidate pairs these return (`cotforge.curate.decontam.match`).
@@ -14,7 +14,8 @@ import numpy as np
 from cotforge.curate.decontam.canon import matcher_norm
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex
-from cotforge.curate.text.hashing import hash_words_arrow, ngram_hashes, ngram_hashes_at, sorted_lookup
+from cotforge.curate.text.columns import word_and_ngram_hashes
+from cotforge.curate.text.hashing import ngram_hashes, ngram_hashes_at, sorted_lookup
 
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -26,11 +27,10 @@ class HashedBatch:
     """A normalised batch and its word / n-gram hashes (computed once, used by every tier)."""
 
     def __init__(self, texts, cfg: DecontamConfig, known: frozenset[str] = frozenset()):
-        self.norm = matcher_norm(texts, cfg.norm, known)
+        self.norm = matcher_norm(texts, cfg.norm, known, cfg.text_kernel)
         self.n = len(self.norm)
-        self.wh, self.rows, _ = hash_words_arrow(self.norm)
+        self.wh, self.rows, self.h, self.hr, self.hs = word_and_ngram_hashes(self.norm, cfg.ngram, cfg.text_kernel)
         self.row_start = np.searchsorted(self.rows, np.arange(self.n + 1))  # first word of each row
-        self.h, self.hr, self.hs = ngram_hashes(self.wh, self.rows, cfg.ngram)
         self.ng_start = np.searchsorted(self.hr, np.arange(self.n + 1))  # first n-gram of each row
         self._words: dict[int, list[str]] = {}
         self._texts: dict[int, str] = {}

@@ -67,7 +67,7 @@ SPAN_CHARS = 2000  # matched_text is cut to this many characters
 
 
 def describe_matches(found: list[list[Match]], prompts: list[str | None], responses: list[str | None], norm=None,
-                     known: frozenset[str] = frozenset()) -> list[dict]:
+                     known: frozenset[str] = frozenset(), kernel: str = "auto") -> list[dict]:
     """The removed-row columns of flagged rows (`found[i]` non-empty): the primary match and where it sits in
     the original text. Rows whose words the matcher did not keep (verdicts from the prompt cache) are
     normalised again, all in one batch."""
@@ -75,7 +75,7 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
 
     texts = [(p if ms[0].side == "prompt" else r) or "" for ms, p, r in zip(found, prompts, responses, strict=True)]
     redo = [i for i, ms in enumerate(found) if ms[0].words is None]
-    again = dict(zip(redo, matcher_norm([texts[i] for i in redo], norm or DecontamConfig.norm, known).to_pylist(),
+    again = dict(zip(redo, matcher_norm([texts[i] for i in redo], norm or DecontamConfig.norm, known, kernel).to_pylist(),
                      strict=True)) if redo else {}
     out = []
     for i, ms in enumerate(found):
@@ -128,7 +128,7 @@ class DecontamSplit(PipelineStep):
                     prompts = removed.column("prompt").to_pylist()
                     resps = removed.column("response").to_pylist() if resp is not None else [None] * len(flagged)
                     rows = describe_matches([found[i] for i in flagged.tolist()], prompts, resps, self.cfg.norm,
-                                            index.defined_names)
+                                            index.defined_names, self.cfg.text_kernel)
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))

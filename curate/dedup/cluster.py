@@ -162,7 +162,7 @@ class ProblemCluster(PipelineStep):
             sel = which[at]
             col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
             prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
-            out.update(zip(sel.tolist(), zip(normalize_many(prompts, self.cfg.norm), prompts, strict=True), strict=True))
+            out.update(zip(sel.tolist(), zip(normalize_many(prompts, self.cfg.norm, self.cfg.text_kernel), prompts, strict=True), strict=True))
         return out
 
     def _partition(self, work: Path, p: int) -> np.ndarray:

@@ -9,6 +9,7 @@ from datatrove.pipeline.dedup.minhash import MinhashConfig
 from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
+from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
 from cotforge.curate.text.embed import SEMANTIC_ENCODERS
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
@@ -96,6 +97,7 @@ class DedupConfig:
     semantic_static_cosine: float = field(default=0.85, metadata={
         "help": "Semantic tier, static+rerank: least static cosine of a candidate pair (recall-oriented: every "
                 "reworded pair of the tuning set is at >= 0.86)."})
+    text_kernel: str = field(default="auto", metadata={"help": KERNEL_HELP})
     document_steps: bool = field(default=False, metadata={
         "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
 
@@ -143,6 +145,7 @@ class DedupConfig:
                              f"(got {self.semantic_encoder!r})")
         if not -1.0 <= self.semantic_static_cosine <= 1.0:
             raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
+        check_text_kernel(self.text_kernel)
         for name in ("number_guard", "edit_guard", "reword_content", "code_sections", "streaming_buckets", "semantic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false (got {getattr(self, name)!r})")

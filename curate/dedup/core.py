@@ -1,7 +1,7 @@
 """Problem-level dedup, the part without datatrove: exact keys, MinHash signatures, pair checks.
 
 Everything here works on a whole batch of rows at once (`batch_keys`, `minhash_signatures`): the
-normalisation is `curate.normalize.normalize_batch` and the shingle / MinHash arithmetic is
+normalisation is `curate.text.columns.normalize_list` (kernel or polars path) and the shingle / MinHash arithmetic is
 `curate.hashing`, so the per-row Python cost is a few hash calls. `row_keys` and `shingle_hashes` are the
 one-row forms of the same functions (tests and `PairJudge` use them; they give identical values).
 """
@@ -21,8 +21,9 @@ from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs.sections import code_sections, join_superscripts, maybe_code
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.io.readers import InputSpec
+from cotforge.curate.text.columns import normalize_list
 from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
-from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize, normalize_batch
+from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 _NUMBER = re.compile(r"\d+")
@@ -100,13 +101,9 @@ def row_keys(prompt: str, response: str | None, norm: NormConfig = DEFAULT_NORM)
     return p, hash64(p), hash64(p + "\x00" + r), hash64(_number_text(p))
 
 
-def normalize_many(texts: list[str | None], norm: NormConfig) -> list[str]:
-    """`normalize` of each text through the batch normaliser (the per-text path for text it cannot encode,
-    e.g. lone surrogates from JSON)."""
-    try:
-        return normalize_batch(texts, norm)[1]
-    except UnicodeEncodeError:
-        return [normalize(t, norm) for t in texts]
+def normalize_many(texts: list[str | None], norm: NormConfig, kernel: str = "auto") -> list[str]:
+    """`normalize` of each text through the batch normaliser `kernel` chooses (curate/text/columns.py)."""
+    return normalize_list(texts, norm, kernel)
 
 
 @dataclass
@@ -120,11 +117,11 @@ class KeyBatch:
 
 
 def batch_keys(prompts: list[str], responses: list[str | None], norm: NormConfig = DEFAULT_NORM,
-               with_numbers: bool = True) -> KeyBatch:
-    """`row_keys` for a batch of rows (same values), with batch normalisation. `with_numbers=False` leaves
-    `num` empty (the signature step needs number keys only for new problems: `number_keys`)."""
-    ps = normalize_many(prompts, norm)
-    rs = normalize_many(responses, _response_norm(norm))
+               with_numbers: bool = True, kernel: str = "auto") -> KeyBatch:
+    """`row_keys` for a batch of rows (same values), with batch normalisation (`kernel`: text/columns.py).
+    `with_numbers=False` leaves `num` empty (the signature step needs number keys only for new problems)."""
+    ps = normalize_many(prompts, norm, kernel)
+    rs = normalize_many(responses, _response_norm(norm), kernel)
     h = xxhash.xxh64_intdigest
     n = len(ps)
     pkey = np.fromiter((h(p.encode("utf-8", "surrogatepass")) for p in ps), dtype=np.uint64, count=n)

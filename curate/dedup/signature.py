@@ -75,7 +75,7 @@ class ProblemSignature(MinhashDedupSignature):
         keys, heads, sigs = [], [], []
         start = 0
         for prompts, responses, sources in batches:
-            kb = batch_keys(prompts, responses, self.cfg.norm, with_numbers=False)
+            kb = batch_keys(prompts, responses, self.cfg.norm, with_numbers=False, kernel=self.cfg.text_kernel)
             idx = np.arange(start, start + len(prompts), dtype=np.int64)
             start += len(prompts)
             prio = np.fromiter((prio_of.setdefault(s, priority_of(s or "", self.cfg.source_priority))

@@ -93,7 +93,8 @@ class PairJudge:
 
     def sketches(self, prompts: list[str]) -> list[tuple[str, int, int, np.ndarray | None]]:
         """`sketch` of many prompts at once (the pipeline's batch functions, so the same values)."""
-        kb = batch_keys(prompts, [None] * len(prompts), self.cfg.norm, with_numbers=False)
+        kb = batch_keys(prompts, [None] * len(prompts), self.cfg.norm, with_numbers=False,
+                        kernel=self.cfg.text_kernel)
         texts = dedup_texts(prompts, kb.norm_prompts, self.cfg)
         num = number_keys(texts)
         sig, has = band_signatures(texts, num, self.cfg)

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
-from cotforge.curate.io.inputs import input_schema, iter_input_rows
+from cotforge.curate.io.budget import table_row_bytes
+from cotforge.curate.io.inputs import input_schema, is_schema_parquet, iter_input_rows, schema_batches
 from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
 from cotforge.curate.io.writer import ShardWriter, StageWriter
 
@@ -76,6 +78,64 @@ def _id_hash(row_id: str) -> int:
     return xxhash.xxh64_intdigest(row_id.encode("utf-8", "surrogatepass"))
 
 
+def _quarantine_empty(writer: StageWriter, row: dict, n: int) -> None:
+    """datatrove readers silently skip documents without text: quarantine them here instead."""
+    origin = Origin(str(row.get("source", "")), n, "row")
+    writer.quarantine(Quarantined(origin, "malformed: field 'prompt' is empty", row, str(row.get("source", ""))))
+
+
+def _progress(n: int, step: int, t0: float) -> None:
+    if n // 100_000 != (n - step) // 100_000:
+        pa.default_memory_pool().release_unused()  # mimalloc keeps freed pages otherwise (RSS creeps up)
+        log.info("ingest: %d rows read (%.0f rows/s)", n, n / max(time.time() - t0, 1e-9))
+
+
+# An RE2 class of every character that is not whitespace for `str.strip` (Python's own set of 29 code points;
+# tests/test_ingest_batches.py checks it against `str.isspace`).
+NOT_SPACE = "[^\\x{9}\\x{a}\\x{b}\\x{c}\\x{d}\\x{1c}\\x{1d}\\x{1e}\\x{1f}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
+
+
+def _ingest_batch(batch: pa.RecordBatch, n: int, shards: ShardWriter, writer: StageWriter,
+                  ids: IdRegistry) -> int:
+    """One record batch of a schema-Parquet input into the work shards, by column: the rows the row loop
+    would quarantine (no prompt, or only whitespace) are quarantined one by one, ids made unique in order,
+    rows counted per source. Returns the running row number after the batch."""
+    table = pa.Table.from_batches([batch])
+    prompt = table.column("prompt")
+    if pa.types.is_string(prompt.type) or pa.types.is_large_string(prompt.type):
+        good = pc.fill_null(pc.match_substring_regex(prompt, NOT_SPACE), False).to_numpy(zero_copy_only=False)
+    else:
+        good = np.zeros(table.num_rows, dtype=bool)
+    if not good.all():
+        for i in np.flatnonzero(~good).tolist():
+            _quarantine_empty(writer, table.slice(i, 1).to_pylist()[0], n + i + 1)
+        table = table.filter(pa.array(good))
+    n += batch.num_rows
+    if not table.num_rows:
+        return n
+    for source, count in zip(*_counts(table.column("source")), strict=True):
+        writer.count_in(source, count)
+    old = table.column("id").to_pylist()
+    new = [ids.unique(i) for i in old]
+    if new != old:
+        table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(new, table.schema.field("id").type))
+    table = _in_schema(table, shards.schema)
+    shards.write_table(table, table_row_bytes(table) if shards.bytes_per_shard else None)
+    return n
+
+
+def _counts(col: pa.ChunkedArray) -> tuple[list, list]:
+    vc = col.value_counts()
+    return vc.field("values").to_pylist(), vc.field("counts").to_pylist()
+
+
+def _in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with the schema's columns in its order (nulls for the ones it lacks), others dropped."""
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols, strict=True)]))
+
+
 def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,
                 rows_per_task: int = DEFAULT_ROWS_PER_TASK, schema: pa.Schema | None = None,
                 bytes_per_task: int | None = None, buffer_bytes: int | None = None) -> list[Path]:
@@ -87,23 +147,24 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
     ids = IdRegistry()
     t0, n = time.time(), 0
     presets: dict = writer.config.setdefault("presets", {})  # filled while reading: per source, the preset used
-    for row in iter_input_rows(specs, strict=strict, report=presets):
-        n += 1
-        if isinstance(row, Quarantined):
-            writer.quarantine(row)
+    for spec in specs:
+        if is_schema_parquet(spec.path):
+            for batch in schema_batches(spec):
+                n = _ingest_batch(batch, n, shards, writer, ids)
+                _progress(n, batch.num_rows, t0)
             continue
-        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            # datatrove readers silently skip documents without text: quarantine them here instead
-            origin = Origin(str(row.get("source", "")), n, "row")
-            writer.quarantine(Quarantined(origin, "malformed: field 'prompt' is empty", row,
-                                          str(row.get("source", ""))))
-            continue
-        writer.count_in(row["source"])
-        row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
-        shards.write(row)
-        if n % 100_000 == 0:
-            pa.default_memory_pool().release_unused()  # mimalloc keeps freed pages otherwise (RSS creeps up)
-            log.info("ingest: %d rows read (%.0f rows/s)", n, n / max(time.time() - t0, 1e-9))
+        for row in iter_input_rows([spec], strict=strict, report=presets):
+            n += 1
+            if isinstance(row, Quarantined):
+                writer.quarantine(row)
+                continue
+            if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+                _quarantine_empty(writer, row, n)
+                continue
+            writer.count_in(row["source"])
+            row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
+            shards.write(row)
+            _progress(n, 1, t0)
     shards.close()
     files = sorted(work_dir.glob("*.parquet"))
     # ShardWriter names files part-NNNNN; datatrove ranks read them in sorted order.

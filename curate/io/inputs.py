@@ -70,7 +70,8 @@ def _read_schema(path: str) -> pa.Schema | None:
         return None
 
 
-def _is_schema_parquet(path: str) -> bool:
+def is_schema_parquet(path: str) -> bool:
+    """True for a Parquet file already in the row schema (an earlier stage's shard): read by record batch."""
     if not path.endswith(".parquet"):
         return False
     schema = _read_schema(path)
@@ -80,26 +81,34 @@ def _is_schema_parquet(path: str) -> bool:
 SCHEMA_BATCH_BYTES = 16 << 20  # row bytes per record batch of schema-Parquet inputs
 
 
+def schema_batches(spec: InputSpec) -> Iterator[pa.RecordBatch]:
+    """A schema-Parquet input's record batches in order (~SCHEMA_BATCH_BYTES of row data each, page by page),
+    with `source` replaced by the spec's source name when it has one."""
+    fh = fs.open_binary(spec.path) if fs.is_remote(spec.path) else None
+    try:
+        # page by page, in batches of ~SCHEMA_BATCH_BYTES: a 4096-row batch of long-CoT rows held
+        # ~250 MB of Arrow plus its Python strings in the main process (bench/decontam/measure.py, main RSS)
+        pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path),
+                            pre_buffer=False, buffer_size=1 << 20)
+        for batch in pf.iter_batches(batch_size=batch_rows_of(pf.metadata, SCHEMA_BATCH_BYTES, 4096)):
+            if spec.source_name:
+                names = pa.array([spec.source_name] * batch.num_rows, pa.string())
+                i = batch.schema.get_field_index("source")
+                batch = (batch.set_column(i, "source", names) if i >= 0 else batch.append_column("source", names))
+            yield batch
+    finally:
+        if fh is not None:
+            fh.close()
+
+
 def iter_input_rows(specs: list[InputSpec], strict: bool = False,
                     report: dict[str, Any] | None = None) -> Iterator[dict[str, Any] | Quarantined]:
     """All rows of all inputs in order. Parquet already in the schema passes through unchanged
     (extra columns from earlier stages are kept); anything else goes through `read_rows`."""
     for spec in specs:
-        if _is_schema_parquet(spec.path):
-            fh = fs.open_binary(spec.path) if fs.is_remote(spec.path) else None
-            try:
-                # page by page, in batches of ~SCHEMA_BATCH_BYTES: a 4096-row batch of long-CoT rows held
-                # ~250 MB of Arrow plus its Python strings in the main process (bench/decontam/measure.py, main RSS)
-                pf = pq.ParquetFile(fh if fh is not None else (fs.local_path(spec.path) or spec.path),
-                                    pre_buffer=False, buffer_size=1 << 20)
-                for batch in pf.iter_batches(batch_size=batch_rows_of(pf.metadata, SCHEMA_BATCH_BYTES, 4096)):
-                    for row in batch.to_pylist():
-                        if spec.source_name:
-                            row["source"] = spec.source_name
-                        yield row
-            finally:
-                if fh is not None:
-                    fh.close()
+        if is_schema_parquet(spec.path):
+            for batch in schema_batches(spec):
+                yield from batch.to_pylist()
         else:
             yield from read_rows(spec, strict=strict, report=report)
 
@@ -126,7 +135,7 @@ def input_schema(specs: list[InputSpec]) -> pa.Schema:
     schema = SCHEMA
     extra: list[pa.Field] = []
     for spec in specs:
-        if _is_schema_parquet(spec.path):
+        if is_schema_parquet(spec.path):
             for f in _read_schema(spec.path) or []:
                 if f.name not in ("reason", "duplicate_of"):
                     extra.append(f)

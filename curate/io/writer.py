@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
@@ -72,18 +73,49 @@ class ShardWriter:
         if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
             self._flush()
 
-    def write_table(self, table: pa.Table) -> None:
+    def write_table(self, table: pa.Table, sizes: np.ndarray | None = None) -> None:
         """Append a whole Arrow table (columns matched to the schema by name) after the rows written so far,
         without per-row Python. Tables are buffered and cut into row groups at fixed places (every
         TABLE_ROW_GROUP rows and at shard ends), so the bytes do not depend on how the rows were split
-        into tables."""
+        into tables. With `sizes` (each row's `budget.row_bytes`) a shard also ends at `bytes_per_shard`:
+        it holds the rows whose sizes add up to at most that (at least one row)."""
         if self._buf:  # rows written one by one go first
             self._flush()
-        if table.num_rows:
-            self._tables.append(table.select(self.schema.names).cast(self.schema))
-            self._pending += table.num_rows
-            self.rows += table.num_rows
+        if not table.num_rows:
+            return
+        table = table.select(self.schema.names).cast(self.schema)
+        if sizes is None or not self.bytes_per_shard:
+            self._append(table)
+            return
+        start = 0
+        while start < table.num_rows:
+            held = (self._in_shard if self._writer is not None else 0) + self._pending  # rows of the open shard
+            cum = np.cumsum(sizes[start:start + self.rows_per_shard - held])
+            room = self.bytes_per_shard - (self._shard_bytes if held else 0)
+            k = max(int(np.searchsorted(cum, room, side="right")), 1 if held == 0 else 0)
+            full = k < len(cum) or held + k >= self.rows_per_shard or (k > 0 and cum[k - 1] >= room)
+            if k:
+                if self._writer is None and not self._pending:
+                    self._open_next()
+                self._shard_bytes += int(cum[k - 1])
+                self._append(table.slice(start, k), drain=not full)
+                start += k
+            if full:
+                self._end_shard()
+
+    def _append(self, table: pa.Table, drain: bool = True) -> None:
+        self._tables.append(table)
+        self._pending += table.num_rows
+        self.rows += table.num_rows
+        if drain:
             self._drain_tables(final=False)
+
+    def _end_shard(self) -> None:
+        """Write the buffered rows and close the open shard (the next rows start a new one)."""
+        self._drain_tables(final=True)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def _drain_tables(self, final: bool) -> None:
         """Write buffered tables as row groups; the last partial group only when `final`. A group also ends
@@ -101,7 +133,9 @@ class ShardWriter:
             if self._pending < size and not final:
                 return
             size = min(size, self._pending)
-            self._writer.write_table(merged.slice(0, size), row_group_size=size)
+            # one chunk per column: Parquet pages are cut per Arrow chunk, so the bytes would depend on how the
+            # rows arrived (per-task record batches) rather than on the rows
+            self._writer.write_table(merged.slice(0, size).combine_chunks(), row_group_size=size)
             rest = merged.slice(size)
             self._tables, self._pending = ([rest] if rest.num_rows else []), rest.num_rows
             self._in_shard += size

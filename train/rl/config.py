@@ -99,17 +99,21 @@ class GPPOConfig(GRPOConfig):
         "rollout_prompts kept groups are trained on ([R]: 256 sampled for 128, never regenerated). 1 = no top-up "
         "(the paper's zero-advantage ablation, §5.2.5)."))
 
-    group_balance: str = field(default="procs", metadata=_help(
-        f"{' | '.join(BALANCE_MODES)}: which surviving groups the top-up keeps. procs: the same number from each "
-        "process (groups stay where they were generated), so every process trains on about the same rows; first: "
-        "the first in sampling order ([R] batch[:traj_bsz]), which with several processes fills the first ones."))
+    group_balance: str = field(default="tokens", metadata=_help(
+        f"{' | '.join(BALANCE_MODES)}: which surviving groups the top-up keeps and where they train. tokens: the "
+        "first in sampling order ([R] batch[:traj_bsz]), then whole groups moved between processes so each has the "
+        "same number of groups (+-1) and about the same prompt + completion tokens (greedy, largest group first); "
+        "procs: the same number from each process, groups stay where they were generated; first: the first in "
+        "sampling order, left where generated (with several processes the first ones fill up). One process: all "
+        "the same."))
 
     minibatch_rule: str = field(default="fixed", metadata=_help(
         f"{' | '.join(MINIBATCH_RULES)}: how the kept groups of a rollout fill its optimizer steps when fewer than "
         "rollout_prompts survive. fixed: every step of the rollout trains on a share (smaller mini-batches); ceil: "
         "the official rule, mini-batches of mini_batch_prompts groups, ceil(N / mini_batch_prompts) steps, the last "
         "one's loss scaled by its size / mini_batch_prompts, the rollout's remaining steps left out (no gradient, "
-        "no optimizer or weight-decay change; they still count in global_step)."))
+        "no optimizer or weight-decay change, no LR-schedule step; global_step, logging and saves count only the "
+        "steps taken, max_steps and the epochs bound the loop of taken + left-out steps)."))
 
     # ---- filtering and advantages (train.rl.groups)
     filter_groups: bool = field(default=True, metadata=_help(

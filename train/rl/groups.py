@@ -22,9 +22,13 @@ v1; [R] = github.com/suu990901/KlearReasoner @ 5d2d0b8; see /work/shared/docs/pa
    * "first": the first in sampling order (the official `batch[:traj_bsz]`; verl's single controller then
      re-splits the batch over its workers). Here the groups stay on the process that generated them (process
      p holds groups [p*k, (p+1)*k)), so "first" fills the first processes and leaves the last with few or none;
-   * "procs" (default): the same number of groups from each process as far as their surviving groups allow
+   * "procs": the same number of groups from each process as far as their surviving groups allow
      (a process short of groups gives its share to the others), ties broken by fewest kept tokens, each
-     process's groups taken in sampling order. With one process the two rules are the same.
+     process's groups taken in sampling order;
+   * "tokens" (default): the first in sampling order, as "first"; then the kept groups are *moved*: whole groups
+     are assigned to processes by `assign_groups` (the same number of groups on every process, +-1, and the
+     token counts balanced greedily, largest group first), the way verl's single controller re-splits the kept
+     batch over its workers. With one process the three rules are the same and nothing moves.
 5. Advantages over the kept rows of each group ([R] `core_algos.compute_grpo_outcome_advantage`, computed after
    filtering): A = (R - mean_g) / (std_g + eps) with the unbiased std (torch.std) and eps = 1e-6; a group with one
    row gets mean 0 and std 1. [P] Eq. 4 writes the population std; the official code is followed here.
@@ -38,7 +42,7 @@ from dataclasses import dataclass
 import torch
 
 FILTER_METRICS = ("acc", "reward")
-BALANCE_MODES = ("procs", "first")
+BALANCE_MODES = ("tokens", "procs", "first")
 MINIBATCH_RULES = ("fixed", "ceil")
 SCALE_MODES = ("group", "batch", "none")
 
@@ -90,7 +94,7 @@ def select_groups(rewards: torch.Tensor, group_size: int, *, correct_score: floa
     mixed = (varies | (count == 1)) if filter_groups else count >= 1
     if max_groups is None:
         selected = mixed
-    elif balance == "first" or n_procs <= 1:
+    elif balance in ("first", "tokens") or n_procs <= 1:
         selected = mixed & (torch.cumsum(mixed.long(), 0) <= max_groups)
     else:
         group_tokens = (torch.ones(n, dtype=torch.float64) if tokens is None else tokens.reshape(-1).double())
@@ -125,6 +129,43 @@ def balanced_top_up(mixed: torch.Tensor, group_tokens: torch.Tensor, n_procs: in
         count[p] += 1
         toks[p] += float(group_tokens[g])
     return selected
+
+
+def assign_groups(group_tokens: list[float], n_procs: int) -> list[list[int]]:
+    """Whole groups onto `n_procs` processes (returns, for each process, the positions of its groups in
+    `group_tokens`, ascending): every process gets floor(N / P) or ceil(N / P) groups (rows per micro-batch stay
+    the configured ones), and the token counts are balanced greedily: groups in decreasing token order, each to
+    the process with the fewest tokens so far among those with room (LPT with a cardinality cap; ties: fewer
+    groups, then lower rank, then sampling order). Deterministic: every process computes the same assignment."""
+    n = len(group_tokens)
+    base, extra = divmod(n, n_procs)
+    count, toks = [0] * n_procs, [0.0] * n_procs
+    full_plus = 0  # processes already holding base + 1 groups (at most `extra` may)
+    out: list[list[int]] = [[] for _ in range(n_procs)]
+    for g in sorted(range(n), key=lambda i: (-group_tokens[i], i)):
+        room = [p for p in range(n_procs) if count[p] < base or (count[p] == base and full_plus < extra)]
+        p = min(room, key=lambda q: (toks[q], count[q], q))
+        full_plus += count[p] == base
+        count[p] += 1
+        toks[p] += group_tokens[g]
+        out[p].append(g)
+    return [sorted(x) for x in out]
+
+
+def ceil_micro_batches(row_groups: list[int], counts: list[int], proc: int, mini_batch: int, steps: int,
+                       ga: int) -> tuple[list[list[int]], list[int]]:
+    """One process's micro-batches under the ceil rule: `row_groups[i]` is the group of its i-th kept row (groups
+    in sampling order), `counts[p]` the kept groups of process p. Step k's rows are those of this process's groups
+    in mini-batch slot k (`ceil_schedule`), split into `ga` micro-batches of near-equal row counts (in order).
+    Returns the row positions of each of the steps x ga micro-batches and the global group count of each step."""
+    local = list(dict.fromkeys(row_groups))
+    mine, sizes = ceil_schedule(counts, proc, mini_batch, steps)
+    micro: list[list[int]] = []
+    for k in range(steps):
+        members = {local[j] for j in mine[k]}
+        idx = [i for i, grp in enumerate(row_groups) if grp in members]
+        micro.extend(chunk.tolist() for chunk in torch.tensor_split(torch.tensor(idx, dtype=torch.long), ga))
+    return micro, sizes
 
 
 def _advantages(r: torch.Tensor, v: torch.Tensor, count: torch.Tensor, scale: str, eps: float) -> torch.Tensor:

@@ -227,3 +227,29 @@ def masked_nll(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Token-mean negative log-likelihood  -sum M logp / sum M  (the SFT term on correct rollouts; 0 if empty)."""
     mask = mask.to(logp.dtype)
     return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+def sampler_is_ratio(old_logp: torch.Tensor, sampling_logp: torch.Tensor, mask: torch.Tensor, mode: str,
+                     clip_min: float | None, clip_max: float | None) -> torch.Tensor:
+    """The vLLM sampler/trainer importance-sampling weight of TRL 1.16 (computed inline in
+    `GRPOTrainer._generate_and_score_completions`; here so it can run on the rows that train only):
+
+        d_t = (log pi_old(t) - log pi_sampler(t)) * mask_t      (NaN sampler log-probs -> d_t = 0, weight 1)
+        token_*: w_t = exp(d_t);   sequence_*: w = exp(sum_t d_t), shape [B, 1]
+        *_truncate: w clamped to [clip_min, clip_max];   *_mask: w = 0 outside [clip_min, clip_max]
+
+    A bound that is None is open."""
+    if mode not in IS_MODES:
+        raise ValueError(f"vllm_importance_sampling_mode {mode!r} is not one of {IS_MODES}")
+    diff = torch.nan_to_num((old_logp - sampling_logp) * mask, nan=0.0)
+    if mode.startswith("sequence"):
+        diff = diff.sum(-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return torch.clamp(ratio, min=clip_min, max=clip_max)
+    lo = -math.inf if clip_min is None else clip_min
+    hi = math.inf if clip_max is None else clip_max
+    return ratio.masked_fill((ratio < lo) | (ratio > hi), 0.0)

@@ -2,8 +2,8 @@
 
 Written the way TRL's own GRPO variants are (`trl.experimental.gmpo.GMPOTrainer`): a module-level subclass whose
 config is `GPPOConfig(GRPOConfig)`. What comes from TRL 1.16 (pinned trl>=1.16,<1.17): prompt batching into groups,
-generation (HF generate with use_vllm=False; vLLM colocate/server otherwise), reward calls, old log-probs for the
-off-policy mini-batches, the vLLM sampler/trainer importance-sampling ratio, checkpointing and report_to logging.
+generation (HF generate with use_vllm=False; vLLM colocate/server otherwise), reward calls, the log-prob forward,
+checkpointing and report_to logging.
 
 What this module overrides, and why:
   * `compute_loss` (the documented extension point, TRL PR #6918): `policy_loss(args.loss_type, ...)` over the
@@ -14,8 +14,14 @@ What this module overrides, and why:
     min/mean/max, the share of tokens PPO would have zeroed, and which mini-batch of the rollout it was.
   * `_generate_and_score_completions` is wrapped (super() is called, nothing copied): the gathered rewards (recorded
     by wrapping `_calculate_rewards`) go through `groups.select_groups` (unscorable and overlong rows dropped before
-    grouping, accuracy-based group filter, top-up from the oversampled prompts spread evenly over the processes,
-    advantages recomputed over what is kept), and the batch is cut to the kept rows. TRL then shuffles and splits it into the mini-batches.
+    grouping, accuracy-based group filter, top-up from the oversampled prompts, advantages recomputed over what is
+    kept); the batch is cut to the kept rows, whole groups moved between processes by tokens (`_move_groups`,
+    `group_balance: tokens`); old log-probs (TRL's call returns a placeholder during the rollout) and vLLM's
+    sampler/trainer IS weights are computed after that, for the rows that train only. TRL then shuffles and
+    splits the batch into the mini-batches (or `_ceil_micro_batches` arranges them under the ceil rule).
+  * `_LeaveOutEmptySteps` (a callback) and `_init_training_state`: an optimizer step that trains nothing on any
+    process is left out: no optimizer or LR-schedule step, not counted in `global_step`; resume finds the data
+    position from the left-out steps a checkpoint records.
   * `get_train_dataloader` / `_get_train_sampler`: the sampler yields `oversample` x rollout_prompts prompts per
     rollout batch (TRL's RepeatSampler with a larger batch), the prompts the top-up draws from.
 Logs: report_to plus output_dir/log.jsonl, log.csv and curves.png (train.callbacks).
@@ -26,6 +32,7 @@ batch state they share; losses, groups, rewards and data live in their own modul
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -42,8 +49,8 @@ from cotforge.curate.core.config import build
 from cotforge.train.defaults import resolve_resume
 from cotforge.train.distributed import check_training_args
 from cotforge.train.rl.config import GPPOConfig
-from cotforge.train.rl.groups import ceil_schedule, rows_to_train, select_groups
-from cotforge.train.rl.losses import masked_nll, policy_loss
+from cotforge.train.rl.groups import assign_groups, ceil_micro_batches, rows_to_train, select_groups
+from cotforge.train.rl.losses import masked_nll, policy_loss, sampler_is_ratio
 from cotforge.train.rl.rewards import make_reward_func
 
 if TYPE_CHECKING:
@@ -53,6 +60,7 @@ log = logging.getLogger(__name__)
 
 PLOT_KEYS = ("reward", "accuracy", "entropy", "clip/frac_high", "clip/frac_low", "ratio/max",
              "completions/mean_length", "filter/dropped_group_frac", "loss", "grad_norm")
+LEFT_OUT_FILE = "left_out_steps.json"  # in a checkpoint: optimizer steps left out before it
 _COUNTS = ("clip_frac_high", "clip_frac_low", "dual_clip_frac", "ppo_zero_grad_frac", "zero_grad_frac")
 
 
@@ -72,8 +80,40 @@ class GPPOTrainer(GRPOTrainer):
         self._mb_tokens: tuple[int, torch.Tensor] | None = None
         self._ceil_buffers: list[dict[str, Any]] | None = None
         self._skip_step = False
+        self._left_out_steps = 0  # optimizer steps left out so far (not in global_step)
         super().__init__(model, reward_funcs, args=args, **kwargs)
-        self.add_callback(_SkipEmptySteps(self))
+        # right after transformers' DefaultFlowCallback (which decides logging and saving from the step count):
+        # every later callback sees a left-out step with global_step already taken back
+        flow = next((i for i, c in enumerate(self.callback_handler.callbacks) if type(c).__name__ == "DefaultFlowCallback"),
+                    -1)
+        self.callback_handler.callbacks.insert(flow + 1, _LeaveOutEmptySteps(self))
+
+    @property
+    def left_out_steps(self) -> int:
+        """Optimizer steps left out so far (trained nothing on any process; not counted in `state.global_step`)."""
+        return self._left_out_steps
+
+    def _init_training_state(self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
+                             trial):
+        """transformers' state set-up; on resume, the data position counts the optimizer steps left out before the
+        checkpoint too (`global_step` counts only the steps taken; see `_LeaveOutEmptySteps`), and TRL's micro-step
+        counter `_step` (not saved by TRL) is put at that position, so a checkpoint taken inside a rollout batch
+        resumes at its place in the rollout (TRL regenerates the rollout there: its samples are not saved)."""
+        epochs, in_epoch = super()._init_training_state(max_steps, num_update_steps_per_epoch, num_train_epochs,
+                                                        resume_from_checkpoint, trial)
+        self._left_out_steps = 0
+        if resume_from_checkpoint is None:
+            return epochs, in_epoch
+        record = Path(resume_from_checkpoint) / LEFT_OUT_FILE
+        if record.is_file():
+            self._left_out_steps = int(json.loads(record.read_text())["left_out_steps"])
+        loop = self.state.global_step + self._left_out_steps
+        self._step = loop * self.args.gradient_accumulation_steps
+        if self._left_out_steps:
+            epochs = loop // num_update_steps_per_epoch
+            if not self.args.ignore_data_skip:
+                in_epoch = loop % num_update_steps_per_epoch * self.args.gradient_accumulation_steps
+        return epochs, in_epoch
 
     # ------------------------------------------------------------------ data: oversampled prompts
     def _get_train_sampler(self, dataset=None):
@@ -131,11 +171,10 @@ class GPPOTrainer(GRPOTrainer):
                                                          *args, **kwargs)
 
     def _defer_old(self) -> bool:
-        """Old log-probs wait for the group filter unless vLLM's sampler/trainer IS correction needs them for every
-        sampled row inside TRL's rollout (there TRL computes them for all rows, as before), or the model is
-        multimodal (extra forward inputs)."""
-        return (self.model.training and not getattr(self, "_is_vlm", False)
-                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+        """Old log-probs wait for the group filter (training, text models: a multimodal model's forward needs extra
+        inputs). With vLLM's sampler/trainer IS correction on, TRL's weight from the placeholder is discarded and
+        recomputed for the kept rows (`_is_ratio_for_kept`)."""
+        return self.model.training and not getattr(self, "_is_vlm", False)
 
     def _prepare_inputs(self, generation_batch):
         """TRL's buffering; under minibatch_rule ceil, the rollout's micro-batches are the ones `_ceil_micro_batches`
@@ -159,16 +198,25 @@ class GPPOTrainer(GRPOTrainer):
             return out
         sel, truncated = self._select(out)
         n = len(out["completion_mask"])
-        local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
-        keep, adv, correct = sel.keep[local], sel.advantages[local], sel.correct[local]
-        rows = self._rows_to_train(keep)
+        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        g = self.num_generations
         dev = out["completion_mask"].device
-        weight = keep[rows].to(torch.float32).to(dev)
-        cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
-        cut["advantages"] = adv[rows].to(dev)
-        cut["rl_weight"], cut["rl_correct"] = weight, correct[rows].to(torch.float32).to(dev)
+        keep = sel.keep[me * n:(me + 1) * n]
+        if self.args.group_balance == "tokens" and procs > 1 and bool(sel.keep.any()):
+            cut, gids, weight, counts = self._move_groups(out, sel)
+        else:  # groups stay where they were generated
+            rows = self._rows_to_train(keep)
+            gids = rows + me * n
+            weight = keep[rows].to(torch.float32)
+            cut = {k: _take_rows(v, rows, n) for k, v in out.items()}
+            counts = sel.keep.view(procs, -1, g).any(2).sum(1).tolist()
+        weight = weight.to(dev)
+        cut["advantages"] = sel.advantages[gids].to(dev)
+        cut["rl_weight"], cut["rl_correct"] = weight, sel.correct[gids].to(torch.float32).to(dev)
         if self._deferred_old and "old_per_token_logps" in cut:
             cut["old_per_token_logps"] = self._old_logps_for_kept(cut, weight > 0)
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                cut["importance_sampling_ratio"] = self._is_ratio_for_kept(cut, weight > 0)
         mask = _loss_mask(cut) * weight[:, None]
         cut["rl_num_tokens"] = self.accelerator.gather(mask.sum().reshape(1)).sum()
         cut["num_items_in_batch"] = cut["rl_num_tokens"]
@@ -181,38 +229,93 @@ class GPPOTrainer(GRPOTrainer):
         m["filter/truncated_frac"].append(float(truncated.float().mean()))
         m["filter/unscorable_frac"].append(sel.n_unscorable / max(len(scored), 1))
         m["filter/kept_rows"].append(float(self.accelerator.gather(keep.sum().reshape(1).to(dev)).sum()))
+        m["balance/groups_per_process_min"].append(float(min(counts)))
+        m["balance/groups_per_process_max"].append(float(max(counts)))
         if self.args.minibatch_rule == "ceil":
-            self._ceil_buffers = self._ceil_micro_batches(cut, rows, sel.keep)
+            n_kept = int((weight > 0).sum())
+            self._ceil_buffers = self._ceil_micro_batches(cut, (gids[:n_kept] // g).tolist(), counts)
         return cut
 
-    def _ceil_micro_batches(self, cut: dict[str, Any], rows: torch.Tensor, keep_all: torch.Tensor) -> list[dict]:
-        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_schedule`):
+    def _move_groups(self, out: dict[str, Any], sel) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, list[int]]:
+        """`group_balance: tokens` on several processes: the kept rows of every process are gathered (padded to
+        the longest prompt and completion), whole kept groups are assigned to processes by `groups.assign_groups`
+        on their prompt + completion tokens, and this process keeps the rows of its groups, in sampling order.
+        Returns that batch, the global row of each of its rows, their weights (1; 0 on zero-weight rows that only
+        fill TRL's equal split under `minibatch_rule: fixed`, or stand in for a process without groups), and the
+        kept groups per process. Cost: one padded all-gather of the kept rows (old log-probs are computed after
+        it, on the rows that train)."""
+        n = len(out["completion_mask"])
+        procs, me, g = self.accelerator.num_processes, self.accelerator.process_index, self.num_generations
+        per_row = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n}
+        lists = [k for k, v in out.items() if isinstance(v, list) and len(v) == n]
+        if lists:
+            raise ValueError(f"group_balance: tokens cannot move the per-row lists {lists} between processes; use "
+                             "group_balance: procs")
+        # placeholders of deferred old log-probs / IS weights are not sent: they are recomputed after the move
+        later = {"old_per_token_logps", "importance_sampling_ratio"} if self._deferred_old else set()
+        keep = sel.keep.view(procs, n)
+        idx = torch.nonzero(keep[me]).squeeze(1).to(out["completion_mask"].device)
+        gathered = {k: self._gather_rows(v[idx], pad_first=k.startswith("prompt")) for k, v in per_row.items()
+                    if k not in later}
+        for k in later & set(per_row):  # same shape as the moved completions (per token) or one per row
+            cols = gathered["completion_mask"].size(1) if per_row[k].size(1) == per_row["completion_mask"].size(1) else 1
+            gathered[k] = torch.ones(len(gathered["completion_mask"]), cols, dtype=per_row[k].dtype,
+                                     device=per_row[k].device)
+        width = gathered["completion_mask"].shape[0] // procs  # kept rows per process after padding
+        position = {}  # global row -> its row in `gathered`
+        for p in range(procs):
+            for j, i in enumerate(torch.nonzero(keep[p]).squeeze(1).tolist()):
+                position[p * n + i] = p * width + j
+        row_tokens = (gathered["prompt_mask"].sum(1) + gathered["completion_mask"].sum(1)).double().cpu()
+        groups = sorted({r // g for r in position})
+        group_tokens = [float(sum(row_tokens[position[r]] for r in range(grp * g, (grp + 1) * g) if r in position))
+                        for grp in groups]
+        assignment = assign_groups(group_tokens, procs)
+        mine = [r for i in assignment[me] for r in range(groups[i] * g, (groups[i] + 1) * g) if r in position]
+        m = len(mine)
+        spg = self.args.steps_per_generation
+        pad = ((-m) % spg if m else spg) if self.args.minibatch_rule == "fixed" else (0 if m else 1)
+        gids = torch.tensor(mine + [mine[0] if m else next(iter(position))] * pad, dtype=torch.long)
+        at = torch.tensor([position[int(r)] for r in gids], dtype=torch.long)
+        cut = {k: gathered[k][at.to(v.device)] if k in per_row else v for k, v in out.items()}  # TRL's key order
+        weight = torch.cat([torch.ones(m), torch.zeros(pad)])
+        self._metrics["train"]["balance/tokens_max_over_min"].append(
+            max(sum(group_tokens[i] for i in a) for a in assignment)
+            / max(1.0, min(sum(group_tokens[i] for i in a) for a in assignment)))
+        return cut, gids, weight, [len(a) for a in assignment]
+
+    def _gather_rows(self, t: torch.Tensor, pad_first: bool) -> torch.Tensor:
+        """All processes' rows of `t` stacked (process p's at [p * R, (p + 1) * R), R the most rows any process
+        has), padded with zeros to the same row count and, for per-token tensors, the same width (prompts on the
+        left, as TRL pads them)."""
+        acc = self.accelerator
+        t = acc.pad_across_processes(t.contiguous(), dim=0)
+        if t.ndim > 1:
+            t = acc.pad_across_processes(t, dim=1, pad_first=pad_first)
+        return acc.gather(t)
+
+    def _ceil_micro_batches(self, cut: dict[str, Any], row_groups: list[int], counts: list[int]) -> list[dict]:
+        """The rollout's micro-batches under the official ceil(N / mini-batch) rule (`groups.ceil_micro_batches`):
         optimizer step k trains on the kept groups of mini-batch slot k, its loss scaled by the slot's group count
         / mini_batch_prompts (`rl_scale`); each step's GA micro-batches split its local rows evenly; a micro-batch
         without rows gets one zero-weight row (one completion column after `trim_padding`), and a step without
-        any rows on any process is left out (`_SkipEmptySteps`)."""
-        a, g = self.args, self.num_generations
-        ga = self.args.gradient_accumulation_steps
-        procs, me = self.accelerator.num_processes, self.accelerator.process_index
+        any rows on any process is left out (`_LeaveOutEmptySteps`). `row_groups`: the group of each kept row of
+        `cut` (its first rows); `counts`: kept groups per process."""
+        a = self.args
+        ga = a.gradient_accumulation_steps
         steps = a.steps_per_generation // ga
-        counts = keep_all.view(procs, -1, g).any(2).sum(1).tolist()
-        n_kept = int((cut["rl_weight"] > 0).sum())
-        groups = (rows[:n_kept] // g).tolist()  # the original group of each kept row of `cut`, in order
-        local_groups = list(dict.fromkeys(groups))
-        mine, sizes = ceil_schedule(counts, me, a.mini_batch_prompts, steps)
+        micro, sizes = ceil_micro_batches(row_groups, counts, self.accelerator.process_index, a.mini_batch_prompts,
+                                          steps, ga)
         n = len(cut["completion_mask"])
         spare = {k: _take_rows(v, torch.tensor([0]), n) for k, v in cut.items()}
         spare["rl_weight"] = torch.zeros_like(spare["rl_weight"])
         spare["rl_correct"] = torch.zeros_like(spare["rl_correct"])
         buffers = []
-        for k in range(steps):
-            members = {local_groups[j] for j in mine[k]}
-            idx = torch.tensor([i for i, grp in enumerate(groups) if grp in members], dtype=torch.long)
-            scale = torch.tensor(sizes[k] / a.mini_batch_prompts, device=cut["completion_mask"].device)
-            for chunk in torch.tensor_split(idx, ga):
-                micro = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
-                micro["rl_scale"] = scale
-                buffers.append(micro)
+        for k, rows in enumerate(micro):
+            chunk = torch.tensor(rows, dtype=torch.long)
+            batch = {kk: _take_rows(v, chunk, n) for kk, v in cut.items()} if len(chunk) else dict(spare)
+            batch["rl_scale"] = torch.tensor(sizes[k // ga] / a.mini_batch_prompts, device=cut["completion_mask"].device)
+            buffers.append(batch)
         self._metrics["train"]["rollout/optimizer_steps"].append(float(sum(1 for x in sizes if x)))
         return buffers
 
@@ -241,6 +344,34 @@ class GPPOTrainer(GRPOTrainer):
         m["rollout/old_logp_rows"].append(float(self.accelerator.gather(
             torch.tensor([float(len(idx))], device=comp.device)).sum()))
         return old
+
+    def _is_ratio_for_kept(self, cut: dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        """vLLM's sampler/trainer IS weight (`losses.sampler_is_ratio`, TRL's formula) from the kept rows' old
+        log-probs; 1 on the zero-weight padding rows. TRL's five `sampling/*` metrics of this rollout, computed from
+        the placeholder, are replaced by the same statistics over the kept rows (TRL: over every sampled row)."""
+        mask = _loss_mask(cut)
+        old, sampling = cut["old_per_token_logps"], cut["sampling_per_token_logps"]
+        ratio = sampler_is_ratio(old, sampling, mask, self.vllm_importance_sampling_mode,
+                                 self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
+        ratio = torch.where(kept[:, None], ratio, torch.ones_like(ratio))
+        live = mask.bool() & kept[:, None]
+        delta = (old - sampling).abs()
+        delta = delta[live & ~torch.isnan(delta)]
+        flat = ratio[kept].flatten() if ratio.size(1) == 1 else ratio[live]
+        dev = ratio.device
+        zero = torch.zeros((), device=dev)
+        stats = {"sampling/sampling_logp_difference/mean": (delta.mean() if delta.numel() else zero, "mean"),
+                 "sampling/sampling_logp_difference/max": (delta.max() if delta.numel() else zero, "max"),
+                 "sampling/importance_sampling_ratio/min": (flat.min() if flat.numel() else zero, "min"),
+                 "sampling/importance_sampling_ratio/mean": (flat.mean() if flat.numel() else zero, "mean"),
+                 "sampling/importance_sampling_ratio/max": (flat.max() if flat.numel() else zero, "max")}
+        m = self._metrics["train"]
+        for key, (value, how) in stats.items():
+            everyone = self.accelerator.gather(value.float().reshape(1))
+            if m.get(key):
+                m[key].pop()  # TRL's value, from the placeholder
+            m[key].append(float(getattr(everyone, how)()))
+        return ratio
 
     def _total_rewards(self) -> torch.Tensor:
         """Weighted sum over reward functions of the gathered rewards; NaN where every function returned None."""
@@ -358,9 +489,11 @@ class GPPOTrainer(GRPOTrainer):
         out = self._metrics[mode]
         n_all = tot["n"]
         procs = self.accelerator.num_processes
-        if mode == "train":
-            self._skip_step = n_all == 0  # nothing trained in this step on any process: leave the weights alone
-            out["rollout/skipped_step"].append(float(self._skip_step))
+        if mode == "train" and n_all == 0:
+            # nothing trained in this step on any process: the step is left out (`_LeaveOutEmptySteps`), and
+            # logs nothing of its own (its zeros would be averaged into the next logged step)
+            self._skip_step = True
+            return
         out["policy_loss"].append(tot["pg"] / procs)
         out["sft_nll"].append(tot["nll"] / procs)
         out["tokens/trained"].append(n_all)
@@ -371,24 +504,54 @@ class GPPOTrainer(GRPOTrainer):
         out["ratio/min"].append(lo if n_all else math.nan)
         out["ratio/max"].append(hi if n_all else math.nan)
         if mode == "train":
+            out["rollout/left_out_steps"].append(float(self._left_out_steps))  # so far, not in global_step
             every = self.args.steps_per_generation * self.num_iterations
             out["rollout/minibatch"].append(float((self._step % every) // ga))
             out["rollout/index"].append(float(self._step // every))
 
 
-class _SkipEmptySteps(TrainerCallback):
+class _LeaveOutEmptySteps(TrainerCallback):
     """Leaves out an optimizer step that trained on no token on any process (the rollout's slots beyond
-    ceil(N / mini-batch), or a rollout whose groups were all filtered): the gradients are dropped before the
-    optimizer runs, so AdamW changes neither the weights (no weight decay, no momentum step) nor its state."""
+    ceil(N / mini-batch), or a rollout whose groups were all filtered), as if the loop had not reached it, the way
+    the official verl loop never has such a step: the gradients are dropped before the optimizer runs (AdamW
+    changes neither the weights, nor its state, nor applies weight decay), the LR schedule does not advance (the
+    scheduler's own step is taken back: every schedule TRL/transformers build is a closed-form LambdaLR), and
+    `global_step` counts only steps taken, so the logged step, `logging_steps`, `save_steps` and the checkpoint
+    names follow optimizer steps taken. The step logs and saves nothing of its own, except the final save when
+    the loop ends on it. `max_steps` and the epochs still bound the loop itself (taken + left-out steps), which
+    is what the sampler and resume count: a checkpoint records the left-out steps (`LEFT_OUT_FILE`) and
+    `GPPOTrainer._init_training_state` puts the data position back from them."""
 
     def __init__(self, trainer: GPPOTrainer):
         self.trainer = trainer
+        self.leaving_out = False
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.trainer._skip_step:
             for p in self.trainer.model.parameters():
                 p.grad = None
-            self.trainer._skip_step = False
+            self.trainer._skip_step, self.leaving_out = False, True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        t = self.trainer
+        if self.leaving_out:
+            self.leaving_out = False
+            state.global_step -= 1
+            t._left_out_steps += 1
+            sched = getattr(t.lr_scheduler, "scheduler", t.lr_scheduler)  # accelerate's wrapper holds the schedule
+            if isinstance(sched, torch.optim.lr_scheduler.LambdaLR):
+                sched.last_epoch -= 2
+                sched.step()  # back to the LR of the step not taken
+            control.should_log = control.should_evaluate = False
+            control.should_save = control.should_save and control.should_training_stop
+        if state.max_steps > 0 and state.global_step + t._left_out_steps >= state.max_steps:
+            control.should_training_stop = True
+            control.should_save = control.should_save or args.save_strategy == "steps"
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir() and state.is_world_process_zero:
+            (folder / LEFT_OUT_FILE).write_text(json.dumps({"left_out_steps": self.trainer._left_out_steps}))
 
 
 _PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",

@@ -108,6 +108,16 @@ class RunCgroup:
         for d in dict.fromkeys(self.dirs.values()):
             _write(d / "cgroup.procs", str(pid))
 
+    def join(self, pid: int) -> bool:
+        """Move another process of the run (its test process, started elsewhere) into the run's memory and
+        process-count cgroups but not its CPU account (`cpu_s` is the program's). cgroup v1 only (False on
+        v2, where one cgroup holds every controller: the process keeps its per-process limits)."""
+        if self.version != 1:
+            return False
+        for c in ("memory", "pids"):
+            _write(self.dirs[c] / "cgroup.procs", str(pid))
+        return True
+
     def cpu_seconds(self) -> float:
         """CPU time used so far by all processes of the run (user + system)."""
         if self.version == 2:
@@ -138,6 +148,15 @@ class RunCgroup:
             return [int(p) for p in (self._d("pids") / "cgroup.procs").read_text().split()]
         except OSError:
             return []
+
+    def settled(self) -> bool:
+        """Whether no task is charged to the run's process count any more. A killed task leaves
+        `cgroup.procs` when it starts to exit but stays charged until it is reaped, which on a loaded machine
+        can lag the verdict: a cgroup reused before that would give the next run fewer processes."""
+        try:
+            return _read_int(self._d("pids") / "pids.current") == 0
+        except (OSError, ValueError):
+            return False
 
     def kill(self, timeout: float = 5.0) -> bool:
         """SIGKILL every process of the run until none is left; False if some survived `timeout`."""
@@ -185,8 +204,10 @@ class CgroupTree:
 
     def lease(self, memory_bytes: int, max_pids: int) -> RunCgroup:
         """An empty cgroup (reused when one is free) set up for a run with these totals."""
-        with self._lock:
-            cg = self._free.pop() if self._free else None
+        with self._lock:  # a free cgroup whose killed tasks are all reaped, else a new one
+            cg = next((c for c in self._free if c.settled()), None)
+            if cg is not None:
+                self._free.remove(cg)
         if cg is None:
             name = f"run-{next(self._counter)}"
             dirs = {k: b / name for k, b in self.bases.items()}

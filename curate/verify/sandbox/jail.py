@@ -13,7 +13,8 @@ Users: as root (this project's machines), bwrap runs privileged and the host wri
 file, so no two concurrent runs of any verifier process share a uid); the harness then drops to 1000 before
 any user code. Without root, bwrap's unprivileged mode maps the caller's uid and `--disable-userns` applies.
 In both, a seccomp filter refuses new user namespaces (`clone`/`unshare` with CLONE_NEWUSER; `clone3`, whose
-flags a filter cannot read, answers ENOSYS so libc falls back to `clone`).
+flags a filter cannot read, answers ENOSYS so libc falls back to `clone`). A program sharing a folder with
+its test process (pytest's `tmp_path`) is also refused symlink/link/mknod and io_uring (`strict`).
 
 No bwrap, an architecture without the seccomp table, or a layout that cannot be resolved: SandboxUnavailable,
 never a weaker mode.
@@ -39,7 +40,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # never imported on the host: named so the code hash (pipelines/codehash.py) covers the harness
-    from cotforge.curate.verify.sandbox.jailed import codec, events, program, pytestrun, testrunner, wire  # noqa: F401
+    from cotforge.curate.verify.sandbox.jailed import (  # noqa: F401
+        codec,
+        events,
+        program,
+        pytestrun,
+        share,
+        testrunner,
+        wire,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -208,13 +217,19 @@ def _staged_harness() -> str:
 
 # --- seccomp: refuse new user namespaces --------------------------------------------------------------------
 _ARCH = {"x86_64": (0xC000003E, 56, 272, 435, True), "aarch64": (0xC00000B7, 220, 97, 435, False)}
+# Syscalls that make a link or a special file (symlink, link, mknod and their *at forms) and io_uring (whose
+# requests can do the same without a syscall a filter sees): refused to a program that shares a folder with
+# its test process (`Jail(..., strict=True)`).
+_LINKS = {"x86_64": (88, 266, 86, 265, 133, 259, 425, 426, 427), "aarch64": (36, 37, 33, 425, 426, 427)}
 CLONE_NEWUSER = 0x10000000
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_filter() -> bytes:
+@functools.lru_cache(maxsize=2)
+def seccomp_filter(strict: bool = False) -> bytes:
     """Classic BPF for bwrap's --seccomp: clone/unshare with CLONE_NEWUSER -> EPERM, clone3 -> ENOSYS, other
-    ABIs (x32, i386 on x86_64) -> EPERM, everything else allowed."""
+    ABIs (x32, i386 on x86_64) -> EPERM, everything else allowed. `strict` also refuses (EPERM) making
+    symlinks, hard links, FIFOs and device nodes, and io_uring: nothing the program leaves in a shared folder
+    can lead the test process's path lookups outside it or block its reads."""
     arch = platform.machine()
     if arch not in _ARCH:
         raise SandboxUnavailable(f"no seccomp table for architecture {arch!r}: nested user namespaces could "
@@ -225,6 +240,9 @@ def seccomp_filter() -> bytes:
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, eperm), (ld, 0, 0, 0)]
     if x32:
         prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]
+    if strict:
+        for nr in _LINKS[arch]:
+            prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
     prog += [(jeq, 0, 1, nr_clone3), (ret, 0, 0, enosys),
              (jeq, 1, 0, nr_unshare), (jeq, 0, 3, nr_clone),
              (ld, 0, 0, 16), (jset, 0, 1, CLONE_NEWUSER), (ret, 0, 0, eperm),
@@ -258,8 +276,9 @@ class UidLease:
 
 
 def bwrap_argv(lay: Layout, *, root: bool, info_fd: int, block_fd: int, seccomp_fd: int, tmp_mb: int,
-               module: str, spec_fd: int) -> list[str]:
-    """The bwrap command for one sandboxed interpreter running `jailed.<module>.main`."""
+               module: str, spec_fd: int, rw_binds: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The bwrap command for one sandboxed interpreter running `jailed.<module>.main`; `rw_binds` (host
+    folder, sandbox path) are bound writable (a run's shared scratch folder)."""
     argv = [bwrap_path(), "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
             "--hostname", "sandbox", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd)]
     if root:
@@ -267,10 +286,12 @@ def bwrap_argv(lay: Layout, *, root: bool, info_fd: int, block_fd: int, seccomp_
     else:
         argv += ["--block-fd", str(block_fd), "--disable-userns", "--uid", str(SANDBOX_UID),
                  "--gid", str(SANDBOX_UID)]
-    for d in _ancestors(dst for _, dst in lay.binds):
+    for d in _ancestors([dst for _, dst in lay.binds] + [dst for _, dst in rw_binds]):
         argv += ["--perms", "0755", "--dir", d]
     for src, dst in lay.binds:
         argv += ["--ro-bind", src, dst]
+    for src, dst in rw_binds:
+        argv += ["--bind", src, dst]
     for m in lay.masks:
         argv += ["--perms", "0755", "--tmpfs", m, "--remount-ro", m]
     argv += ["--proc", "/proc", "--dev", "/dev",

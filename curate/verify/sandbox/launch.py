@@ -6,6 +6,10 @@ the sandbox's init (still blocked, nothing of the run started), the host writes 
 moves it into the run's cgroup and opens a pidfd on it (signals by pidfd cannot hit a recycled pid), then
 lets it go on. Every process of the run descends from that init, so all are in the cgroup and all die when
 the init is killed (PID namespace), whatever they did with sessions or parent-death signals.
+
+Shared scratch folders (`share_root`, `new_share`): one root per verifier process, bound at /share into its
+test servers; a run that shares a folder with its test process gets `/share/<random name>` bound into its
+program's jail at the same path, removed (`remove_tree`) before its verdict is returned.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import logging
 import marshal
 import os
 import queue
+import secrets
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable
 
@@ -46,7 +53,8 @@ class Jail:
 
     def __init__(self, module: str, spec: dict, *, packages: tuple[str, ...], tmp_mb: int,
                  memory_bytes: int | None, max_pids: int | None, stdin: int | None, stdout: int | None,
-                 stderr: int | None, keep_fds: tuple[int, ...] = (), uid_base: int = jail.UID_BASE) -> None:
+                 stderr: int | None, keep_fds: tuple[int, ...] = (), uid_base: int = jail.UID_BASE,
+                 rw_binds: tuple[tuple[str, str], ...] = (), strict: bool = False) -> None:
         root = jail.is_root()
         lay = jail.layout(packages)
         self.lease = jail.UidLease(uid_base) if root else None
@@ -61,11 +69,11 @@ class Jail:
             block_r, block_w = os.pipe2(os.O_CLOEXEC)
             sec_r, sec_w = os.pipe2(os.O_CLOEXEC)
             own += [spec_fd, info_r, info_w, block_r, block_w, sec_r, sec_w]
-            os.write(sec_w, jail.seccomp_filter())
+            os.write(sec_w, jail.seccomp_filter(strict))
             os.close(sec_w)
             own.remove(sec_w)
             argv = jail.bwrap_argv(lay, root=root, info_fd=info_w, block_fd=block_r, seccomp_fd=sec_r,
-                                   tmp_mb=tmp_mb, module=module, spec_fd=spec_fd)
+                                   tmp_mb=tmp_mb, module=module, spec_fd=spec_fd, rw_binds=rw_binds)
             self.proc = subprocess.Popen(argv, stdin=stdin if stdin is not None else subprocess.DEVNULL,
                                          stdout=stdout, stderr=stderr, close_fds=True, start_new_session=True,
                                          pass_fds=(spec_fd, info_w, block_r, sec_r, *keep_fds),
@@ -171,7 +179,7 @@ class TestServer:
             self.jail = _in_launcher_thread(lambda: Jail(
                 "testrunner", spec, packages=self.packages, tmp_mb=64, memory_bytes=None, max_pids=None,
                 stdin=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, keep_fds=(theirs.fileno(),),
-                uid_base=jail.TEST_UID_BASE))
+                uid_base=jail.TEST_UID_BASE, rw_binds=((share_root(), SHARE_MOUNT),)))
         finally:
             theirs.close()
         self.sock = ours
@@ -255,6 +263,78 @@ def test_server(packages: tuple[str, ...]) -> TestServer:
 
 _OWNER = [os.getpid()]
 
+SHARE_MOUNT = "/share"  # where test servers see the share root; a run's folder is /share/<name> in both jails
+_SHARE: list[str] = []
+_SHARE_LOCK = threading.Lock()
+
+
+def share_root() -> str:
+    """This process's root of shared scratch folders (created on first use, removed at exit): on /dev/shm when
+    it is writable and at least 1 GiB (a tmpfs: a file written there is memory, charged to the writer's
+    cgroup; containers often get a 64 MiB one), else the temp folder. Mode 0711 (root hosts): a test
+    server's uid can enter a run's folder by its name but not list the root."""
+    with _SHARE_LOCK:
+        if not _SHARE:
+            base = "/dev/shm" if _roomy("/dev/shm") else tempfile.gettempdir()
+            _clean_stale_shares(base)
+            root = tempfile.mkdtemp(prefix=f"cotforge-share-{os.getpid()}-", dir=base)
+            os.chmod(root, 0o711)
+            _SHARE.append(root)
+            owner = os.getpid()
+            atexit.register(lambda: os.getpid() == owner and remove_tree(root))
+        return _SHARE[0]
+
+
+def _roomy(folder: str, need: int = 1 << 30) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK) and st.f_blocks * st.f_frsize >= need
+
+
+def new_share() -> tuple[str, str]:
+    """A fresh shared scratch folder for one run: (host path, path in both jails). Its name is random (128
+    bits) and the root is not listable, so no other run's program or test can name it; mode 0777 (the program
+    and the test process run as different uids); `remove_tree` it once the run is over."""
+    name = secrets.token_hex(16)
+    host = os.path.join(share_root(), name)
+    os.mkdir(host)
+    os.chmod(host, 0o777)
+    return host, f"{SHARE_MOUNT}/{name}"
+
+
+def remove_tree(path: str) -> None:
+    """Remove a folder whatever the run left in it (modes it took away from itself are given back first;
+    links are removed, never followed)."""
+    def retry(fn, p, _exc) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, onerror=retry)
+            else:
+                os.unlink(p)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.error("sandbox: could not remove %s: %s", p, e)
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=retry)
+
+
+def _clean_stale_shares(base: str) -> None:
+    """Remove share roots left by verifier processes that no longer exist."""
+    for name in os.listdir(base):
+        if name.startswith("cotforge-share-"):
+            try:
+                pid = int(name.split("-")[2])
+            except (IndexError, ValueError):
+                continue
+            if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+                remove_tree(os.path.join(base, name))
+
 
 @atexit.register
 def _stop_servers() -> None:
@@ -267,10 +347,12 @@ def _stop_servers() -> None:
 def _forget_after_fork() -> None:
     """A forked child starts its own test server and launcher (fresh locks and queue: another thread may have
     held them at the fork); the parent's stay the parent's."""
-    global _SERVERS_LOCK, _LAUNCH, _LAUNCHER_LOCK
+    global _SERVERS_LOCK, _LAUNCH, _LAUNCHER_LOCK, _SHARE_LOCK
     _SERVERS.clear()
     _LAUNCHER.clear()
+    _SHARE.clear()
     _SERVERS_LOCK, _LAUNCHER_LOCK, _LAUNCH = threading.Lock(), threading.Lock(), queue.SimpleQueue()
+    _SHARE_LOCK = threading.Lock()
     _OWNER[0] = os.getpid()
 
 

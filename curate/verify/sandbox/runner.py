@@ -13,10 +13,15 @@ program's process.
 Limits over the whole run (`cgroups.py`): total memory and process count, CPU seconds of all its processes;
 a wall-clock limit for programs that sleep or block, measured on the monotonic clock from the program's start:
 wall_s plus a fixed allowance for a loaded machine (`wall_allowance_s`; nothing the program does stretches
-it). The test process (assert mode) gets the run's memory limit over what its fork inherited (address space),
-a CPU limit and the same wall clock, and its channel reader is linear with a size cap; separate caps for stdout (for stdio tests exceeding it
-ends the run; in assert mode the rest is discarded) and stderr (the tail is kept, the rest discarded).
-At the verdict the run's PID namespace and cgroup are killed: nothing of it keeps running (`launch.py`).
+it). The test process (assert mode) joins the run's cgroup for memory and process count (cgroup v1,
+`_join_test`; its CPU time is not the program's), keeps the run's memory limit over what its fork inherited
+(address space), its own CPU limit and the same wall clock, and its channel reader is linear with a size cap;
+separate caps for stdout (for stdio tests exceeding it ends the run; in assert mode the rest is discarded)
+and stderr (the tail is kept, the rest discarded). A pytest file using `tmp_path` gets a folder shared by the
+program and the test process (`launch.new_share`, as does a test using `tempfile`; the program then may not
+make links or special files).
+At the verdict the run's PID namespace and cgroup are killed and its shared folder removed: nothing of it
+keeps running or stays on disk (`launch.py`).
 
 Statuses (`STATUSES`): the harness writes "U" on a status pipe just before the program's code is compiled;
 `sandbox_error` is only given when that never arrived (or the test's own set-up failed), everything after
@@ -32,8 +37,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import selectors
 import signal
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -158,7 +166,11 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     chan = (os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)) if mode == "assert" else None
     report = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None
     done = os.pipe2(os.O_CLOEXEC) if mode == "assert" else None  # EOF once the test run is gone
+    join = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if mode == "assert" else None
+    if join:  # the test process says hello on it; the kernel adds its pid as the host sees it
+        join[0].setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     stdin_fd = launch.data_fd(stdin.encode("utf-8", "surrogateescape"))
+    share: tuple[str, str] | None = None
     spec = {"mode": mode, "program": program, "setup": setup, "setup_plan": setups.plan(setup) if setup else None,
             "status_fd": pipes["status"][1], "forward_output": limits.output_bytes if pytest_module else 0,
             "rlimits": limits.rlimits(cgroup=cgroup_tree() is not None), "chan": [chan[0][0], chan[1][1]] if chan else None}
@@ -169,9 +181,14 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
     token = None
     try:
         try:
+            if mode == "assert" and wants_shared_folder(test):
+                share = launch.new_share()
+            spec["share"] = share[1] if share else None
             jailed = launch.Jail("program", spec, packages=limits.packages, tmp_mb=limits.tmp_mb,
-                                 memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + 1, stdin=stdin_fd,
-                                 stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep))
+                                 memory_bytes=limits.memory_mb << 20, max_pids=limits.nproc + (2 if chan else 1),
+                                 stdin=stdin_fd,
+                                 stdout=pipes["out"][1], stderr=pipes["err"][1], keep_fds=tuple(keep),
+                                 rw_binds=(share,) if share else (), strict=share is not None)
         except SandboxUnavailable:
             raise
         except OSError as e:
@@ -179,11 +196,12 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         if chan:
             token = _token()
             tspec = {"test": test, "setup": setup, "entry_point": entry_point, "pytest_module": pytest_module,
-                     "channel_bytes": limits.channel_mb << 20,
+                     "channel_bytes": limits.channel_mb << 20, "share": share[1] if share else None,
                      "limits": {"cpu": int(max(10, 4 * limits.cpu_s)), "memory": limits.memory_mb << 20,
                                 "wall": int(limits.wall_s + limits.wall_allowance_s + 5)}}
             try:
-                launch.test_server(test_packages).submit(token, tspec, [chan[1][0], chan[0][1], report[1], done[1]])
+                launch.test_server(test_packages).submit(
+                    token, tspec, [chan[1][0], chan[0][1], report[1], done[1], join[1].fileno()])
             except SandboxUnavailable:
                 raise
             except OSError as e:
@@ -194,6 +212,9 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         for fd in child_ends + [stdin_fd]:
             os.close(fd)
         child_ends, stdin_fd = [], -1
+        if join:
+            join[1].close()
+        joined = _join_test(join, done[0], jailed) if join else False
         if chan:  # the host keeps only the report pipe of the test side
             for fd in (chan[0][1], chan[1][0]):
                 os.close(fd)
@@ -205,20 +226,57 @@ def run_python(program: str, *, stdin: str = "", mode: str = "script", test: str
         return RunResult(status, obs.out.decode("utf-8", "replace"), obs.err.decode("utf-8", "replace"), obs.rc,
                          detail, time.monotonic() - t0,
                          {"cpu_s": round(obs.cpu_s, 4), "peak_bytes": obs.peak, "reports": obs.reports,
-                          "results": _results(obs, status)})
+                          "results": _results(obs, status), "test_in_cgroup": joined})
     finally:
         if token is not None:
             launch.test_server(test_packages).cancel(token)
         if jailed is not None:
             jailed.kill()
-            jailed.close()
         if token is not None:  # the test run is gone too before the verdict is returned
             launch.test_server(test_packages).wait_gone(done[0])
+        if share is not None:  # and so is the shared folder (its files are charged to the run's cgroup)
+            launch.remove_tree(share[0])
+        if jailed is not None:
+            jailed.close()
+        for sock in join or ():
+            sock.close()
         for fd in host_ends + child_ends + ([stdin_fd] if stdin_fd >= 0 else []):
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+
+SHARED_FILE_NAMES = ("tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory", "tempfile")
+
+
+def wants_shared_folder(test: str) -> bool:
+    """Whether a test may make files for the program (pytest's temporary folders, `tempfile`): then the run
+    gets a folder shared by the program and the test process."""
+    return any(name in test for name in SHARED_FILE_NAMES)
+
+
+def _join_test(join: tuple[socket.socket, socket.socket], done_fd: int, jailed: launch.Jail) -> bool:
+    """Move the run's test process into the run's cgroup (memory and process count: one limit for the whole
+    run) before it runs anything: it sends a hello on `join` and waits for the answer; its pid comes from the
+    kernel (SCM_CREDENTIALS), not from the message. False where it could not be moved (no cgroup, cgroup v2,
+    the run ended first): the test process then keeps only its own per-process limits."""
+    ok = False
+    try:
+        ready, _, _ = select.select([join[0], done_fd], [], [], SETUP_TIMEOUT_S)
+        if join[0] in ready:
+            msg, anc, _, _ = join[0].recvmsg(8, socket.CMSG_SPACE(12))
+            pids = [struct.unpack("3i", data[:12])[0] for level, kind, data in anc
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS]
+            if msg and pids and jailed.cg is not None:
+                ok = jailed.cg.join(pids[0])
+    except OSError as e:
+        log.warning("sandbox: could not move a test process into its run's cgroup: %s", e)
+    try:
+        join[0].send(b"1" if ok else b"0")
+    except OSError:
+        pass
+    return ok
 
 
 def _token() -> str:
@@ -259,6 +317,10 @@ def _watch(jailed: launch.Jail, obs: _Observed, lim: SandboxLimits, t0: float, o
                     obs.why = "memory"
             if obs.why:
                 break
+        grace = time.monotonic() + 1.0  # the program ended on its own: its exit status says how (SIGXCPU...)
+        while not obs.exited and obs.why is None and time.monotonic() < grace and any(
+                r.get("status") == "program_exited" for r in obs.reports):
+            _pump(sel, kinds, obs, partial, lim, POLL_S)
     finally:
         if jailed.cg is not None:
             obs.cpu_s = jailed.cg.cpu_seconds()

@@ -80,11 +80,13 @@ def _close_other_fds(keep: set[int]) -> None:
 
 
 def _set_limits(lim: dict) -> None:
+    """Set the per-process limits; CPU time's soft limit one second under the hard one, so a process over it
+    gets SIGXCPU (a timeout to the host) before the hard limit's SIGKILL (which reads as any kill)."""
     import resource
 
     for name, value in lim.items():
         res = getattr(resource, name)
-        resource.setrlimit(res, (value, value))
+        resource.setrlimit(res, (max(1, value - 1) if name == "RLIMIT_CPU" else value, value))
 
 
 def main() -> None:
@@ -97,6 +99,8 @@ def main() -> None:
         if spec.get("drop_uid") is not None:
             drop_privileges(spec["drop_uid"])
         _set_limits(spec["rlimits"])
+        if spec.get("share"):  # files it makes in the shared folder stay writable by the test process's uid
+            os.umask(0)
         builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
         mode = spec["mode"]
         mod = type(sys)("__main__" if mode == "script" else "solution")
@@ -107,9 +111,10 @@ def main() -> None:
         plan = spec.get("setup_plan") if spec.get("setup") else None
         if spec.get("setup") and plan is None:
             _run_setup(spec["setup"], mod.__dict__)
-        if mode == "script":  # its __file__ exists (multiprocessing's spawn re-runs the main module from it)
-            with open(mod.__file__, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(spec["program"])
+        with open(mod.__file__, "w", encoding="utf-8", errors="surrogateescape") as f:  # its __file__ exists
+            f.write(spec["program"])
+        if mode == "assert":
+            _spawn_loader(spec.get("setup") or "")
     except BaseException as e:  # noqa: BLE001 - any failure here is the harness's, not the program's
         _fail_setup(status_fd, f"setup: {e!r}")
     _close_other_fds({0, 1, 2, status_fd, *(spec["chan"] or [])})
@@ -131,6 +136,31 @@ def main() -> None:
         _run_script(code, mod, spec["program"])
     else:
         _serve(code, mod, spec["chan"], spec.get("forward_output", 0))
+
+
+SPAWN_DIR = "/tmp/.cotforge-spawn"
+SPAWN_LOADER = """# The program's module `solution` as a process started by multiprocessing (spawn, forkserver) imports it:
+# the test's setup (trusted, as in the first process), then the program, compiled as the harness does.
+import builtins
+try:
+    exec(compile(open({setup!r}).read(), "setup.py", "exec", dont_inherit=True), globals())
+except NameError:
+    pass
+exec(compile(open({program!r}).read(), "solution.py", "exec", flags={flags}, dont_inherit=True), globals())
+"""
+
+
+def _spawn_loader(setup: str) -> None:
+    """Assert mode: make the program importable as `solution` by processes multiprocessing starts with spawn
+    or forkserver (they unpickle `solution.f` by importing the module; such a process gets this process's
+    sys.path). A script's spawned processes re-run it from its `__file__` instead."""
+    os.makedirs(SPAWN_DIR, exist_ok=True)
+    with open(f"{SPAWN_DIR}/setup.txt", "w", encoding="utf-8") as f:
+        f.write(setup)
+    with open(f"{SPAWN_DIR}/solution.py", "w", encoding="utf-8") as f:
+        f.write(SPAWN_LOADER.format(setup=f"{SPAWN_DIR}/setup.txt", program="/tmp/solution.py",
+                                    flags=FUTURE_ANNOTATIONS))
+    sys.path.append(SPAWN_DIR)
 
 
 def _used_names(tree) -> set[str] | None:

@@ -21,7 +21,7 @@ import builtins
 import os
 import sys
 
-from . import guards  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import guards, share  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .channel import Channel  # noqa: TID251
 from .names import bind_program_names, overridable_names  # noqa: TID251
 
@@ -127,8 +127,12 @@ def run_file(ch: Channel, names: dict, spec: dict) -> tuple[str, str, list[str]]
         f.write(spec["test"])
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     outcomes = _Outcomes()
+    basetemp = f"{folder}/tmp"
+    if spec.get("share"):
+        basetemp = os.path.join(spec["share"], "pytest")
+        share.open_pytest_folders()
     code = pytest.main([path, "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--noconftest",
-                        "-o", "addopts=", "--rootdir", folder, f"--basetemp={folder}/tmp",
+                        "-o", "addopts=", "--rootdir", folder, f"--basetemp={basetemp}",
                         "-W", "ignore::pytest.PytestCollectionWarning"], plugins=[outcomes])
     results = list(outcomes.tests.values())[:MAX_RESULTS]
     return (*_verdict(int(code), outcomes), results)

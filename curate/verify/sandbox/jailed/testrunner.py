@@ -2,7 +2,8 @@
 `check(Solution().method)`) against stand-ins of the program, which lives in another sandbox.
 
 A zygote (`serve`) preloads the modules tests use and forks one child per test run (`run_one`, in its own
-process group and folder, both ended before the host returns the verdict). The child: compiles and runs the
+process group and folder, both ended before the host returns the verdict). The child: waits until the host
+moved it into the run's cgroup (`_join_run`), compiles and runs the
 test's trusted `setup`, reports "started", reads the program's list of names, binds stand-ins for the names
 the test needs (`names.py`), runs the test and reports the verdict on a pipe only the host reads.
 
@@ -29,7 +30,7 @@ import signal
 import socket
 import sys
 
-from . import codec, pytestrun  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
+from . import codec, pytestrun, share  # noqa: TID251 - inside the sandbox this folder is the package `jailed`
 from .channel import Channel, ProgramGone, ProtocolError  # noqa: TID251
 from .names import (  # noqa: TID251
     ALLOWED_PACKAGES,
@@ -79,9 +80,12 @@ def setup_namespace(setup: str) -> tuple[dict, set[str]]:
     return ns, defined_names(setup) if setup else set()
 
 
-def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
+def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int, join_fd: int = -1) -> None:
     """One test run (in a forked child of the zygote)."""
     import resource
+
+    if join_fd >= 0:
+        _join_run(join_fd)
 
     def report(**kw) -> None:
         data = (json.dumps(kw) + "\n").encode()
@@ -93,6 +97,9 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     folder = RUN_DIR.format(pid=os.getpid())
     os.makedirs(folder, exist_ok=True)
     os.chdir(folder)  # files the test writes land in the run's folder, removed when the run ends
+    if spec.get("share"):  # tmp_path and tempfile live in the folder shared with the program (another uid)
+        os.umask(0)
+        share.use_shared_folder(spec["share"])
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"]))
     grow = _address_space() + lim["memory"]  # the run's memory limit, over what the fork inherited
     resource.setrlimit(resource.RLIMIT_AS, (grow, grow))
@@ -118,6 +125,23 @@ def run_one(spec: dict, chan_in: int, chan_out: int, report_fd: int) -> None:
     if status == "pass" and ch.requests == 0:  # the test ran without ever reaching the program: no evidence
         status, detail = "fail", "the test never called the program"
     report(status=status, detail=detail[:1000], calls=ch.calls, results=ch.results)
+
+
+def _join_run(fd: int, timeout: float = 60.0) -> None:
+    """Before anything of the run: say hello on the host's join socket and wait (bounded) until the host has
+    moved this process into the run's cgroup (`runner._join_test`); its answer is not needed (without a
+    cgroup the per-process limits below hold)."""
+    import select
+
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.send(b"j")
+        if select.select([sock], [], [], timeout)[0]:
+            sock.recv(8)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _address_space() -> int:
@@ -230,11 +254,11 @@ def serve(ctl_fd: int, allowed: list[str], warm: list[str]) -> None:
                 os.close(fds[4])
                 with os.fdopen(fds[0], "rb") as f:
                     spec = json.loads(f.read())
-                run_one(spec, fds[1], fds[2], fds[3])
+                run_one(spec, fds[1], fds[2], fds[3], fds[5] if len(fds) > 5 else -1)
             finally:
                 os._exit(0)
         children[req["token"]] = (pid, fds[4])
-        for fd in fds[:4]:
+        for fd in fds[:4] + fds[5:]:
             os.close(fd)
 
 
