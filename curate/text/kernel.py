@@ -23,8 +23,8 @@ and adversarial Unicode).
 `hash_words_ngrams` reads the normalised column once more and returns the word hashes of
 `hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit.
 
-The kernels are compiled with `cache=True`: numba keeps the machine code on disk (next to this file or in
-NUMBA_CACHE_DIR), so each worker process compiles once per installation, not once per run.
+The kernels are compiled with `cache=True`: numba keeps the machine code on disk (in the cotforge cache folder,
+or NUMBA_CACHE_DIR when set), so each worker process compiles once per installation, not once per run.
 
 One module on purpose: the tables and the compiled pass that reads them must change together (tests/test_kernel.py
 fuzzes the pair against `normalize`).
@@ -170,9 +170,15 @@ def tables() -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- compiled kernels
 
 try:
+    import numba
     from numba import njit
 except ImportError:  # pragma: no cover - numba is a dependency; without it callers use the reference
     njit = None
+else:
+    # machine code goes to the cotforge cache folder, never into the installed package (site-packages may be
+    # read-only, and an installed package should not change as it runs); NUMBA_CACHE_DIR, when set, wins
+    if not numba.config.CACHE_DIR:
+        numba.config.CACHE_DIR = str(cache_dir() / "numba")
 
 
 def _jit(fn):

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
-    """Where the tables are cached."""
+    """The cotforge cache folder (these tables, the kernel's tables and machine code, models unpacked from wheels,
+    cached embeddings)."""
     if os.environ.get("COTFORGE_CACHE_DIR"):
         return Path(os.environ["COTFORGE_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cotforge"
