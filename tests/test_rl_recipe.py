@@ -422,6 +422,21 @@ def test_assign_groups_keeps_counts_equal_and_balances_tokens():
     assert assign_groups([3.0], 2) == [[0], []] and assign_groups([], 3) == [[], [], []]
 
 
+def _count_no_grad_rows(monkeypatch, seen: list[int]) -> None:
+    """Record the rows of every forward pass TRL runs without gradients (old / reference log-probs)."""
+    from cotforge.train.rl.trainer import GPPOTrainer
+
+    orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
+
+    def spy(self, model, input_ids, *a, **kw):
+        if not torch.is_grad_enabled():
+            seen.append(input_ids.size(0))
+        return orig(self, model, input_ids, *a, **kw)
+
+    monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+
+
+
 @pytest.mark.slow
 def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model_dir, tmp_path, monkeypatch):
     """Old log-probs are computed after the group filter for the kept rows only (TRL computed them for all the
@@ -437,15 +452,7 @@ def test_old_logps_only_for_rows_that_train_and_training_is_unchanged(tiny_model
     def run(name: str, defer: bool):
         monkeypatch.setattr(GPPOTrainer, "_defer_old", (lambda self: self.model.training) if defer
                             else (lambda self: False))
-        seen = rows_seen.setdefault(name, [])
-        orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
-
-        def spy(self, model, input_ids, *a, **kw):
-            if not torch.is_grad_enabled():
-                seen.append(input_ids.size(0))
-            return orig(self, model, input_ids, *a, **kw)
-
-        monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        _count_no_grad_rows(monkeypatch, rows_seen.setdefault(name, []))
         cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
                          num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
                          oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
@@ -503,15 +510,7 @@ def test_old_logps_with_vllm_is_correction_only_for_rows_that_train(tiny_model_d
         if not defer:  # TRL's own path: old log-probs and IS weights for every sampled row, in the rollout
             monkeypatch.setattr(GPPOTrainer, "_defer_old", lambda self: False)
         _fake_vllm(monkeypatch, GPPOTrainer)
-        seen = rows_seen.setdefault(name, [])
-        orig = GPPOTrainer.__mro__[1]._get_per_token_logps_and_entropies
-
-        def spy(self, model, input_ids, *a, **kw):
-            if not torch.is_grad_enabled():
-                seen.append(input_ids.size(0))
-            return orig(self, model, input_ids, *a, **kw)
-
-        monkeypatch.setattr(GPPOTrainer.__mro__[1], "_get_per_token_logps_and_entropies", spy)
+        _count_no_grad_rows(monkeypatch, rows_seen.setdefault(name, []))
         cfg = GPPOConfig(model=str(tiny_model_dir), train_files=[str(path)], output_dir=str(tmp_path / name),
                          num_generations=4, rollout_prompts=2, mini_batch_prompts=1, per_device_train_batch_size=2,
                          oversample=2, filter_groups_metric="reward", overlong_filter=False, max_completion_length=8,
