@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
-from cotforge.curate.text.embed import SEMANTIC_ENCODERS
+from cotforge.curate.text.embed import check_semantic_encoder
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
@@ -160,9 +160,7 @@ class DecontamConfig:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
         if not -1.0 <= self.semantic_static_cosine <= 1.0:
             raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
-        if self.semantic_encoder not in SEMANTIC_ENCODERS:
-            raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} "
-                             f"(got {self.semantic_encoder!r})")
+        check_semantic_encoder(self.semantic_encoder)
         if not -1.0 <= self.semantic_cosine <= 1.0:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:

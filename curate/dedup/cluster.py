@@ -13,11 +13,12 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.core import normalize_many, unpack_order
+from cotforge.curate.dedup.core import unpack_order
 from cotforge.curate.dedup.pairs.code import CONFLICT_REASONS, partial_agreement
 from cotforge.curate.dedup.pairs.verdict import REJECT_REASONS, candidate_verdict
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
 from cotforge.curate.io.budget import release_arrow_memory
+from cotforge.curate.text.columns import normalize_list
 from cotforge.curate.text.hashing import sorted_lookup
 
 
@@ -162,7 +163,7 @@ class ProblemCluster(PipelineStep):
             sel = which[at]
             col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
             prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
-            out.update(zip(sel.tolist(), zip(normalize_many(prompts, self.cfg.norm, self.cfg.text_kernel), prompts, strict=True), strict=True))
+            out.update(zip(sel.tolist(), zip(normalize_list(prompts, self.cfg.norm, self.cfg.text_kernel), prompts, strict=True), strict=True))
         return out
 
     def _partition(self, work: Path, p: int) -> np.ndarray:

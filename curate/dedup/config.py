@@ -10,7 +10,7 @@ from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
-from cotforge.curate.text.embed import SEMANTIC_ENCODERS
+from cotforge.curate.text.embed import check_semantic_encoder
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 WORD_RELATIONS = ("synonyms", "wordnet", "flip")
@@ -140,9 +140,7 @@ class DedupConfig:
                              f"{self.semantic_cosine} / {self.semantic_question_cosine})")
         if self.semantic_device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
-        if self.semantic_encoder not in SEMANTIC_ENCODERS:
-            raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} "
-                             f"(got {self.semantic_encoder!r})")
+        check_semantic_encoder(self.semantic_encoder)
         if not -1.0 <= self.semantic_static_cosine <= 1.0:
             raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
         check_text_kernel(self.text_kernel)

@@ -101,11 +101,6 @@ def row_keys(prompt: str, response: str | None, norm: NormConfig = DEFAULT_NORM)
     return p, hash64(p), hash64(p + "\x00" + r), hash64(_number_text(p))
 
 
-def normalize_many(texts: list[str | None], norm: NormConfig, kernel: str = "auto") -> list[str]:
-    """`normalize` of each text through the batch normaliser `kernel` chooses (curate/text/columns.py)."""
-    return normalize_list(texts, norm, kernel)
-
-
 @dataclass
 class KeyBatch:
     """Exact keys of a batch of rows: normalised prompts and uint64 problem / pair / number keys."""
@@ -120,8 +115,8 @@ def batch_keys(prompts: list[str], responses: list[str | None], norm: NormConfig
                with_numbers: bool = True, kernel: str = "auto") -> KeyBatch:
     """`row_keys` for a batch of rows (same values), with batch normalisation (`kernel`: text/columns.py).
     `with_numbers=False` leaves `num` empty (the signature step needs number keys only for new problems)."""
-    ps = normalize_many(prompts, norm, kernel)
-    rs = normalize_many(responses, _response_norm(norm), kernel)
+    ps = normalize_list(prompts, norm, kernel)
+    rs = normalize_list(responses, _response_norm(norm), kernel)
     h = xxhash.xxh64_intdigest
     n = len(ps)
     pkey = np.fromiter((h(p.encode("utf-8", "surrogatepass")) for p in ps), dtype=np.uint64, count=n)
@@ -209,5 +204,5 @@ def band_signatures(norm_texts: list[str], num: np.ndarray, cfg: DedupConfig) ->
 
 
 __all__ = ["priority_of", "sort_specs", "pack_order", "unpack_order", "hash64", "row_keys",
-           "batch_keys", "number_keys", "KeyBatch", "normalize_many", "batch_shingles", "shingle_hashes", "minhash_signatures",
+           "batch_keys", "number_keys", "KeyBatch", "batch_shingles", "shingle_hashes", "minhash_signatures",
            "band_signatures", "candidate_verdict", "dedup_texts"]

