@@ -41,15 +41,6 @@ def _rows(n: int | None) -> list[tuple[str, str]]:
     return out
 
 
-def _legacy(emb: Embedder, texts: list[str], tag: str) -> np.ndarray | None:
-    """Vectors cached for exactly this list by an earlier version of this script (one file per list)."""
-    h = hashlib.sha256(f"{emb.model_dir.resolve()}\0{emb.max_tokens}\0{tag}".encode())
-    for t in texts:
-        h.update(t.encode("utf-8", "replace") + b"\0")
-    path = cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"
-    return np.load(path) if path.is_file() else None
-
-
 def encode_cached(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     """emb.encode(texts), cached per text in the cotforge cache folder (one store per model and `tag`), so a
     change of a few texts (another question sentence) embeds only those."""
@@ -62,14 +53,10 @@ def encode_cached(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     keys = [hashlib.sha256(t.encode("utf-8", "replace")).hexdigest()[:32] for t in texts]
     todo = [i for i, k in enumerate(dict.fromkeys(keys)) if k not in have]
     if todo:
-        legacy = _legacy(emb, texts, tag)
-        if legacy is not None and legacy.shape == (len(texts), emb.dim):
-            have.update(zip(keys, legacy, strict=True))
-        else:
-            uniq = list(dict.fromkeys(keys))
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            new = [uniq[i] for i in todo]
-            have.update(zip(new, emb.encode([texts[first[k]] for k in new]), strict=True))
+        uniq = list(dict.fromkeys(keys))
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        new = [uniq[i] for i in todo]
+        have.update(zip(new, emb.encode([texts[first[k]] for k in new]), strict=True))
         store.parent.mkdir(parents=True, exist_ok=True)
         tmp = store.with_suffix(f".tmp{time.time_ns()}.npz")
         np.savez(tmp, keys=np.array(list(have), dtype="U32"), vecs=np.stack(list(have.values())))
