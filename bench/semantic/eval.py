@@ -38,7 +38,7 @@ from cotforge.curate.dedup.pairs.semantic import (
     question_of,
 )
 from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, semantic_pairs
-from cotforge.curate.text.embed import Embedder, StaticEmbedder
+from cotforge.curate.text.embed import StaticEmbedder, embedder_for
 
 BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
 DEDUP_DEFAULT = PairThresholds(min_cosine=0.85, min_question_cosine=0.80, max_extra_numbers=0)
@@ -155,7 +155,8 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
-               recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None) -> None:
+               recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None,
+               precision: str = "fp32", max_tokens: int = 256) -> None:
     pairs = [p for p in build_dedup(SHARED) if p.part == part]
     th = DEDUP_DEFAULT
     for o in opts:
@@ -168,10 +169,11 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
             if t not in at:
                 at[t] = len(texts)
                 texts.append(t)
-    emb = Embedder(model)
+    from cotforge.curate.dedup.config import DedupConfig
+
+    emb = embedder_for(DedupConfig(semantic_model=model, semantic_precision=precision, semantic_max_tokens=max_tokens))
     t0 = time.time()
     vecs = encode_cached(emb, texts, f"dedup-{part}")
-    from cotforge.curate.dedup.config import DedupConfig
 
     if static is None:
         merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
@@ -250,6 +252,8 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true", help="print each missed rephrasing with the rule that rejects it "
                     "(tuning part only)")
     ap.add_argument("--model", default="minilm")
+    ap.add_argument("--precision", default="fp32", help="the encoder's arithmetic (semantic_precision), both sets")
+    ap.add_argument("--max-tokens", type=int, default=256, help="the encoder's token cap (semantic_max_tokens), both sets")
     ap.add_argument("--recheck", default="", help="dedup: graded reasons the semantic check may overrule (a,b; default: the stage's RECHECK; "
                     "'none': only the rewording reasons)")
     ap.add_argument("--no-graded", action="store_true", help="dedup: the semantic check alone, without the graded check")
@@ -264,11 +268,12 @@ def main() -> None:
         if got != rec:
             sys.exit(f"held-out digests {got} differ from the recorded {rec}")
     if args.which in ("decontam", "both"):
-        eval_decontam(args.part, not args.off, args.set_opt, args.diag, args.misses and args.part == "tune")
+        enc = [f"semantic_precision={args.precision}", f"semantic_max_tokens={args.max_tokens}"]
+        eval_decontam(args.part, not args.off, enc + args.set_opt, args.diag, args.misses and args.part == "tune")
     if args.which in ("dedup", "both"):
         recheck = tuple(RECHECK) if args.recheck == "" else tuple(x for x in args.recheck.split(",") if x != "none")
         eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded, recheck,
-                   args.misses and args.part == "tune", args.dedup_static)
+                   args.misses and args.part == "tune", args.dedup_static, args.precision, args.max_tokens)
 
 
 if __name__ == "__main__":

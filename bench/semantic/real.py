@@ -27,7 +27,7 @@ from cotforge.curate.core.benchmarks import load_benchmarks
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.semantic import thresholds
 from cotforge.curate.dedup.pairs.semantic import pair_verdict, question_of
-from cotforge.curate.text.embed import Embedder, cache_dir
+from cotforge.curate.text.embed import Embedder, cache_dir, embedder_for
 
 SOURCES = ("gsm8k_train_human.jsonl.gz", "deepscaler_math_train.jsonl.gz")
 
@@ -44,7 +44,7 @@ def _rows(n: int | None) -> list[tuple[str, str]]:
 def encode_cached(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     """emb.encode(texts), cached per text in the cotforge cache folder (one store per model and `tag`), so a
     change of a few texts (another question sentence) embeds only those."""
-    key = hashlib.sha256(f"{emb.model_dir.resolve()}\0{emb.max_tokens}\0{tag}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{emb.cache_tag}\0{tag}".encode()).hexdigest()[:24]
     store = cache_dir() / "semantic" / f"bench-{key}.npz"
     have: dict[str, np.ndarray] = {}
     if store.is_file():
@@ -70,7 +70,7 @@ def dedup_real(rows: list[tuple[str, str]]) -> None:
     from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, thresholds
 
     cfg = DedupConfig(semantic=True)
-    emb = Embedder(cfg.semantic_model)
+    emb = embedder_for(cfg)
     texts = [t for _, t in rows]
     vecs = encode_cached(emb, texts, "row")
     cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, cfg.semantic_cosine)
@@ -100,7 +100,7 @@ def main() -> None:
     items = [it.problem for its in load_benchmarks(args.benchmarks.split(","), SHARED / "benchmarks").values()
              for it in its]
     rows = _rows(args.rows)
-    emb = Embedder(cfg.semantic_model)
+    emb = embedder_for(cfg)
     t0 = time.time()
     iv, iq = encode_cached(emb, items, "item"), encode_cached(emb, [question_of(t) for t in items], "question")
     rv, rq = encode_cached(emb, [t for _, t in rows], "row"), encode_cached(emb, [question_of(t) for _, t in rows], "rowq")

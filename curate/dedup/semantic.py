@@ -36,7 +36,7 @@ from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, order_kept, pair_verdict, question_of
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
-from cotforge.curate.text.embed import Embedder, StaticEmbedder
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, embedder_for
 from cotforge.curate.text.normalize import normalize
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class SemanticEmbed(PipelineStep):
 
 def make_embedder(cfg: DedupConfig) -> Embedder:
     """The configured encoder."""
-    return Embedder(cfg.semantic_model, device=cfg.semantic_device)
+    return embedder_for(cfg)
 
 
 def encode_heads(texts: list[str], cfg: DedupConfig) -> np.ndarray:

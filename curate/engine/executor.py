@@ -10,12 +10,14 @@ import gzip
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+from datatrove.executor import LocalPipelineExecutor
 from datatrove.executor.base import PipelineExecutor
 
 from cotforge.curate.engine.options import RayOptions, SlurmOptions, parse_options
@@ -147,10 +149,27 @@ def make_executor(pipeline: list, tasks: int, logging_dir: str | Path, cfg: Exec
         return make_slurm_executor(pipeline, tasks, logging_dir, opts, cfg.workers, name, depends=depends)
     if isinstance(opts, RayOptions):
         return make_ray_executor(pipeline, tasks, logging_dir, opts, cfg.workers, depends=depends)
-    from datatrove.executor import LocalPipelineExecutor
+    return SharedCoresExecutor(pipeline=pipeline, tasks=tasks, workers=min(cfg.workers, tasks),
+                               logging_dir=str(logging_dir), depends=depends, skip_completed=True)
 
-    return LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(cfg.workers, tasks),
-                                 logging_dir=str(logging_dir), depends=depends, skip_completed=True)
+
+class SharedCoresExecutor(LocalPipelineExecutor):
+    """datatrove's local executor telling each task its share of the cores (DATATROVE_CPUS_PER_TASK = usable
+    cores / workers, as its Slurm and Ray executors tell theirs cpus_per_task; the local one says -1), so a task
+    running a torch model (the semantic tier) uses that many threads instead of one per core in every task."""
+
+    def get_distributed_env(self, node_rank: int = -1):
+        env = super().get_distributed_env(node_rank)
+        env["datatrove_cpus_per_task"] = str(max(1, usable_cores() // max(1, self.workers)))
+        return env
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask; os.cpu_count() where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 @dataclass

