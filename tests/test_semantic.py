@@ -366,3 +366,92 @@ def test_real_shipped_model_separates_rephrasing_from_look_alikes():
     assert pair_verdict(ITEM, NUMBER_CHANGED, float(cos[2]), 1.0, th) == "number_changed"
     assert pair_verdict(ITEM, QUESTION_CHANGED, float(cos[3]), float(q[2] @ q[0]), th) == "question_changed"
     assert pair_verdict(ITEM, CLEAN, float(cos[4]), 0.0, th) == "below_cosine"
+
+
+def test_owned_heads_embed_each_problem_once(tmp_path):
+    """Problems held by several dedup tasks are embedded by exactly one of them (one that holds it), and the
+    shared ones are spread over the tasks rather than all given to one."""
+    from cotforge.curate.dedup.semantic import owned_heads
+    from cotforge.curate.dedup.workdir import HEAD_DTYPE
+
+    rng = np.random.default_rng(0)
+    pool = rng.integers(1, 2**63, size=600, dtype=np.uint64)
+    held = [rng.choice(pool, size=400, replace=False) for _ in range(3)]
+    (tmp_path / "heads").mkdir()
+    for r, keys in enumerate(held):
+        head = np.zeros(len(keys), dtype=HEAD_DTYPE)
+        head["idx"], head["pkey"] = np.arange(len(keys)), keys
+        np.save(tmp_path / "heads" / f"{r:05d}.npy", head)
+    owned = [held[r][owned_heads(tmp_path, r, held[r], 3)] for r in range(3)]
+    every = np.concatenate(owned)
+    assert len(every) == len(set(every.tolist())) == len(set(np.concatenate(held).tolist()))
+    shared = set(held[0].tolist()) & set(held[1].tolist()) & set(held[2].tolist())
+    per_rank = [len(shared & set(o.tolist())) for o in owned]
+    assert sum(per_rank) == len(shared) and min(per_rank) > len(shared) / 6
+
+
+@pytest.mark.slow
+def test_dedup_semantic_same_merges_over_several_tasks(tmp_path, tiny_encoder):
+    """Problems repeated in both tasks (several sampled responses each) merge as in one task: each problem is
+    embedded once, so copies from the other task do not take the nearest-neighbour slots."""
+    base = [(ITEM, "a"), (DEDUP_REPHRASED, "r"), (NUMBER_CHANGED, "n"), (QUESTION_CHANGED, "q"), (CLEAN, "c")]
+    rows = [{"id": f"{k}{i}", "prompt": p, "response": f"answer {i}"} for i in range(2) for p, k in base]
+    src = _jsonl(tmp_path / "train.jsonl", rows)
+    removed = {}
+    import polars as pl
+
+    for label, extra in (("one", ["--workers", "1"]), ("two", ["--workers", "2", "--rows-per-task", "5"])):
+        out = tmp_path / label
+        res = CliRunner().invoke(main, ["curate", "dedup", str(src), "-o", str(out), *extra, "--semantic",
+                                        "--semantic-model", str(tiny_encoder), "--semantic-cosine", "-1",
+                                        "--semantic-question-cosine", "0", "--semantic-top-k", "1"])
+        assert res.exit_code == 0, res.output
+        removed[label] = sorted(pl.read_parquet(sorted((out / "removed").glob("*.parquet")))["id"].to_list())
+        assert json.loads((out / "stats.json").read_text())["dedup"]["semantic_merged"] == 1
+    assert removed["one"] == removed["two"] == ["r0", "r1"]
+
+
+def test_encoder_settings(tiny_encoder, monkeypatch):
+    """device auto is the CPU without a GPU; precision auto is bf16 only where the device has it natively; bf16
+    and int8 vectors stay close to fp32's; bad settings name the config field."""
+    import torch
+
+    from cotforge.curate.decontam.config import DecontamConfig
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.text.embed import embedder_for, native_bf16
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = DedupConfig(semantic=True, semantic_model=str(tiny_encoder), semantic_device="auto", semantic_threads=1)
+    threads = torch.get_num_threads()
+    try:
+        emb = embedder_for(cfg)
+        assert emb.device == "cpu" and emb.precision == ("bf16" if native_bf16("cpu") else "fp32")
+        assert torch.get_num_threads() == 1
+        texts = [ITEM, REPHRASED, CLEAN]
+        ref = Embedder(str(tiny_encoder), precision="fp32").encode(texts)
+        for precision in ("bf16", "int8"):
+            v = Embedder(str(tiny_encoder), precision=precision).encode(texts)
+            assert (v * ref).sum(axis=1).min() > 0.97, precision
+        assert Embedder(str(tiny_encoder), max_tokens=8).encode([ITEM]).shape == (1, emb.dim)
+    finally:
+        torch.set_num_threads(threads)
+    for field, value in (("semantic_precision", "fp16"), ("semantic_max_tokens", 2), ("semantic_threads", -1),
+                         ("semantic_device", "tpu")):
+        for config in (DecontamConfig, DedupConfig):
+            with pytest.raises(ValueError, match=field):
+                config(**{field: value})
+
+
+def test_local_tasks_are_told_their_share_of_the_cores(monkeypatch, tmp_path):
+    """The local executor sets DATATROVE_CPUS_PER_TASK to cores / workers (as Slurm and Ray set cpus_per_task);
+    the encoder takes its torch threads from it."""
+    from cotforge.curate.engine.executor import SharedCoresExecutor, usable_cores
+    from cotforge.curate.text.embed import task_threads
+
+    ex = SharedCoresExecutor(pipeline=[], tasks=4, workers=2, logging_dir=str(tmp_path))
+    assert ex.get_distributed_env()["datatrove_cpus_per_task"] == str(max(1, usable_cores() // 2))
+    monkeypatch.setenv("DATATROVE_CPUS_PER_TASK", "3")
+    assert task_threads() == 3
+    for unset in ("-1", "x"):
+        monkeypatch.setenv("DATATROVE_CPUS_PER_TASK", unset)
+        assert task_threads() is None

@@ -49,7 +49,7 @@ REWORDING_REASONS = frozenset({"reworded_too_much", "below_threshold", "content_
 RECHECK: frozenset[str] = frozenset({"number_changed", "question_changed", "name_changed", "math_changed"})
 
 
-def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 2048) -> list[tuple[int, int, float]]:
+def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 1024) -> list[tuple[int, int, float]]:
     """(i, j, cosine) with i < j for each row's `top_k` nearest other rows at cosine >= `min_cosine`, each pair once."""
     n = len(vecs)
     out: dict[tuple[int, int], float] = {}
@@ -124,8 +124,9 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
 
 class SemanticEmbed(PipelineStep):
     """Dedup step (with `semantic`): embed the task's problem heads (first row of each problem key, from
-    heads/RRRRR.npy) into semantic/RRRRR.npy (float16, in head order; static vectors with `static+rerank`);
-    the cluster step searches them."""
+    heads/RRRRR.npy) that this task embeds for all (`owned_heads`) into semantic/RRRRR.npy (float16; static vectors
+    with `static+rerank`), their positions in heads/RRRRR.npy in semantic/RRRRR.heads.npy; the cluster step
+    searches them."""
 
     name = "cotforge semantic embeddings"
     type = "🫂 - DEDUP"
@@ -138,14 +139,41 @@ class SemanticEmbed(PipelineStep):
         work = Path(self.work)
         with self.track_time():
             head = np.load(work / "heads" / f"{rank:05d}.npy")
+            own = owned_heads(work, rank, head["pkey"], world_size)
             col = pq.read_table(work / "input" / input_file(rank), columns=["prompt"])["prompt"]
-            prompts = col.take(pa.array(head["idx"].astype(np.int64))).to_pylist() if len(head) else []
+            prompts = col.take(pa.array(head["idx"][own].astype(np.int64))).to_pylist() if len(own) else []
             vecs = encode_heads([p or "" for p in prompts], self.cfg)
             (work / "semantic").mkdir(exist_ok=True)
             np.save(work / "semantic" / f"{rank:05d}.npy", vecs.astype(np.float16))
+            np.save(work / "semantic" / f"{rank:05d}.heads.npy", own)
         self.stat_update("embedded", value=len(prompts))
+        self.stat_update("left_to_other_tasks", value=len(head) - len(own))
         return
         yield
+
+
+def owned_heads(work: Path, rank: int, pkeys: np.ndarray, tasks: int) -> np.ndarray:
+    """Positions of the task's heads whose problem this task embeds: of the tasks holding a problem key, the one
+    with the least `_rank_score` (rendezvous hashing: each problem is embedded once across the tasks, the work
+    spread evenly), so the neighbour search neither repeats work nor spends its `top_k` on copies of one
+    problem from several tasks (equal problem keys never pair)."""
+    keys = pkeys.astype(np.uint64)
+    mine = _rank_score(keys, rank)
+    keep = np.ones(len(keys), dtype=bool)
+    for r in range(tasks):
+        if r != rank:
+            other = np.isin(keys, np.load(work / "heads" / f"{r:05d}.npy")["pkey"].astype(np.uint64))
+            keep &= ~other | (mine < _rank_score(keys, r)) | ((mine == _rank_score(keys, r)) & (rank < r))
+    return np.flatnonzero(keep).astype(np.int64)
+
+
+def _rank_score(keys: np.ndarray, rank: int) -> np.ndarray:
+    """A pseudo-random uint64 per (problem key, rank) (splitmix64 of key ^ a rank constant)."""
+    with np.errstate(over="ignore"):
+        x = keys ^ np.uint64((rank + 1) * 0x9E3779B97F4A7C15 % 2**64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def make_embedder(cfg: DedupConfig) -> Embedder:
@@ -179,10 +207,11 @@ def thresholds(cfg: DedupConfig) -> PairThresholds:
 
 
 def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.ndarray, np.ndarray]:
-    """Problem-key pairs (lo, hi) the semantic tier merges: every head's `semantic_top_k` nearest heads across the
-    corpus (exact cosine search), checked by `check_pairs` (graded check first). Counts go to `stats` as
+    """Problem-key pairs (lo, hi) the semantic tier merges: every problem's `semantic_top_k` nearest problems
+    across the corpus (exact cosine search over one head per problem key, see `owned_heads`), checked by `check_pairs` (graded check first). Counts go to `stats` as
     semantic_<verdict>."""
-    heads = [np.load(work / "heads" / f"{r:05d}.npy") for r in range(tasks)]
+    heads = [np.load(work / "heads" / f"{r:05d}.npy")[np.load(work / "semantic" / f"{r:05d}.heads.npy")]
+             for r in range(tasks)]
     vecs = np.concatenate([np.load(work / "semantic" / f"{r:05d}.npy") for r in range(tasks)]).astype(np.float32)
     rank = np.concatenate([np.full(len(h), r, dtype=np.int64) for r, h in enumerate(heads)])
     idx = np.concatenate([h["idx"].astype(np.int64) for h in heads])
