@@ -455,3 +455,24 @@ def test_local_tasks_are_told_their_share_of_the_cores(monkeypatch, tmp_path):
     for unset in ("-1", "x"):
         monkeypatch.setenv("DATATROVE_CPUS_PER_TASK", unset)
         assert task_threads() is None
+
+
+def test_decontam_tasks_share_row_vectors(tmp_path, tiny_encoder, monkeypatch):
+    """Two tasks of one run (two tiers on one index folder): the second reads the first one's row vectors instead
+    of embedding the same texts again, and reaches the same verdicts."""
+    from cotforge.curate.decontam.config import DecontamConfig
+    from cotforge.curate.decontam.semantic import SemanticTier, build_semantic_index
+
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = DecontamConfig(semantic=True, semantic_model=str(tiny_encoder), semantic_cosine=-1,
+                         semantic_question_cosine=0)
+    items = [ITEM, CLEAN]
+    build_semantic_index(items, cfg, tmp_path / "index")
+    first, second = SemanticTier(tmp_path / "index", items, cfg), SemanticTier(tmp_path / "index", items, cfg)
+    texts = [REPHRASED, NUMBER_CHANGED, QUESTION_CHANGED, "A different problem about 7 trains."]
+    got = [[(h.entry, round(h.cosine, 5)) for h in hits] for hits in first.match(texts)]
+    assert first.reused == 0 and any(got)
+    before = second.emb.stats.texts
+    assert [[(h.entry, round(h.cosine, 5)) for h in hits] for hits in second.match(texts)] == got
+    assert second.reused == len(texts)
+    assert second.emb.stats.texts - before < len(texts)  # only question sentences of candidates were embedded

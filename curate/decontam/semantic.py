@@ -5,7 +5,8 @@ n-grams with the original for them. This tier embeds every benchmark problem onc
 (`build_semantic_index`: vectors of the items and of their question sentences, saved in the index folder
 under semantic/ and cached on disk by model and texts), then, for each row no other tier flagged, embeds its
 prompt (the first `semantic_response_chars` characters of the response when the prompt is empty), takes the
-`semantic_top_k` nearest items by cosine and lets the numbers- and question-aware pair check decide
+`semantic_top_k` nearest items by cosine (the row vectors shared by the run's tasks through INDEX/semantic/rows/,
+`VectorStore`: a problem repeated across tasks is embedded about once) and lets the numbers- and question-aware pair check decide
 (`curate/dedup/pairs/semantic.py`: every number of the item in the row, the same question). A flagged row gets the
 match kind `semantic`, score = the cosine, and in `matches` the aligned numbers and both texts.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +85,62 @@ class SemanticHit:
     numbers: list[str]
 
 
+class VectorStore:
+    """Vectors of texts shared by the tasks of one run: each task appends the vectors it computes as a file pair
+    (keys, then vectors; the keys file, renamed into place last, marks a complete pair) and reads the pairs of
+    the other tasks before embedding, so a text is embedded about once per run instead of once per task (SFT
+    data repeats each problem across tasks). Files are memory-mapped; only a key -> (file, row) map is held."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.where: dict[bytes, tuple[int, int]] = {}
+        self.files: list[np.ndarray] = []
+        self._names: set[str] = set()
+        self._written = 0
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        """16 bytes of the text's SHA-256."""
+        return hashlib.sha256(text.encode("utf-8", "replace")).digest()[:16]
+
+    def refresh(self) -> None:
+        """Map the pairs written since the last call (by any task)."""
+        if not self.folder.is_dir():
+            return
+        for f in sorted(self.folder.glob("*.keys.npy")):
+            if f.name in self._names:
+                continue
+            try:
+                keys = np.load(f)
+                vecs = np.load(f.with_name(f.name.replace(".keys.npy", ".vecs.npy")), mmap_mode="r")
+            except (OSError, ValueError):
+                continue
+            self._names.add(f.name)
+            self.files.append(vecs)
+            fid = len(self.files) - 1
+            for row, k in enumerate(keys):
+                self.where.setdefault(k.tobytes(), (fid, row))
+
+    def get(self, keys: list[bytes]) -> np.ndarray:
+        """The stored vectors of `keys` (all must be present)."""
+        return np.stack([self.files[f][r] for f, r in (self.where[k] for k in keys)]).astype(np.float32)
+
+    def add(self, keys: list[bytes], vecs: np.ndarray) -> None:
+        """Write a pair for `keys` / `vecs` and map it (an unwritable folder only means no sharing)."""
+        stem = f"{os.getpid()}-{self._written}"
+        self._written += 1
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            vpath, kpath = self.folder / f"{stem}.vecs.npy", self.folder / f"{stem}.keys.npy"
+            np.save(vpath, vecs.astype(np.float32))
+            tmp = self.folder / f"{stem}.tmp.npy"
+            np.save(tmp, np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 16))
+            tmp.rename(kpath)
+        except OSError:
+            return
+        self.refresh()
+
+
 class SemanticTier:
     """Nearest benchmark items of texts by cosine, decided by the pair check (module docstring)."""
 
@@ -97,8 +155,11 @@ class SemanticTier:
         self.cfg = cfg
         self.th = thresholds(cfg)
         self.emb = embedder or make_embedder(cfg)
+        tag = hashlib.sha256(self.emb.cache_tag.encode()).hexdigest()[:16]
+        self.store = VectorStore(d / "rows" / tag)  # the run's row vectors, shared by its tasks
         self.checked_pairs = 0
         self.skipped = 0  # rows the static encoder kept away from the transformer (static+rerank)
+        self.reused = 0  # texts whose vectors another task of the run had computed
         self._cache: dict[str, list[SemanticHit]] = {}
         self.static: StaticEmbedder | None = None
         if cfg.semantic_encoder == "static+rerank":
@@ -136,7 +197,7 @@ class SemanticTier:
         out: list[list[SemanticHit]] = [[] for _ in texts]
         if not texts:
             return out
-        q = self.emb.encode(texts)
+        q = self._row_vectors(texts)
         sims = q @ self.vecs.T
         k = min(self.cfg.semantic_top_k, sims.shape[1])
         top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
@@ -162,6 +223,20 @@ class SemanticTier:
         for hits in out:
             hits.sort(key=lambda h: -h.cosine)
         return out
+
+
+    def _row_vectors(self, texts: list[str]) -> np.ndarray:
+        """The vectors of distinct `texts`: from the run's store where another task (or an earlier batch)
+        embedded them, the rest embedded here and added to it."""
+        keys = [VectorStore.key(t) for t in texts]
+        self.store.refresh()
+        todo = [i for i, k in enumerate(keys) if k not in self.store.where]
+        if todo:
+            self.store.add([keys[i] for i in todo], self.emb.encode([texts[i] for i in todo]))
+        if any(k not in self.store.where for k in keys):  # the store could not be written: embed here
+            return self.emb.encode(texts)
+        self.reused += len(texts) - len(todo)
+        return self.store.get(keys)
 
 
 def semantic_text(prompt: str | None, response: str | None, cfg: DecontamConfig) -> tuple[str, str] | None:
