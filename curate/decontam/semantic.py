@@ -236,6 +236,8 @@ class SemanticTier:
         if any(k not in self.store.where for k in keys):  # the store could not be written: embed here
             return self.emb.encode(texts)
         self.reused += len(texts) - len(todo)
+        log.info("semantic tier: %d texts, %d embedded here, %d read from the run's store", len(texts), len(todo),
+                 len(texts) - len(todo))
         return self.store.get(keys)
 
 
