@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,7 +97,6 @@ class VectorStore:
         self.where: dict[bytes, tuple[int, int]] = {}
         self.files: list[np.ndarray] = []
         self._names: set[str] = set()
-        self._written = 0
 
     @staticmethod
     def key(text: str) -> bytes:
@@ -127,8 +127,7 @@ class VectorStore:
 
     def add(self, keys: list[bytes], vecs: np.ndarray) -> None:
         """Write a pair for `keys` / `vecs` and map it (an unwritable folder only means no sharing)."""
-        stem = f"{os.getpid()}-{self._written}"
-        self._written += 1
+        stem = f"{os.getpid()}-{uuid.uuid4().hex}"  # unique: a worker process runs several tasks in turn
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             vpath, kpath = self.folder / f"{stem}.vecs.npy", self.folder / f"{stem}.keys.npy"
