@@ -2,11 +2,12 @@
 
 Flow: ingest (ordered work shards, one per task) -> `DecontamSplit` per task, by column: record batches of
 the shard are matched (`match.Matcher`, vectorised; Python only for candidate rows) and written as whole
-Arrow tables to kept/ and removed/ (`benchmark`, `benchmark_id`, `match_kind`, `side`, `score`, the
-overlapping span of the ORIGINAL text in `matched_text`, its character offsets `match_start`/`match_end`
-and `match_share` = where it starts as a share of that side's text, all matches in `matches`) -> collected
-table by table -> report (`report.py`). `DecontamFilter` is the same matching as a datatrove filter on
-Documents, for pipelines built from datatrove readers and writers.
+Arrow tables to the final kept/ and removed/ shards (`benchmark`, `benchmark_id`, `match_kind`, `side`,
+`score`, the overlapping span of the ORIGINAL text in `matched_text`, its character offsets
+`match_start`/`match_end` and `match_share` = where it starts as a share of that side's text, all matches in
+`matches`) -> published as they are (no collect step reading them back) -> report (`report.py`).
+`DecontamFilter` is the same matching as a datatrove filter on Documents, for pipelines built from datatrove
+readers and writers.
 
 Matching rules: decontam/match.py; the index: decontam/index.py; the report: decontam/report.py.
 """
@@ -41,9 +42,17 @@ from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Match, Matcher
 from cotforge.curate.decontam.spans import locate
-from cotforge.curate.engine import Step, collect_tables, finish_stage, quiet_datatrove, run_steps, start_stage
+from cotforge.curate.engine import (
+    Step,
+    adopt_task_shards,
+    finish_stage,
+    quiet_datatrove,
+    run_steps,
+    start_stage,
+)
 from cotforge.curate.io.budget import open_streaming, release_arrow_memory, rows_within_bytes
 from cotforge.curate.io.remote import remote_output
+from cotforge.curate.io.writer import TaskShards
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -94,15 +103,18 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
 
 class DecontamSplit(PipelineStep):
     """Per task: match the work shard's record batches and write kept / removed rows as whole Arrow tables
-    (`kept/RRRRR.parquet`, `removed/RRRRR.parquet`); Python per row only for the flagged ones."""
+    into the stage's final shards (`io.writer.TaskShards`: `kept/part-tRRRRR-NNNNN.parquet`, the same under
+    removed/, and the task's counts); Python per row only for the flagged ones."""
 
     name = "🧪 decontaminate split"
     type = "🔻 - FILTER"
 
-    def __init__(self, work: str, index_dir: str, cfg: DecontamConfig, schema: pa.Schema, removed_schema: pa.Schema):
+    def __init__(self, work: str, index_dir: str, cfg: DecontamConfig, schema: pa.Schema, removed_schema: pa.Schema,
+                 rows_per_shard: int, buffer_bytes: int | None):
         super().__init__()
         self.work, self.index_dir, self.cfg = work, index_dir, cfg
         self.schema, self.removed_schema = schema, removed_schema
+        self.rows_per_shard, self.buffer_bytes = rows_per_shard, buffer_bytes
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
 
@@ -111,8 +123,7 @@ class DecontamSplit(PipelineStep):
         work = Path(self.work)
         pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
-        writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
-                   for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
+        out = TaskShards(work, rank, self.schema, self.removed_schema, self.rows_per_shard, self.buffer_bytes)
         with self.track_time():
             for batch in pf.iter_batches(batch_size=read_rows):
                 table = pa.Table.from_batches([batch])
@@ -122,7 +133,7 @@ class DecontamSplit(PipelineStep):
                 flagged = np.array([i for i, ms in enumerate(found) if ms], dtype=np.int64)
                 drop = np.zeros(table.num_rows, dtype=bool)
                 drop[flagged] = True
-                self._write(writers["kept"], table.filter(pa.array(~drop)), self.schema)
+                out.keep_table(_conform(table.filter(pa.array(~drop)), self.schema))
                 if len(flagged):
                     removed = table.take(pa.array(flagged))
                     prompts = removed.column("prompt").to_pylist()
@@ -132,27 +143,24 @@ class DecontamSplit(PipelineStep):
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
-                    self._write(writers["removed"], removed, self.removed_schema)
+                    out.remove_table(_conform(removed, self.removed_schema))
                     for r in rows:
                         self.stat_update(f"contaminated_{r['benchmark']}", f"contaminated_side_{r['side']}")
                 self.stat_update("kept", value=int(table.num_rows - len(flagged)))
                 self.stat_update("removed", value=int(len(flagged)))
                 del table, batch
                 release_arrow_memory()
-        for w in writers.values():
-            w.close()
-        peak = _peak_rss_mb()
-        if peak is not None:  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
-            (work / "peak_rss").mkdir(exist_ok=True)
-            (work / "peak_rss" / f"{rank:05d}").write_text(f"{peak:.1f}")
+        peak = _peak_rss_mb()  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
+        out.close({"peak_rss_mb": peak})
         return
         yield
 
-    @staticmethod
-    def _write(writer: pq.ParquetWriter, table: pa.Table, schema: pa.Schema) -> None:
-        cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-                for f in schema]
-        writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with exactly `schema`'s columns (null columns for the missing ones)."""
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 class DecontamFilter(BaseFilter):
@@ -277,8 +285,8 @@ def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig
 def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
-    Builds the benchmark index once, splits every work shard with datatrove, collects table by table and
-    writes the report. The work folder follows the engine's contract (`start_stage` / `run_steps` /
+    Builds the benchmark index once, splits every work shard with datatrove (the tasks write the final shards,
+    published as they are) and writes the report. The work folder follows the engine's contract (`start_stage` / `run_steps` /
     `finish_stage`): Slurm jobs are waited for or, with `wait: false`, found again by the next invocation,
     which reuses the ingested shards and finished ranks. `keep_index` moves the index to OUT/decontam_index;
     `keep_work` keeps OUT/_work/decontaminate and OUT/_work/decontaminate_index."""
@@ -304,16 +312,14 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
         work, writer = area.work, area.writer
         timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
         if area.tasks:
-            for part in ("kept", "removed"):
-                (work / part).mkdir(parents=True, exist_ok=True)
-            step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema)
+            step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema,
+                                 writer.kept.rows_per_shard, writer.kept.buffer_bytes)
             run_steps(work, [Step("decontaminate", [step], area.tasks)], exec_cfg, "decontaminate")
             timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
-            peak_dir = work / "peak_rss"
-            peaks = [float(f.read_text()) for f in peak_dir.glob("*")] if peak_dir.exists() else []
+            tasks = adopt_task_shards(writer, work, area.tasks)
+            peaks = [t["peak_rss_mb"] for t in tasks if t.get("peak_rss_mb") is not None]
             if peaks:
-                timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
-            collect_tables(writer, work, area.tasks, cfg.batch_bytes)
+                timings["task_peak_rss_mb"] = round(max(peaks), 1)  # the largest matcher task's VmHWM
             timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats = finish_stage(area, {"timings": timings})
     if cfg.report:
