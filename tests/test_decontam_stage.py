@@ -149,3 +149,82 @@ def test_cli_subprocess_publishes_task_shards(data, tmp_path):
     assert any(n.startswith("kept/part-t00001-") for n in names), names
     assert stats["kept"] + stats["removed"] == _input_lines(data, SOURCES[:2]) == len(_rows(out, "kept")) + len(_rows(out, "removed"))
     assert (out / "contamination_report.md").exists() and not (out / "_work").exists()
+
+
+def _report_files(out: Path) -> dict[str, bytes]:
+    names = ("contamination_report.md", "contamination_report.json", "contamination_report.html")
+    got = {n: (out / n).read_bytes() for n in names}
+    got["matches"] = pq.read_table(out / "contamination_matches.parquet").to_pylist()
+    return got
+
+
+def test_report_from_task_parts_equals_the_report_from_removed_rows(data, tmp_path):
+    """The stage's report (merged per-task parts, 3 tasks) is byte-identical to one built by re-reading the
+    published removed rows."""
+    from cotforge.curate.decontam.report import write_contamination_report
+    from cotforge.curate.decontam.stage import load_config_benchmarks
+
+    cfg = _cfg(data)
+    out = tmp_path / "o"
+    stats = run_stage("decontaminate", _specs(data), out, cfg, ExecutorConfig(workers=2, tasks=3))
+    assert stats["contamination"]["contaminated_rows"] == stats["removed_by_reason"]["contaminated"] > 0
+    from_parts = _report_files(out)
+    benchmarks, _ = load_config_benchmarks(cfg)
+    write_contamination_report(out, stats, benchmarks, cfg, bench_specs=None)  # parts=None: from removed rows
+    again = _report_files(out)
+    from_parts_json, again_json = json.loads(from_parts.pop("contamination_report.json")), json.loads(
+        again.pop("contamination_report.json"))
+    assert from_parts_json.pop("benchmarks")["demo_olympiad"]["fingerprint"] == again_json.pop("benchmarks")[
+        "demo_olympiad"]["fingerprint"]  # bench_specs differ (the stage passes them), nothing else
+    assert from_parts_json == again_json
+    for name in from_parts:  # md, html, every record of contamination_matches.parquet
+        assert from_parts[name] == again[name], name
+
+
+def _fake_rows(n: int, seed: int) -> list[dict]:
+    import random
+
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        bench, src = rnd.choice(["math500", "aime", "mbpp"]), rnd.choice(["a", "b", "c", "d"])
+        score = rnd.choice([0.5, 0.75, 1.0, round(rnd.random(), 2)])  # many ties
+        m = {"benchmark": bench, "benchmark_id": f"{bench}-{rnd.randrange(40)}", "part": "problem",
+             "match_kind": rnd.choice(["ngram", "fuzzy"]), "side": rnd.choice(["prompt", "response"]), "score": score}
+        extra = {**m, "benchmark": "mbpp", "benchmark_id": "mbpp-x"} if rnd.random() < 0.2 else None
+        start = None if rnd.random() < 0.1 else rnd.randrange(50)
+        rows.append({"id": f"r{rnd.randrange(n // 3)}", "source": src, "reason": "contaminated", "benchmark": bench,
+                     "benchmark_id": m["benchmark_id"], "match_kind": m["match_kind"], "side": m["side"],
+                     "score": score, "matched_text": f"text {i}", "match_start": start,
+                     "match_end": None if start is None else start + 5, "match_share": None if start is None else 0.1,
+                     "matches": json.dumps([m] + ([extra] if extra else []))})
+    return rows
+
+
+@pytest.mark.parametrize("limit", [200, 1000, 7])
+def test_merged_parts_sample_and_count_like_all_rows(limit, monkeypatch):
+    """Parts of a split (bounded samples, JSON round trip) merge to the counts and samples of all rows, ties
+    in score and id included; the per-group bound really cuts."""
+    from cotforge.curate.decontam import report
+
+    monkeypatch.setattr(report, "HTML_ROWS", 60)  # small bound: the cut is exercised on 3,000 rows
+    rows = _fake_rows(3000, seed=limit)
+    texts = [f"side text {i} " * 20 for i in range(len(rows))]
+    whole = report.ReportParts.from_rows([dict(r) for r in rows], texts)
+    cuts = [0, 700, 1900, 3000]
+    parts = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        p = report.ReportParts.from_rows([dict(r) for r in rows[a:b]], texts[a:b])
+        parts.append(json.loads(json.dumps(p.to_json())))
+    merged = report.ReportParts.merge(parts)
+    assert sum(len(g) for _, _, g in parts[0]["groups"]) <= max(60, 12)
+    k = min(limit, 60)
+    key = lambda rs: [(r["id"], r["score"], r["benchmark"], r["source"], r["view"]) for r in rs]  # noqa: E731
+    direct = report.sample_rows([dict(r, view=report.side_view(t, r["match_start"], r["match_end"]))
+                                 for r, t in zip(rows, texts, strict=True)], k)
+    assert key(report.sample_rows(merged.candidates(), k)) == key(direct) == key(
+        report.sample_rows(whole.candidates(), k))
+    assert merged.summary({"a": 5000}, {"math500": 500, "aime": 30, "mbpp": 9}) == report.summarize(
+        rows, {"a": 5000}, {"math500": 500, "aime": 30, "mbpp": 9})
+    assert merged.first == whole.first and merged.rows == 3000
+    assert merged.no_offset == sum(r["match_start"] is None for r in rows)

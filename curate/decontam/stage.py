@@ -41,6 +41,7 @@ from cotforge.curate.core.benchmarks import (
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Match, Matcher
+from cotforge.curate.decontam.report import ReportParts
 from cotforge.curate.decontam.spans import locate
 from cotforge.curate.engine import (
     Step,
@@ -78,7 +79,7 @@ SPAN_CHARS = 2000  # matched_text is cut to this many characters
 def describe_matches(found: list[list[Match]], prompts: list[str | None], responses: list[str | None], norm=None,
                      known: frozenset[str] = frozenset(), kernel: str = "auto") -> list[dict]:
     """The removed-row columns of flagged rows (`found[i]` non-empty): the primary match and where it sits in
-    the original text. Rows whose words the matcher did not keep (verdicts from the prompt cache) are
+    the original text (and `_matches`, the `matches` list before JSON, for the report's counts). Rows whose words the matcher did not keep (verdicts from the prompt cache) are
     normalised again, all in one batch."""
     from cotforge.curate.decontam.canon import matcher_norm
 
@@ -93,11 +94,12 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
         span = (0, len(text)) if best.match_kind == "semantic" else locate(text, words, *best.span)
         start, end = span if span else (None, None)
         shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
+        listed = [m.as_dict() for m in ms]
         out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
                     "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
                     "match_start": start, "match_end": end,
                     "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
-                    "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False)})
+                    "matches": json.dumps(listed, ensure_ascii=False), "_matches": listed})
     return out
 
 
@@ -124,6 +126,7 @@ class DecontamSplit(PipelineStep):
         pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         out = TaskShards(work, rank, self.schema, self.removed_schema, self.rows_per_shard, self.buffer_bytes)
+        parts = ReportParts() if self.cfg.report else None
         with self.track_time():
             for batch in pf.iter_batches(batch_size=read_rows):
                 table = pa.Table.from_batches([batch])
@@ -144,6 +147,11 @@ class DecontamSplit(PipelineStep):
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
                     out.remove_table(_conform(removed, self.removed_schema))
+                    if parts is not None:
+                        ids, sources = removed.column("id").to_pylist(), removed.column("source").to_pylist()
+                        parts.add([{**r, "id": i, "source": src, "reason": REASON}
+                                   for r, i, src in zip(rows, ids, sources, strict=True)],
+                                  [p if r["side"] == "prompt" else q for r, p, q in zip(rows, prompts, resps, strict=True)])
                     for r in rows:
                         self.stat_update(f"contaminated_{r['benchmark']}", f"contaminated_side_{r['side']}")
                 self.stat_update("kept", value=int(table.num_rows - len(flagged)))
@@ -151,7 +159,12 @@ class DecontamSplit(PipelineStep):
                 del table, batch
                 release_arrow_memory()
         peak = _peak_rss_mb()  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
-        out.close({"peak_rss_mb": peak})
+        extra: dict = {"peak_rss_mb": peak}
+        if parts is not None:  # the report's share of this task (report.py merges them)
+            (work / "report").mkdir(exist_ok=True)
+            pq.write_table(parts.matches_table(), work / "report" / f"{rank:05d}.parquet", compression="zstd")
+            extra["report"] = parts.to_json()
+        out.close(extra)
         return
         yield
 
@@ -320,13 +333,18 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
             peaks = [t["peak_rss_mb"] for t in tasks if t.get("peak_rss_mb") is not None]
             if peaks:
                 timings["task_peak_rss_mb"] = round(max(peaks), 1)  # the largest matcher task's VmHWM
+            if cfg.report:  # the tasks' report parts, read before the work folder goes
+                report_parts = ReportParts.merge([t["report"] for t in tasks])
+                match_tables = [pq.read_table(work / "report" / f"{rank:05d}.parquet") for rank in range(area.tasks)]
             timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
+        else:
+            report_parts, match_tables = ReportParts(), []
         stats = finish_stage(area, {"timings": timings})
     if cfg.report:
         from cotforge.curate.decontam.report import write_contamination_report
 
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
-            n: spec_to_dict(s) for n, s in bench_specs.items()})
+            n: spec_to_dict(s) for n, s in bench_specs.items()}, parts=report_parts, match_tables=match_tables)
         stats["contamination"] = summary["totals"]
         timings["report_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats["timings"] = timings
