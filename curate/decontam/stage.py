@@ -39,7 +39,8 @@ from cotforge.curate.core.benchmarks import (
     spec_to_dict,
 )
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.index import DecontamIndex, build_index
+from cotforge.curate.decontam.index import DecontamIndex
+from cotforge.curate.decontam.indexcache import cached_build
 from cotforge.curate.decontam.match import Match, Matcher
 from cotforge.curate.decontam.report import ReportParts
 from cotforge.curate.decontam.spans import locate
@@ -276,12 +277,13 @@ def _tasks_for_workers(specs, exec_cfg):
     return exec_cfg
 
 
-def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, index_dir: Path) -> dict:
-    """Build the index next to `index_dir` and keep the one already there when it is byte-identical (Slurm
-    jobs of an earlier invocation may still be reading it); otherwise replace it."""
+def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, index_dir: Path) -> tuple[dict, bool]:
+    """Build the index next to `index_dir` (or copy it from the on-disk cache of built indexes,
+    `decontam/indexcache.py`) and keep the one already there when it is byte-identical (Slurm jobs of an
+    earlier invocation may still be reading it); otherwise replace it. Returns (meta, whether cached)."""
     new = index_dir.with_name(index_dir.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
-    meta = build_index(benchmarks, cfg, new)
+    meta, cached = cached_build(benchmarks, cfg, new)
 
     def files(d: Path) -> dict[str, bytes]:
         return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
@@ -291,7 +293,7 @@ def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig
     else:
         shutil.rmtree(index_dir, ignore_errors=True)
         new.rename(index_dir)
-    return meta
+    return meta, cached
 
 
 @remote_output
@@ -314,8 +316,9 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     exec_cfg = _tasks_for_workers(specs, exec_cfg.for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     index_dir = out / "_work" / "decontaminate_index"  # outside the work folder (start_stage may reset it)
-    meta = _fresh_index(benchmarks, cfg, index_dir)
+    meta, cached = _fresh_index(benchmarks, cfg, index_dir)
     timings["index_s"] = round(time.time() - t0, 3)
+    timings["index_cached"] = cached  # copied from the cache of built indexes (decontam/indexcache.py)
     config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
               "index_keys": meta["keys"], "short_keys": meta["short_keys"],
               "response_side": "whole response" if not cfg.response_chars else f"first {cfg.response_chars} characters"}
@@ -323,12 +326,12 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
                        rows_per_shard=rows_per_shard, config=config)
     with area:
         work, writer = area.work, area.writer
-        timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        timings["ingest_s"] = round(time.time() - t0 - _spent(timings), 3)
         if area.tasks:
             step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema,
                                  writer.kept.rows_per_shard, writer.kept.buffer_bytes)
             run_steps(work, [Step("decontaminate", [step], area.tasks)], exec_cfg, "decontaminate")
-            timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+            timings["match_s"] = round(time.time() - t0 - _spent(timings), 3)
             tasks = adopt_task_shards(writer, work, area.tasks)
             peaks = [t["peak_rss_mb"] for t in tasks if t.get("peak_rss_mb") is not None]
             if peaks:
