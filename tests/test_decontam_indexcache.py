@@ -101,3 +101,20 @@ def test_second_stage_run_uses_the_cache_and_publishes_the_same(tmp_path, monkey
     assert s1["removed"] == s2["removed"] > 0
     for part in ("kept", "removed"):
         assert _files(tmp_path / "a" / part) == _files(tmp_path / "b" / part)
+
+
+def test_load_index_once_per_process_and_afresh_when_the_folder_changes(tmp_path):
+    """Ranks of one worker process share the loaded index; another index written to the same folder is
+    loaded again (the key is the content of entries.json, not the path)."""
+    from cotforge.curate.decontam.index import load_index
+
+    cfg = DecontamConfig(benchmarks=["synth"])
+    build_index(_bench(), cfg, tmp_path / "i")
+    a = load_index(tmp_path / "i")
+    assert load_index(tmp_path / "i") is a
+    import shutil
+
+    shutil.rmtree(tmp_path / "i")
+    build_index(_bench(PROBLEMS[:2]), cfg, tmp_path / "i")
+    b = load_index(tmp_path / "i")
+    assert b is not a and len(b.entries) == 2 and len(a.entries) == 3

@@ -39,7 +39,7 @@ from cotforge.curate.core.benchmarks import (
     spec_to_dict,
 )
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.index import DecontamIndex
+from cotforge.curate.decontam.index import DecontamIndex, load_index
 from cotforge.curate.decontam.indexcache import cached_build
 from cotforge.curate.decontam.match import Match, Matcher
 from cotforge.curate.decontam.report import ReportParts
@@ -121,7 +121,7 @@ class DecontamSplit(PipelineStep):
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
 
-        index = DecontamIndex(self.index_dir)
+        index = load_index(self.index_dir)  # once per worker process, not per rank
         matcher = Matcher(index)
         work = Path(self.work)
         pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
