@@ -54,6 +54,7 @@ from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lo
 log = logging.getLogger(__name__)
 
 MAX_GAP = 4  # words a substitution may change on either side
+_NO_MATCH: tuple[list, None] = ([], None)  # prompt_side's verdict of a prompt without matches (never mutated)
 
 
 @dataclass
@@ -385,9 +386,9 @@ class Matcher:
             sub = todo[lo:hi]
             hb = HashedBatch(s.gather(sub), cfg, self.index.defined_names)
             found = self.side(hb, cfg, prompt=True)
-            for j, i in enumerate(sub):
-                got = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
-                self._cache[klist[i]] = (got, hb.text(j) if got else None)
+            self._cache.update(dict.fromkeys(keys[sub].tolist(), _NO_MATCH))  # most prompts: one shared value
+            for j, d in found.items():
+                self._cache[klist[sub[j]]] = ([(e, kind, sc, span) for e, (kind, sc, span) in d.items()], hb.text(j))
         out = [self._cache[k] for k in klist]
         if not cfg.prompt_cache:
             self._cache = {}

@@ -134,7 +134,7 @@ class DecontamSplit(PipelineStep):
                 resp = table.column("response") if "response" in table.column_names else None
                 found = matcher.match_batch(table.column("prompt").combine_chunks(),
                                             resp.combine_chunks() if resp is not None else None, self.cfg)
-                flagged = np.array([i for i, ms in enumerate(found) if ms], dtype=np.int64)
+                flagged = np.flatnonzero(np.fromiter(map(bool, found), dtype=bool, count=len(found)))
                 drop = np.zeros(table.num_rows, dtype=bool)
                 drop[flagged] = True
                 out.keep_table(_conform(table.filter(pa.array(~drop)), self.schema))
