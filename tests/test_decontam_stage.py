@@ -228,3 +228,26 @@ def test_merged_parts_sample_and_count_like_all_rows(limit, monkeypatch):
         rows, {"a": 5000}, {"math500": 500, "aime": 30, "mbpp": 9})
     assert merged.first == whole.first and merged.rows == 3000
     assert merged.no_offset == sum(r["match_start"] is None for r in rows)
+
+
+def test_ranks_of_one_process_share_the_matcher_and_its_prompt_verdicts(tmp_path):
+    """The Matcher (and its prompt cache) is per loaded index and process: a second rank reuses the first
+    rank's verdicts; another index gets its own."""
+    from cotforge.curate.core.benchmarks import BenchmarkItem
+    from cotforge.curate.decontam.index import build_index, load_index
+    from cotforge.curate.decontam.stage import process_matcher
+
+    cfg = DecontamConfig(benchmarks=["synth"])
+    items = {"synth": [BenchmarkItem("s0", "Find the number of ordered pairs of integers a and b such that a squared "
+                                     "plus b squared equals twenty five exactly.", "12", None, None, {}, "synth")]}
+    build_index(items, cfg, tmp_path / "i")
+    m = process_matcher(load_index(tmp_path / "i"))
+    prompts = [items["synth"][0].problem, "Tom has 12 apples.", items["synth"][0].problem]
+    first = m.match_batch(prompts, None, cfg)
+    assert [bool(x) for x in first] == [True, False, True]
+    m2 = process_matcher(load_index(tmp_path / "i"))
+    assert m2 is m and len(m2._cache) == 2  # the second rank starts with both distinct prompts' verdicts
+    assert [[(x.benchmark_id, x.span) for x in ms] for ms in m2.match_batch(prompts, None, cfg)] == [
+        [(x.benchmark_id, x.span) for x in ms] for ms in first]
+    build_index({"synth": items["synth"] * 2}, cfg, tmp_path / "j")
+    assert process_matcher(load_index(tmp_path / "j")) is not m

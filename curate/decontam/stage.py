@@ -122,7 +122,7 @@ class DecontamSplit(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
 
         index = load_index(self.index_dir)  # once per worker process, not per rank
-        matcher = Matcher(index)
+        matcher = process_matcher(index)
         work = Path(self.work)
         pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
@@ -168,6 +168,21 @@ class DecontamSplit(PipelineStep):
         out.close(extra)
         return
         yield
+
+
+_MATCHERS: dict[int, Matcher] = {}
+
+
+def process_matcher(index: DecontamIndex) -> Matcher:
+    """One Matcher per loaded index in a worker process, so its prompt verdict cache serves every rank the
+    process runs (a prompt repeated across ranks -- many responses per problem -- is matched once per process,
+    not once per rank). Verdicts depend only on the prompt, the index and the config; a changed config starts
+    a new cache (`Matcher.prompt_side`)."""
+    m = _MATCHERS.get(id(index))
+    if m is None or m.index is not index:
+        _MATCHERS.clear()
+        m = _MATCHERS[id(index)] = Matcher(index)
+    return m
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
