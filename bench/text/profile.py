@@ -12,7 +12,8 @@ Parts, each timed alone on the whole batch (best of `--repeat`):
 - `word hashes`: `kernel._hash_kernel(..., n=0)` (split + per-word hash, no n-grams);
 - `word + 8-gram hashes`: `kernel.hash_words_ngrams(..., 8)`;
 - `end to end`: `normalize_many` + `hash_words_ngrams` from the Python list, as the stages call them.
-MB = UTF-8 input bytes. Run under the CPU lock:
+MB = UTF-8 input bytes. It calls the kernel's private steps on purpose (it times them one by one); the stages
+call only `normalize_many` / `hash_words_ngrams`. Run under the CPU lock:
 
     /tmp/tools/heavy python -m bench.text.profile --mb 20
 """
