@@ -12,16 +12,16 @@ faster. The per-character steps of `normalize._chars` become two lookup tables b
 - stage B, per intermediate code point: the Unicode-math map and the LaTeX command map of what it inserts
   (`≤` -> ` \\leq ` -> `leq`), then punctuation to a space, as the UTF-8 bytes it contributes.
 
-One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, splits ASCII letters from
-digits, collapses spaces and strips the ends. Steps that depend on context beyond one character are not in the
-kernel: a text whose characters need them (a backslash, i.e. real LaTeX; three backticks, a code fence; a
-code point NFKC may compose) is flagged by the same pass and takes `normalize`; instruction wrappers are removed
-from the kernel's output by the batch wrapper step of `normalize` (it reads normalised text only). So
-`normalize_many(texts)[i] == normalize(texts[i])` for every text (tests/test_kernel.py fuzzes it on real corpora
-and adversarial Unicode).
+One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, runs the LaTeX rules
+(`\\frac12`, environments, commands) and the code-fence rule with look-ahead, splits ASCII letters from digits,
+collapses spaces and strips the ends. A text holding a code point NFKC may compose with its neighbour is flagged
+by the same pass and takes `normalize`; instruction wrappers are removed from the kernel's output by the batch
+wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
+for every text (tests/test_kernel.py fuzzes it on real corpora and adversarial Unicode).
 
-`hash_words_ngrams` reads the normalised column once more and returns the word hashes of
-`hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit.
+`hash_words_ngrams` reads the normalised column once more, 8 bytes at a time, and returns the word hashes of
+`hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit. Large outputs are
+allocated by numpy, not inside the kernels (huge pages; see `_hash_outputs`).
 
 The kernels are compiled with `cache=True`: numba keeps the machine code on disk (in the cotforge cache folder,
 or NUMBA_CACHE_DIR when set), so each worker process compiles once per installation, not once per run.
