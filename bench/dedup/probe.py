@@ -1,0 +1,76 @@
+"""Where the dedup stage's time goes: one run on a generated corpus with every function profiled (cProfile), in
+this one process (`--workers 1`: datatrove's local executor runs the tasks in-process) or with a pool.
+
+    python -m bench.dedup.probe --rows 50000 [--workers 1] [--top 30]
+
+Prints the fixed per-process costs first (interpreter + imports of the stage, the text kernel's first load),
+then the stage's step timings (stats.json) and the functions with the most exclusive and inclusive time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.dedup.speed import generate
+
+
+def fixed_costs() -> dict[str, float]:
+    """Seconds of a bare interpreter, of importing the stage in a fresh one, and of the kernel's first call."""
+    def timed(code: str) -> float:
+        t = time.time()
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+        return round(time.time() - t, 3)
+
+    return {"python_s": timed("pass"),
+            "import_stage_s": timed("import cotforge.pipelines.stages, cotforge.curate.dedup.stage"),
+            "import_stage_and_kernel_first_call_s": timed(
+                "import cotforge.curate.dedup.stage\n"
+                "from cotforge.curate.text.columns import normalize_list\n"
+                "from cotforge.curate.text.normalize import DEFAULT_NORM\n"
+                "normalize_list(['A b c'], DEFAULT_NORM, 'auto')")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=50_000)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--no-fixed", action="store_true", help="skip the fixed-cost subprocess timings")
+    args = ap.parse_args()
+    if not args.no_fixed:
+        print("fixed per-process costs:", json.dumps(fixed_costs()), flush=True)
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gen.parquet"
+        generate(path, args.rows)
+        prof = cProfile.Profile()
+        t = time.time()
+        prof.enable()
+        stats = run_stage("dedup", [InputSpec(str(path), source_name="gen")], Path(d) / "o", DedupConfig(),
+                          ExecutorConfig(workers=args.workers, rows_per_task=25_000))
+        prof.disable()
+        wall = time.time() - t
+    print(f"{args.rows} rows, {args.workers} worker(s): wall {wall:.2f} s, load {os.getloadavg()[0]:.2f}")
+    print("steps:", json.dumps(stats["dedup"]["timings"]))
+    for key in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(args.top)
+        print(f"\n--- by {key} ---\n" + "\n".join(buf.getvalue().splitlines()[6:]))
+
+
+if __name__ == "__main__":
+    main()
