@@ -68,7 +68,7 @@ class ArrayBuckets(PipelineStep):
                 if not parts:
                     continue
                 rec, fid = np.concatenate(parts), np.concatenate(fids)
-                order = np.lexsort([rec[f"h{i}"] for i in reversed(range(r))])
+                order = record_order([rec[f"h{i}"] for i in range(r)] + [fid, rec["doc"]])
                 rec, fid = rec[order], fid[order]
                 same = np.ones(len(rec) - 1, dtype=bool)
                 for i in range(r):
@@ -80,6 +80,28 @@ class ArrayBuckets(PipelineStep):
                 n_pairs += len(pairs)
         del maps
         self.stat_update("total_matches", value=n_pairs)
+
+
+def record_order(keys: list[np.ndarray]) -> np.ndarray:
+    """The order that sorts records by the tuple of `keys` (first key first), as `np.lexsort(keys[::-1])`
+    gives it for records whose full tuples are distinct: one argsort of the first key, then a lexsort of only
+    the records whose first key is shared (equal band values are a few records in thousands)."""
+    first = keys[0]
+    order = np.argsort(first, kind="stable")
+    if len(keys) == 1 or len(order) < 2:
+        return order
+    fs = first[order]
+    tie = fs[1:] == fs[:-1]
+    if not tie.any():
+        return order
+    in_run = np.zeros(len(order), dtype=bool)
+    in_run[1:] |= tie
+    in_run[:-1] |= tie
+    at = np.flatnonzero(in_run)
+    run = np.cumsum(np.r_[True, ~tie])[at]  # ascending with the first key, so runs keep their places
+    sub = order[at]
+    order[at] = sub[np.lexsort([k[sub] for k in reversed(keys[1:])] + [run])]
+    return order
 
 
 def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[np.ndarray, np.ndarray]:
@@ -101,4 +123,4 @@ def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[n
     return np.concatenate(a_parts), np.concatenate(b_parts)
 
 
-__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN"]
+__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN", "record_order"]

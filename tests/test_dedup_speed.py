@@ -1,0 +1,50 @@
+"""Dedup's fast paths equal their plain forms: the compiled MinHash loop, the tie-only record sort, the streamed
+report; and the stage gives the same verdicts with the kernel on and off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cotforge.curate.dedup.buckets import record_order
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.core import band_signatures
+from cotforge.curate.dedup.minhash import minhash_rows
+from cotforge.curate.text.columns import kernel_installed
+from cotforge.curate.text.hashing import affine_perms, minhash_matrix
+
+needs_numba = pytest.mark.skipif(not kernel_installed(), reason="numba (the kernel extra) is not installed")
+
+
+@needs_numba
+@pytest.mark.parametrize("n_rows,per_row", [(0, 0), (1, 1), (7, 3), (500, 40)])
+def test_compiled_minhash_equals_the_numpy_form(n_rows: int, per_row: int) -> None:
+    rng = np.random.default_rng(n_rows)
+    sh = rng.integers(0, 2**64 - 1, size=n_rows * per_row, dtype=np.uint64)
+    rows = rng.integers(0, max(n_rows, 1), size=len(sh)).astype(np.int64)  # unsorted, some rows empty
+    a, b = affine_perms(100, 7)
+    got = minhash_rows(sh, rows, n_rows + 2, a, b, kernel="numba")
+    want = minhash_matrix(sh, rows, n_rows + 2, a, b)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert (got[n_rows:] == np.iinfo(np.uint64).max).all()  # rows without shingles stay at the maximum
+
+
+@needs_numba
+def test_band_signatures_equal_with_and_without_the_kernel() -> None:
+    texts = ["a farmer has 12 cows and buys 5 more how many cows", "x", "", "find x if 2x 10",
+             "the sum of all positive integers n less than 40 such that n 2 3 n 7 is divisible by 5"] * 30
+    num = np.arange(len(texts), dtype=np.uint64)
+    sig_k, has_k = band_signatures(texts, num, DedupConfig(text_kernel="numba"))
+    sig_p, has_p = band_signatures(texts, num, DedupConfig(text_kernel="python"))
+    assert np.array_equal(has_k, has_p) and np.array_equal(sig_k, sig_p)
+    assert not has_k[2] and has_k[1]
+
+
+def test_record_order_equals_lexsort_with_and_without_ties() -> None:
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n = int(rng.integers(0, 200))
+        spread = int(rng.integers(1, 6)) if trial % 3 else 2**62  # many ties / almost none
+        keys = [rng.integers(0, spread, size=n).astype(np.uint64) for _ in range(3)]
+        keys.append(rng.permutation(n).astype(np.uint32))  # the doc index makes every tuple distinct
+        assert np.array_equal(record_order(keys), np.lexsort(keys[::-1])), trial
