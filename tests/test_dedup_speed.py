@@ -48,3 +48,44 @@ def test_record_order_equals_lexsort_with_and_without_ties() -> None:
         keys = [rng.integers(0, spread, size=n).astype(np.uint64) for _ in range(3)]
         keys.append(rng.permutation(n).astype(np.uint32))  # the doc index makes every tuple distinct
         assert np.array_equal(record_order(keys), np.lexsort(keys[::-1])), trial
+
+
+def _corpus(path) -> None:
+    """Rows with exact and near duplicates of a few templated problems, as a JSONL input."""
+    import json
+    import random
+
+    rng = random.Random(0)
+    rows = []
+    for i in range(400):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        base = f"Mia has {a} apples and buys {b} more apples at the market. How many apples does Mia have now?"
+        kind = rng.random()
+        prompt = base + (" Show your work." if kind < 0.3 else "")
+        rows.append({"id": f"r{i}", "problem": prompt, "response": f"The answer is {a + b}." if kind < 0.8 else "x"})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_streamed_report_equals_one_join_and_counts_every_removed_row(tmp_path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import report
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    _corpus(tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    stats = run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(), ExecutorConfig(workers=1))
+    removed = pq.read_table(out / "removed").num_rows
+    assert removed > 10
+    cell, pairs = report.merged_pairs(out)
+    assert sum(cell.values()) == removed
+    md, html = report.render_markdown(pairs, stats, cell), report.render_html(pairs, stats, cell)
+    assert report.render_markdown(pairs, stats) == md  # every pair kept here: counting them gives the same
+    monkeypatch.setattr(report, "JOIN_ROWS", 3)  # many hash partitions: the same report
+    cell2, pairs2 = report.merged_pairs(out)
+    assert cell2 == cell
+    assert report.render_markdown(pairs2, stats, cell2) == md and report.render_html(pairs2, stats, cell2) == html
+    assert all(p["response"] for p in pairs2)  # responses fetched for the sampled pairs
+    assert len(report.merged_pairs(out, keep=2)[1]) <= 2 * len(cell)  # memory bound: `keep` per (reason, source)
