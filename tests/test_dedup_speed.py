@@ -89,3 +89,30 @@ def test_streamed_report_equals_one_join_and_counts_every_removed_row(tmp_path, 
     assert report.render_markdown(pairs2, stats, cell2) == md and report.render_html(pairs2, stats, cell2) == html
     assert all(p["response"] for p in pairs2)  # responses fetched for the sampled pairs
     assert len(report.merged_pairs(out, keep=2)[1]) <= 2 * len(cell)  # memory bound: `keep` per (reason, source)
+
+
+def test_cluster_checks_in_small_chunks_give_the_same_verdicts(tmp_path, monkeypatch) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import cluster
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    _corpus(tmp_path / "in.jsonl")
+
+    def removed(name: str) -> tuple[list, dict]:
+        out = tmp_path / name
+        run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(),
+                  ExecutorConfig(workers=1, rows_per_task=90))
+        rows = sorted(tuple(r.values()) for r in
+                      pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
+        stats = json.loads((out / "stats.json").read_text())["dedup"]
+        return rows, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
+
+    whole = removed("whole")
+    monkeypatch.setattr(cluster, "CHECK_PAIRS", 2)
+    assert removed("chunks") == whole
+    assert whole[1]["candidate_pairs"] > 4 and whole[0]
