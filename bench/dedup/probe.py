@@ -40,13 +40,84 @@ def fixed_costs() -> dict[str, float]:
                 "normalize_list(['A b c'], DEFAULT_NORM, 'auto')")}
 
 
+class RssSampler:
+    """Samples this process's RSS every `every` seconds in a thread, and marks phases (the stage's log lines
+    "dedup: step NAME"), so the peak of each step can be read off: memory that grows with the input shows up
+    as a step whose peak grows with the row count."""
+
+    def __init__(self, every: float = 0.05):
+        import logging
+        import threading
+
+        self.every, self.phase, self.peaks = every, "ingest", {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        sampler = self
+
+        class Marks(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                msg = record.getMessage()
+                if ": step " in msg:
+                    sampler.phase = msg.split(": step ")[1].split(" ")[0]
+
+        self.handler = Marks()
+
+    @staticmethod
+    def rss_mb() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:")) / 1024
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            r = self.rss_mb()
+            self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), r)
+
+    def __enter__(self) -> RssSampler:
+        import logging
+
+        logging.getLogger("cotforge").addHandler(self.handler)
+        logging.getLogger("cotforge").setLevel(logging.INFO)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import logging
+
+        self._stop.set()
+        self._thread.join(timeout=5)
+        logging.getLogger("cotforge").removeHandler(self.handler)
+
+
+def rss_per_step(path: Path, out: Path, workers: int) -> dict[str, float]:
+    """Peak RSS (MB) of this process in each step of one stage run (tasks run here with 1 worker)."""
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    with RssSampler() as s:
+        run_stage("dedup", [InputSpec(str(path), source_name="gen")], out, DedupConfig(),
+                  ExecutorConfig(workers=workers, rows_per_task=25_000))
+        s.phase = "report+finish"
+    return {k: round(v) for k, v in s.peaks.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=50_000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--no-fixed", action="store_true", help="skip the fixed-cost subprocess timings")
+    ap.add_argument("--rss", default=None, help="instead: peak RSS per step for these generated files (comma list)")
     args = ap.parse_args()
+    if args.rss:
+        for f in args.rss.split(","):
+            with tempfile.TemporaryDirectory() as d:
+                t = time.time()
+                peaks = rss_per_step(Path(f), Path(d) / "o", args.workers)
+                print(f"{f}: peak RSS per step (MB) {json.dumps(peaks)}; {time.time() - t:.0f} s, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+        return
     if not args.no_fixed:
         print("fixed per-process costs:", json.dumps(fixed_costs()), flush=True)
     from cotforge.curate.dedup.config import DedupConfig

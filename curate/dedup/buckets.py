@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,10 @@ class ArrayBuckets(PipelineStep):
         with open(out / f"{band:05d}_00.dups", "wb") as fo:
             for lo, hi in zip(edges[:-1], edges[1:], strict=True):
                 parts, fids = [], []
-                for m, rk in zip(maps, ranks, strict=True):
-                    h0 = m["h0"]
-                    a, b = np.searchsorted(h0, np.array([lo, hi], dtype=np.uint64)) if len(m) else (0, 0)
-                    if b > a:
-                        parts.append(np.array(m[a:b]))
+                for m, rk, f in zip(maps, ranks, files, strict=True):
+                    a, b = _cut(m, lo), _cut(m, hi)
+                    if b > a:  # read, not sliced from the map: mapped pages stay resident (RSS ~ band file size)
+                        parts.append(np.fromfile(f, dtype=dtype, count=int(b - a), offset=int(a) * dtype.itemsize))
                         fids.append(np.full(b - a, rk, dtype=np.uint32))
                 if not parts:
                     continue
@@ -80,6 +80,13 @@ class ArrayBuckets(PipelineStep):
                 n_pairs += len(pairs)
         del maps
         self.stat_update("total_matches", value=n_pairs)
+
+
+def _cut(m: np.ndarray, value: int) -> int:
+    """First record of the sorted band file `m` (a memmap) whose first hash is >= value, by a binary search
+    that touches ~log2(len) records: np.searchsorted would copy the strided column, reading every page."""
+    h0 = m["h0"]
+    return bisect_left(h0, value) if len(m) else 0
 
 
 def record_order(keys: list[np.ndarray]) -> np.ndarray:
