@@ -49,7 +49,7 @@ class RssSampler:
         import logging
         import threading
 
-        self.every, self.phase, self.peaks = every, "ingest", {}
+        self.every, self.phase, self.peaks, self.starts = every, "ingest", {}, {"ingest": self.rss_mb()}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         sampler = self
@@ -58,9 +58,18 @@ class RssSampler:
             def emit(self, record: logging.LogRecord) -> None:
                 msg = record.getMessage()
                 if ": step " in msg:
-                    sampler.phase = msg.split(": step ")[1].split(" ")[0]
+                    sampler.mark(msg.split(": step ")[1].split(" ")[0])
 
         self.handler = Marks()
+
+    def mark(self, phase: str) -> None:
+        """A new phase starts now (its RSS at the start is kept: peak - start = the phase's own growth)."""
+        self.starts[phase] = self.rss_mb()
+        self.phase = phase
+
+    def growth(self) -> dict[str, int]:
+        """Per phase, peak RSS minus RSS at its start (MB): the memory the phase itself added."""
+        return {k: round(self.peaks.get(k, v) - v) for k, v in self.starts.items()}
 
     @staticmethod
     def rss_mb() -> float:
@@ -88,8 +97,9 @@ class RssSampler:
         logging.getLogger("cotforge").removeHandler(self.handler)
 
 
-def rss_per_step(path: Path, out: Path, workers: int) -> dict[str, float]:
-    """Peak RSS (MB) of this process in each step of one stage run (tasks run here with 1 worker)."""
+def rss_per_step(path: Path, out: Path, workers: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(peak RSS, peak minus RSS at the step's start), MB, of this process in each step of one stage run (tasks
+    run here with 1 worker; the report and collect count in `filter`)."""
     from cotforge.curate.dedup.config import DedupConfig
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
@@ -98,8 +108,7 @@ def rss_per_step(path: Path, out: Path, workers: int) -> dict[str, float]:
     with RssSampler() as s:
         run_stage("dedup", [InputSpec(str(path), source_name="gen")], out, DedupConfig(),
                   ExecutorConfig(workers=workers, rows_per_task=25_000))
-        s.phase = "report+finish"
-    return {k: round(v) for k, v in s.peaks.items()}
+    return {k: round(v) for k, v in s.peaks.items()}, s.growth()
 
 
 def main() -> None:
@@ -114,8 +123,9 @@ def main() -> None:
         for f in args.rss.split(","):
             with tempfile.TemporaryDirectory() as d:
                 t = time.time()
-                peaks = rss_per_step(Path(f), Path(d) / "o", args.workers)
-                print(f"{f}: peak RSS per step (MB) {json.dumps(peaks)}; {time.time() - t:.0f} s, "
+                peaks, growth = rss_per_step(Path(f), Path(d) / "o", args.workers)
+                print(f"{f}: peak RSS per step (MB) {json.dumps(peaks)}, growth within the step {json.dumps(growth)}; "
+                      f"{time.time() - t:.0f} s, "
                       f"load {os.getloadavg()[0]:.2f}", flush=True)
         return
     if not args.no_fixed:
