@@ -178,6 +178,24 @@ def test_test_sample_is_seeded_shared_within_a_rollout_and_redrawn_across():
     assert idx == sorted(idx) and len(set(idx)) == 16
 
 
+
+def test_a_rollout_that_trained_nothing_does_not_repeat_the_next_test_draw(monkeypatch):
+    """TRL's reward function at the same `global_step` twice (the first rollout's rows were all left out, so the
+    step did not advance): the second call draws other tests; the next step starts from the plain step draw."""
+    from types import SimpleNamespace
+
+    seen: list = []
+    _fake_runner(monkeypatch, seen)
+    tests = json.dumps({"kind": "stdio", "cases": [{"input": str(i), "output": str(i)} for i in range(40)]})
+    ok = "<think>x</think>\n```python\nprint(1)\n```"
+    reward = make_reward_func(RewardConfig(mode="official"))
+    for step in (4, 4, 5):
+        reward([ok], ability=["code"], tests=[tests], trainer_state=SimpleNamespace(global_step=step))
+    first, again, nxt = (json.dumps(s) for s in seen)
+    assert first == sample_tests(tests, 16, seed=0, step=4) and again != first
+    assert again == sample_tests(tests, 16, seed=0, step=4, repeat=1)
+    assert nxt == sample_tests(tests, 16, seed=0, step=5)
+
 # ---------------------------------------------------------------- the policy_loss log
 def _parity(texts: list[str], truths: list[str]) -> list[float]:
     """1.0 (correct: enters the SFT term) for even-length completions, 0.0 otherwise: mixed groups."""

@@ -12,8 +12,8 @@ Klear-Reasoner's shaping (paper §3.2.4, official reward code), in two reward mo
           verifies against the gold, else -1 (`math_mode: official`, `math_dapo.py`)
     code: the mean of +1 (test passed) / -1 (failed) over at most `code_max_tests` = 16 tests sampled from
           the row's tests, i.e. 2p - 1 over the sample (`code_r1_compute.py`, MAX_TEST_CASES = 16). The sample
-          is seeded: a function of (`test_seed`, the row's tests, the trainer's step), so it is the same for
-          the G samples of one prompt in one rollout (advantages compare programs on the same tests) and
+          is seeded: a function of (`test_seed`, the row's tests, the trainer's step and how many rollouts
+          came before at that step), so it is the same for the G samples of one prompt in one rollout (advantages compare programs on the same tests) and
           differs between rollouts; the official code draws per response, unseeded. A fence with no program
           in it scores `incorrect` (-1), as an empty program failing every test does there.
   mode "strict" (stricter: what the paper describes, with cotforge's stricter extraction):
@@ -203,10 +203,12 @@ def code_reward(verdict: Any, cfg: RewardConfig) -> float | None:
     return (2 * p - 1) if cfg.code_signed else p
 
 
-def sample_tests(tests: str, k: int, seed: int, step: int = 0) -> str:
-    """At most `k` stdio cases of `tests`, drawn without replacement by a generator seeded with (seed, step, the
-    tests text), in their original order; other kinds (one assert script, a pytest file) and k = 0 unchanged.
-    The official reward samples MAX_TEST_CASES = 16 cases per response ([R] `code_r1_compute.py`)."""
+def sample_tests(tests: str, k: int, seed: int, step: int = 0, repeat: int = 0) -> str:
+    """At most `k` stdio cases of `tests`, drawn without replacement by a generator seeded with (seed, step,
+    repeat, the tests text), in their original order; other kinds (one assert script, a pytest file) and k = 0
+    unchanged. `repeat` counts earlier rollouts at the same trainer step (a rollout whose rows were all left out
+    does not advance the step; the next one must still draw new tests). The official reward samples
+    MAX_TEST_CASES = 16 cases per response ([R] `code_r1_compute.py`)."""
     if k <= 0 or not tests:
         return tests
     try:
@@ -216,17 +218,19 @@ def sample_tests(tests: str, k: int, seed: int, step: int = 0) -> str:
     cases = spec.get("cases") if isinstance(spec, dict) and spec.get("kind") == "stdio" else None
     if not isinstance(cases, list) or len(cases) <= k:
         return tests
-    digest = hashlib.sha256(f"{seed}:{step}:{tests}".encode()).digest()
+    key = f"{step}" if repeat == 0 else f"{step}.{repeat}"
+    digest = hashlib.sha256(f"{seed}:{key}:{tests}".encode()).digest()
     picked = sorted(random.Random(int.from_bytes(digest[:8], "big")).sample(range(len(cases)), k))
     return json.dumps({**spec, "cases": [cases[i] for i in picked]}, ensure_ascii=False)
 
 
 def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConfig | None = None,
-                 limits: Any = None, opened: Sequence[bool] | None = None, step: int = 0) -> list[float | None]:
+                 limits: Any = None, opened: Sequence[bool] | None = None, step: int = 0,
+                 repeat: int = 0) -> list[float | None]:
     """`code_reward` of the program after `</think>` run against each row's tests (at most `cfg.code_max_tests`
-    of them, `sample_tests` with the trainer's `step`) in the sandbox; format-penalised rows are not run, a
-    response without a ```python block gets `cfg.format_error` (never run), a row without tests is unscorable
-    (None: TRL gives it advantage 0), as is a sandbox failure. `opened` as in `math_rewards`."""
+    of them, `sample_tests` with the trainer's `step` and `repeat`) in the sandbox; format-penalised rows are not
+    run, a response without a ```python block gets `cfg.format_error` (never run), a row without tests is
+    unscorable (None: TRL gives it advantage 0), as is a sandbox failure. `opened` as in `math_rewards`."""
     from cotforge.curate.verify.code import extract_program, run_tests_batch
     from cotforge.curate.verify.sandbox import SandboxLimits
 
@@ -243,7 +247,7 @@ def code_rewards(responses: Sequence[str], tests: Sequence[str], cfg: RewardConf
         if not t:
             log.warning("code reward: row %d has no tests; unscorable", i)
             continue
-        t = sample_tests(t, int(cfg.code_max_tests or 0), cfg.test_seed, step)
+        t = sample_tests(t, int(cfg.code_max_tests or 0), cfg.test_seed, step, repeat)
         items.append((extract_program(resp, think_end=cfg.think_end, require_fence=True), t))
         idx.append(i)
     if items:
@@ -280,6 +284,21 @@ def completion_texts(completions: Sequence[Any], completion_ids: Sequence[Sequen
     return [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
 
 
+class RolloutCounter:
+    """(trainer step, calls before this one at that step): a rollout whose rows were all left out leaves
+    `global_step` where it was, and the next rollout must not draw the same code tests again."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.repeat = 0
+
+    def next(self, step: int) -> tuple[int, int]:
+        """Count a call of the reward function at trainer step `step`."""
+        self.repeat = self.repeat + 1 if step == self.step else 0
+        self.step = step
+        return step, self.repeat
+
+
 def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
                      custom: dict[str, Callable[[list[str], list[Any]], list[float]]] | None = None,
                      chat_template_kwargs: dict[str, Any] | None = None) -> Callable[..., list[float | None]]:
@@ -291,6 +310,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
     """
     cfg = cfg or RewardConfig()
     custom = dict(custom or {})
+    rollouts = RolloutCounter()
 
     def verifiable_reward(completions: list[Any], completion_ids: list[list[int]] | None = None,
                           ability: list[str] | None = None, ground_truth: list[Any] | None = None,
@@ -303,6 +323,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
         ability = ability or ["math"] * n
         ground_truth = ground_truth or [None] * n
         tests = tests or [None] * n
+        step, repeat = rollouts.next(int(getattr(trainer_state, "global_step", 0) or 0))
         out: list[float | None] = [0.0] * n
         for kind in sorted(set(ability)):
             idx = [i for i in range(n) if ability[i] == kind]
@@ -313,8 +334,7 @@ def make_reward_func(cfg: RewardConfig | None = None, tokenizer: Any = None,
                                     opened=[opened[i] for i in idx], problems=[problems[i] for i in idx])
             elif kind == "code":
                 vals = code_rewards([texts[i] for i in idx], [tests[i] or "" for i in idx], cfg,
-                                    opened=[opened[i] for i in idx],
-                                    step=int(getattr(trainer_state, "global_step", 0) or 0))
+                                    opened=[opened[i] for i in idx], step=step, repeat=repeat)
             else:
                 raise ValueError(f"no reward for ability {kind!r} (rows {idx[:5]}...); expected code, one of "
                                  f"{list(cfg.answer_abilities)} or a custom scorer {sorted(custom)}")
