@@ -116,3 +116,19 @@ def test_cluster_checks_in_small_chunks_give_the_same_verdicts(tmp_path, monkeyp
     monkeypatch.setattr(cluster, "CHECK_PAIRS", 2)
     assert removed("chunks") == whole
     assert whole[1]["candidate_pairs"] > 4 and whole[0]
+
+
+def test_candidate_pairs_merged_band_by_band_equal_one_unique_of_all(tmp_path) -> None:
+    from cotforge.curate.dedup.cluster import _read_pairs
+
+    rng = np.random.default_rng(5)
+    parts = []
+    for band in range(6):
+        rows = rng.integers(0, 3, size=(int(rng.integers(0, 40)), 4)).astype("<u4")  # many repeats across bands
+        rows.tofile(tmp_path / f"{band:05d}_00.dups")
+        parts.append(rows)
+    (tmp_path / "00009_00.dups").write_bytes(b"")
+    want = np.unique(np.concatenate(parts), axis=0)
+    got = _read_pairs(tmp_path)
+    assert got.dtype == np.uint32 and np.array_equal(got, want)
+    assert _read_pairs(tmp_path / "none").shape == (0, 4)
