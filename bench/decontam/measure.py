@@ -10,7 +10,8 @@ flagged when it shares any.
 Speed (`--speed short|longcot|both`): the corpora of bench/decontam/corpora.py, each method in a fresh
 interpreter, timed from reading the input Parquet to writing the result:
 - cotforge: the decontaminate stage (`run_stage`) with its defaults (whole responses, fuzzy tier on, 2 workers), all shared
-  benchmarks; ingest, index build, datatrove tasks, collect and report included;
+  benchmarks; ingest, index build (or its copy from the cache of built indexes: `--index-cache cold|warm|both`,
+  the table says which), datatrove tasks, publishing and report included;
 - baseline: one process: load the same benchmarks, build the 8-gram set, read the Parquet, for each row the
   set of 8-grams of the prompt and of the whole response (lower-case, split) and one set intersection,
   then write kept / removed Parquet (zstd) like the stage.
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,16 +177,31 @@ def shards_digest(out: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def _ours_cfg(prompt_cache: bool, batch_bytes: int = 0, text_kernel: str = "auto") -> DecontamConfig:
+    from cotforge.curate.core.benchmarks import local_benchmark_names
+
+    names = local_benchmark_names(SHARED / "benchmarks")
+    return DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
+                          text_kernel=text_kernel, **({"batch_bytes": batch_bytes} if batch_bytes else {}))
+
+
+def drop_cached_index(cfg: DecontamConfig) -> None:
+    """Remove this config's cached index build (decontam/indexcache.py): the next stage run builds it (cold)."""
+    from cotforge.curate.decontam import indexcache
+    from cotforge.curate.decontam.stage import load_config_benchmarks
+    from cotforge.curate.text.unitables import cache_dir
+
+    key = indexcache.index_key(load_config_benchmarks(cfg)[0], cfg)
+    shutil.rmtree(cache_dir() / "decontam_index" / key, ignore_errors=True)
+
+
 def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes: int = 0,
              text_kernel: str = "auto") -> dict:
-    from cotforge.curate.core.benchmarks import local_benchmark_names
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
     from cotforge.pipelines.stages import run_stage
 
-    names = local_benchmark_names(SHARED / "benchmarks")
-    cfg = DecontamConfig(benchmarks=names, benchmarks_dir=str(SHARED / "benchmarks"), prompt_cache=prompt_cache,
-                         text_kernel=text_kernel, **({"batch_bytes": batch_bytes} if batch_bytes else {}))
+    cfg = _ours_cfg(prompt_cache, batch_bytes, text_kernel)
     stats = run_stage("decontaminate", [InputSpec(path, "corpus")], Path(out) / "o", cfg, ExecutorConfig(workers=workers))
     return {"rows": stats["rows_in"], "flagged": stats["removed"], "timings": stats.get("timings", {}),
             "shards_sha256": shards_digest(Path(out) / "o"),
@@ -193,7 +210,9 @@ def run_ours(path: str, out: str, workers: int, prompt_cache: bool, batch_bytes:
 
 
 def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes: int = 0,
-           text_kernel: str = "auto") -> None:
+           text_kernel: str = "auto", index_cold: bool = False) -> None:
+    if method == "ours" and index_cold:  # before the clock starts
+        drop_cached_index(_ours_cfg(prompt_cache, batch_bytes, text_kernel))
     t = time.time()
     with tempfile.TemporaryDirectory() as d:
         res = (run_ours(path, d, workers, prompt_cache, batch_bytes, text_kernel) if method == "ours"
@@ -205,10 +224,10 @@ def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes
 
 
 def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True, batch_bytes: int = 0,
-            text_kernel: str = "auto") -> dict:
+            text_kernel: str = "auto", index_cold: bool = False) -> dict:
     """One method in a fresh interpreter; its result with wall time and peak RSS."""
     cmd = [sys.executable, "-m", "bench.decontam.measure", "--child", method, str(path), "--workers", str(workers),
-           "--text-kernel", text_kernel]
+           "--text-kernel", text_kernel] + (["--index-cold"] if index_cold else [])
     cmd += ([] if prompt_cache else ["--no-prompt-cache"]) + (["--batch-bytes", str(batch_bytes)] if batch_bytes else [])
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
@@ -219,7 +238,7 @@ def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True
 
 
 def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False,
-          kernels: tuple[str, ...] = ("auto",), cache_off: bool = True) -> None:
+          kernels: tuple[str, ...] = ("auto",), cache_off: bool = True, index_cache: str = "warm") -> None:
     corpora = ensure_corpora(rows_short=rows_short, rows_long=rows_long,
                              which=("short", "longcot", "short_clean") if which == "all" else (
                                  ("short", "longcot") if which == "both" else (which,)))
@@ -229,8 +248,13 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
     for name, path in corpora.items():
         base = measure("baseline", path)
         load_b = os.getloadavg()
-        runs = [(f"cotforge (defaults, 2 workers{'' if k == 'auto' else ', text_kernel=' + k})",
-                 measure("ours", path, text_kernel=k)) for k in kernels]
+        runs = []
+        for k in kernels:
+            label = f"cotforge (defaults, 2 workers{'' if k == 'auto' else ', text_kernel=' + k}"
+            if index_cache in ("cold", "both"):
+                runs.append((label + ", index built)", measure("ours", path, text_kernel=k, index_cold=True)))
+            if index_cache in ("warm", "both"):
+                runs.append((label + ")", measure("ours", path, text_kernel=k)))
         if name.startswith("short") and cache_off:
             runs.append(("cotforge, prompt cache off", measure("ours", path, prompt_cache=False)))
         if old_batches:
@@ -242,6 +266,7 @@ def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False
         for label, r in runs:
             t = r.get("timings", {})
             steps = " / ".join(f"{t.get(k + '_s', 0):.1f}" for k in ("index", "ingest", "match", "collect", "report"))
+            steps += " (index cached)" if t.get("index_cached") else " (index built)"
             print(f"| {name} | {r['rows']} | {label} | {r['wall_s']:.1f} | {r['rows'] / r['wall_s']:,.0f} | "
                   f"{r['flagged']} | {base['wall_s'] / r['wall_s']:.2f}x | {r['rss_self_mb']:.0f} / "
                   f"{r['rss_children_mb']:.0f} / {r.get('rss_task_mb') or 0:.0f} | {steps} | {r.get('shards_sha256', '')} | "
@@ -264,10 +289,14 @@ def main() -> None:
     ap.add_argument("--text-kernel", default="auto",
                     help="comma list of DecontamConfig.text_kernel values to time (auto,python: both, in one run)")
     ap.add_argument("--no-cache-off", action="store_true", help="skip the prompt-cache-off run")
+    ap.add_argument("--index-cache", choices=["warm", "cold", "both"], default="warm",
+                    help="cotforge runs with the built index as the cache has it (warm: built on a miss), after "
+                         "dropping it (cold), or both")
+    ap.add_argument("--index-cold", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args.child[0], args.child[1], args.workers, not args.no_prompt_cache, args.batch_bytes,
-               args.text_kernel)
+               args.text_kernel, args.index_cold)
         return
     if not (SHARED / "MANIFEST.md").exists():
         sys.exit(f"needs {SHARED}")
@@ -275,7 +304,7 @@ def main() -> None:
         quality(args.show_errors)
     if args.speed:
         speed(args.speed, args.rows_short, args.rows_long, args.old_batches, tuple(args.text_kernel.split(",")),
-              not args.no_cache_off)
+              not args.no_cache_off, args.index_cache)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ How rows are judged against it: `cotforge.curate.decontam.match`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -192,6 +193,22 @@ def _drop_stop_keys(short_h: np.ndarray, short: np.ndarray, max_df: int) -> tupl
 
 
 
+_LOADED: dict[str, DecontamIndex] = {}  # load_index's one index of this process, by entries.json digest
+
+
+def load_index(index_dir: str | Path) -> DecontamIndex:
+    """The index in `index_dir`, loaded once per process: datatrove runs many ranks in one worker process, and
+    each would otherwise load the arrays, build the prefilters and the LSH bands and warm the per-entry caches
+    again. Keyed by a digest of entries.json (the arrays follow from it, the config and the code), so another
+    index in the same folder is loaded afresh; only the latest is kept."""
+    d = Path(index_dir)
+    key = hashlib.sha256((d / "entries.json").read_bytes()).hexdigest()
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = DecontamIndex(d)
+    return _LOADED[key]
+
+
 class DecontamIndex:
     """The loaded index (arrays, entries, prefilters); matching is `cotforge.curate.decontam.match.Matcher`."""
 
@@ -226,6 +243,14 @@ class DecontamIndex:
         self.short_prefilter = BitPrefilter(self.short_first2)
         self.coarse_meta = meta.get("coarse")
         self._coarse: CoarseTier | None = None
+        self._rare_all: np.ndarray | None = None
+
+    @property
+    def rare_all(self) -> np.ndarray:
+        """Which of all entries' n-grams (`ent_ng`, text order) are not stop n-grams (one lookup, at first use)."""
+        if self._rare_all is None:
+            self._rare_all = sorted_lookup(self.keys, self.ent_ng)[1]
+        return self._rare_all
 
     def coarse_tier(self) -> CoarseTier | None:
         """The coarse candidate tier (loaded on first use); None when the index was built without it."""

@@ -54,6 +54,7 @@ from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lo
 log = logging.getLogger(__name__)
 
 MAX_GAP = 4  # words a substitution may change on either side
+_NO_MATCH: tuple[list, None] = ([], None)  # prompt_side's verdict of a prompt without matches (never mutated)
 
 
 @dataclass
@@ -281,7 +282,6 @@ class Matcher:
         self._cache: dict[int, tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
-        self._rare_all: np.ndarray | None = None
         self._numbers: dict[int, Counter] = {}
         self.coarse_stats: dict[str, int] = {}
         self._semantic = None  # decontam/semantic.py's tier, loaded at first use
@@ -292,13 +292,11 @@ class Matcher:
 
     def rare_ngrams(self, e: int, ih: np.ndarray, n: int) -> np.ndarray:
         """Which n-grams `ih` of entry `e` (text order) are not stop n-grams: for the index's own n, a slice of
-        one lookup of all entries' n-grams made at first use (per entry, the lookups cost more than the copy
-        checks of many batches); otherwise looked up and cached per entry."""
+        the index's one lookup of all entries' n-grams (`DecontamIndex.rare_all`; per entry, the lookups cost
+        more than the copy checks of many batches); otherwise looked up and cached per entry."""
         idx = self.index
         if n == idx.cfg_dict["ngram"]:
-            if self._rare_all is None:
-                self._rare_all = sorted_lookup(idx.keys, idx.ent_ng)[1]
-            return self._rare_all[idx.ent_ng_off[e]:idx.ent_ng_off[e + 1]]
+            return idx.rare_all[idx.ent_ng_off[e]:idx.ent_ng_off[e + 1]]
         if e not in self._rare:
             self._rare[e] = sorted_lookup(idx.keys, ih)[1]
         return self._rare[e]
@@ -388,9 +386,9 @@ class Matcher:
             sub = todo[lo:hi]
             hb = HashedBatch(s.gather(sub), cfg, self.index.defined_names)
             found = self.side(hb, cfg, prompt=True)
-            for j, i in enumerate(sub):
-                got = [(e, kind, sc, span) for e, (kind, sc, span) in found.get(j, {}).items()]
-                self._cache[klist[i]] = (got, hb.text(j) if got else None)
+            self._cache.update(dict.fromkeys(keys[sub].tolist(), _NO_MATCH))  # most prompts: one shared value
+            for j, d in found.items():
+                self._cache[klist[sub[j]]] = ([(e, kind, sc, span) for e, (kind, sc, span) in d.items()], hb.text(j))
         out = [self._cache[k] for k in klist]
         if not cfg.prompt_cache:
             self._cache = {}

@@ -2,11 +2,12 @@
 
 Flow: ingest (ordered work shards, one per task) -> `DecontamSplit` per task, by column: record batches of
 the shard are matched (`match.Matcher`, vectorised; Python only for candidate rows) and written as whole
-Arrow tables to kept/ and removed/ (`benchmark`, `benchmark_id`, `match_kind`, `side`, `score`, the
-overlapping span of the ORIGINAL text in `matched_text`, its character offsets `match_start`/`match_end`
-and `match_share` = where it starts as a share of that side's text, all matches in `matches`) -> collected
-table by table -> report (`report.py`). `DecontamFilter` is the same matching as a datatrove filter on
-Documents, for pipelines built from datatrove readers and writers.
+Arrow tables to the final kept/ and removed/ shards (`benchmark`, `benchmark_id`, `match_kind`, `side`,
+`score`, the overlapping span of the ORIGINAL text in `matched_text`, its character offsets
+`match_start`/`match_end` and `match_share` = where it starts as a share of that side's text, all matches in
+`matches`) -> published as they are (no collect step reading them back) -> report (`report.py`).
+`DecontamFilter` is the same matching as a datatrove filter on Documents, for pipelines built from datatrove
+readers and writers.
 
 Matching rules: decontam/match.py; the index: decontam/index.py; the report: decontam/report.py.
 """
@@ -38,12 +39,22 @@ from cotforge.curate.core.benchmarks import (
     spec_to_dict,
 )
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.index import DecontamIndex, build_index
+from cotforge.curate.decontam.index import DecontamIndex, load_index
+from cotforge.curate.decontam.indexcache import cached_build
 from cotforge.curate.decontam.match import Match, Matcher
+from cotforge.curate.decontam.report import ReportParts
 from cotforge.curate.decontam.spans import locate
-from cotforge.curate.engine import Step, collect_tables, finish_stage, quiet_datatrove, run_steps, start_stage
+from cotforge.curate.engine import (
+    Step,
+    adopt_task_shards,
+    finish_stage,
+    quiet_datatrove,
+    run_steps,
+    start_stage,
+)
 from cotforge.curate.io.budget import open_streaming, release_arrow_memory, rows_within_bytes
 from cotforge.curate.io.remote import remote_output
+from cotforge.curate.io.writer import TaskShards
 
 if TYPE_CHECKING:
     from cotforge.curate.context import StageContext
@@ -69,7 +80,7 @@ SPAN_CHARS = 2000  # matched_text is cut to this many characters
 def describe_matches(found: list[list[Match]], prompts: list[str | None], responses: list[str | None], norm=None,
                      known: frozenset[str] = frozenset(), kernel: str = "auto") -> list[dict]:
     """The removed-row columns of flagged rows (`found[i]` non-empty): the primary match and where it sits in
-    the original text. Rows whose words the matcher did not keep (verdicts from the prompt cache) are
+    the original text (and `_matches`, the `matches` list before JSON, for the report's counts). Rows whose words the matcher did not keep (verdicts from the prompt cache) are
     normalised again, all in one batch."""
     from cotforge.curate.decontam.canon import matcher_norm
 
@@ -84,45 +95,49 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
         span = (0, len(text)) if best.match_kind == "semantic" else locate(text, words, *best.span)
         start, end = span if span else (None, None)
         shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
+        listed = [m.as_dict() for m in ms]
         out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
                     "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
                     "match_start": start, "match_end": end,
                     "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
-                    "matches": json.dumps([m.as_dict() for m in ms], ensure_ascii=False)})
+                    "matches": json.dumps(listed, ensure_ascii=False), "_matches": listed})
     return out
 
 
 class DecontamSplit(PipelineStep):
     """Per task: match the work shard's record batches and write kept / removed rows as whole Arrow tables
-    (`kept/RRRRR.parquet`, `removed/RRRRR.parquet`); Python per row only for the flagged ones."""
+    into the stage's final shards (`io.writer.TaskShards`: `kept/part-tRRRRR-NNNNN.parquet`, the same under
+    removed/, and the task's counts); Python per row only for the flagged ones."""
 
     name = "🧪 decontaminate split"
     type = "🔻 - FILTER"
 
-    def __init__(self, work: str, index_dir: str, cfg: DecontamConfig, schema: pa.Schema, removed_schema: pa.Schema):
+    def __init__(self, work: str, index_dir: str, cfg: DecontamConfig, schema: pa.Schema, removed_schema: pa.Schema,
+                 rows_per_shard: int, buffer_bytes: int | None):
         super().__init__()
         self.work, self.index_dir, self.cfg = work, index_dir, cfg
         self.schema, self.removed_schema = schema, removed_schema
+        self.rows_per_shard, self.buffer_bytes = rows_per_shard, buffer_bytes
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
 
-        index = DecontamIndex(self.index_dir)
-        matcher = Matcher(index)
+        index = load_index(self.index_dir)  # once per worker process, not per rank
+        matcher = process_matcher(index)
         work = Path(self.work)
         pf = open_streaming(work / "input" / sorted((work / "input").glob("*.parquet"))[rank].name)
         read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
-        writers = {part: pq.ParquetWriter(work / part / f"{rank:05d}.parquet", schema, compression="zstd")
-                   for part, schema in (("kept", self.schema), ("removed", self.removed_schema))}
+        out = TaskShards(work, rank, self.schema, self.removed_schema, self.rows_per_shard, self.buffer_bytes)
+        parts = ReportParts() if self.cfg.report else None
         with self.track_time():
             for batch in pf.iter_batches(batch_size=read_rows):
                 table = pa.Table.from_batches([batch])
                 resp = table.column("response") if "response" in table.column_names else None
                 found = matcher.match_batch(table.column("prompt").combine_chunks(),
                                             resp.combine_chunks() if resp is not None else None, self.cfg)
-                flagged = np.array([i for i, ms in enumerate(found) if ms], dtype=np.int64)
+                flagged = np.flatnonzero(np.fromiter(map(bool, found), dtype=bool, count=len(found)))
                 drop = np.zeros(table.num_rows, dtype=bool)
                 drop[flagged] = True
-                self._write(writers["kept"], table.filter(pa.array(~drop)), self.schema)
+                out.keep_table(_conform(table.filter(pa.array(~drop)), self.schema))
                 if len(flagged):
                     removed = table.take(pa.array(flagged))
                     prompts = removed.column("prompt").to_pylist()
@@ -132,27 +147,49 @@ class DecontamSplit(PipelineStep):
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
-                    self._write(writers["removed"], removed, self.removed_schema)
+                    out.remove_table(_conform(removed, self.removed_schema))
+                    if parts is not None:
+                        ids, sources = removed.column("id").to_pylist(), removed.column("source").to_pylist()
+                        parts.add([{**r, "id": i, "source": src, "reason": REASON}
+                                   for r, i, src in zip(rows, ids, sources, strict=True)],
+                                  [p if r["side"] == "prompt" else q for r, p, q in zip(rows, prompts, resps, strict=True)])
                     for r in rows:
                         self.stat_update(f"contaminated_{r['benchmark']}", f"contaminated_side_{r['side']}")
                 self.stat_update("kept", value=int(table.num_rows - len(flagged)))
                 self.stat_update("removed", value=int(len(flagged)))
                 del table, batch
                 release_arrow_memory()
-        for w in writers.values():
-            w.close()
-        peak = _peak_rss_mb()
-        if peak is not None:  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
-            (work / "peak_rss").mkdir(exist_ok=True)
-            (work / "peak_rss" / f"{rank:05d}").write_text(f"{peak:.1f}")
+        peak = _peak_rss_mb()  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
+        extra: dict = {"peak_rss_mb": peak}
+        if parts is not None:  # the report's share of this task (report.py merges them)
+            (work / "report").mkdir(exist_ok=True)
+            pq.write_table(parts.matches_table(), work / "report" / f"{rank:05d}.parquet", compression="zstd")
+            extra["report"] = parts.to_json()
+        out.close(extra)
         return
         yield
 
-    @staticmethod
-    def _write(writer: pq.ParquetWriter, table: pa.Table, schema: pa.Schema) -> None:
-        cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-                for f in schema]
-        writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+
+_MATCHERS: dict[int, Matcher] = {}
+
+
+def process_matcher(index: DecontamIndex) -> Matcher:
+    """One Matcher per loaded index in a worker process, so its prompt verdict cache serves every rank the
+    process runs (a prompt repeated across ranks -- many responses per problem -- is matched once per process,
+    not once per rank). Verdicts depend only on the prompt, the index and the config; a changed config starts
+    a new cache (`Matcher.prompt_side`)."""
+    m = _MATCHERS.get(id(index))
+    if m is None or m.index is not index:
+        _MATCHERS.clear()
+        m = _MATCHERS[id(index)] = Matcher(index)
+    return m
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with exactly `schema`'s columns (null columns for the missing ones)."""
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 class DecontamFilter(BaseFilter):
@@ -255,12 +292,13 @@ def _tasks_for_workers(specs, exec_cfg):
     return exec_cfg
 
 
-def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, index_dir: Path) -> dict:
-    """Build the index next to `index_dir` and keep the one already there when it is byte-identical (Slurm
-    jobs of an earlier invocation may still be reading it); otherwise replace it."""
+def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig, index_dir: Path) -> tuple[dict, bool]:
+    """Build the index next to `index_dir` (or copy it from the on-disk cache of built indexes,
+    `decontam/indexcache.py`) and keep the one already there when it is byte-identical (Slurm jobs of an
+    earlier invocation may still be reading it); otherwise replace it. Returns (meta, whether cached)."""
     new = index_dir.with_name(index_dir.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
-    meta = build_index(benchmarks, cfg, new)
+    meta, cached = cached_build(benchmarks, cfg, new)
 
     def files(d: Path) -> dict[str, bytes]:
         return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
@@ -270,15 +308,15 @@ def _fresh_index(benchmarks: dict[str, list[BenchmarkItem]], cfg: DecontamConfig
     else:
         shutil.rmtree(index_dir, ignore_errors=True)
         new.rename(index_dir)
-    return meta
+    return meta, cached
 
 
 @remote_output
 def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     """Remove rows that contain benchmark problems (prompt or response side); write a contamination report.
 
-    Builds the benchmark index once, splits every work shard with datatrove, collects table by table and
-    writes the report. The work folder follows the engine's contract (`start_stage` / `run_steps` /
+    Builds the benchmark index once, splits every work shard with datatrove (the tasks write the final shards,
+    published as they are) and writes the report. The work folder follows the engine's contract (`start_stage` / `run_steps` /
     `finish_stage`): Slurm jobs are waited for or, with `wait: false`, found again by the next invocation,
     which reuses the ingested shards and finished ranks. `keep_index` moves the index to OUT/decontam_index;
     `keep_work` keeps OUT/_work/decontaminate and OUT/_work/decontaminate_index."""
@@ -293,8 +331,9 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     exec_cfg = _tasks_for_workers(specs, exec_cfg.for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     index_dir = out / "_work" / "decontaminate_index"  # outside the work folder (start_stage may reset it)
-    meta = _fresh_index(benchmarks, cfg, index_dir)
+    meta, cached = _fresh_index(benchmarks, cfg, index_dir)
     timings["index_s"] = round(time.time() - t0, 3)
+    timings["index_cached"] = cached  # copied from the cache of built indexes (decontam/indexcache.py)
     config = {**cfg.to_dict(), "benchmark_items": meta["benchmarks"], "stop_ngrams": meta["stop_ngrams"],
               "index_keys": meta["keys"], "short_keys": meta["short_keys"],
               "response_side": "whole response" if not cfg.response_chars else f"first {cfg.response_chars} characters"}
@@ -302,25 +341,28 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
                        rows_per_shard=rows_per_shard, config=config)
     with area:
         work, writer = area.work, area.writer
-        timings["ingest_s"] = round(time.time() - t0 - sum(timings.values()), 3)
+        timings["ingest_s"] = round(time.time() - t0 - _spent(timings), 3)
         if area.tasks:
-            for part in ("kept", "removed"):
-                (work / part).mkdir(parents=True, exist_ok=True)
-            step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema)
+            step = DecontamSplit(str(work), str(index_dir), cfg, area.schema, writer.removed.schema,
+                                 writer.kept.rows_per_shard, writer.kept.buffer_bytes)
             run_steps(work, [Step("decontaminate", [step], area.tasks)], exec_cfg, "decontaminate")
-            timings["match_s"] = round(time.time() - t0 - sum(timings.values()), 3)
-            peak_dir = work / "peak_rss"
-            peaks = [float(f.read_text()) for f in peak_dir.glob("*")] if peak_dir.exists() else []
+            timings["match_s"] = round(time.time() - t0 - _spent(timings), 3)
+            tasks = adopt_task_shards(writer, work, area.tasks)
+            peaks = [t["peak_rss_mb"] for t in tasks if t.get("peak_rss_mb") is not None]
             if peaks:
-                timings["task_peak_rss_mb"] = max(peaks)  # the largest matcher task's VmHWM
-            collect_tables(writer, work, area.tasks, cfg.batch_bytes)
+                timings["task_peak_rss_mb"] = round(max(peaks), 1)  # the largest matcher task's VmHWM
+            if cfg.report:  # the tasks' report parts, read before the work folder goes
+                report_parts = ReportParts.merge([t["report"] for t in tasks])
+                match_tables = [pq.read_table(work / "report" / f"{rank:05d}.parquet") for rank in range(area.tasks)]
             timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
+        else:
+            report_parts, match_tables = ReportParts(), []
         stats = finish_stage(area, {"timings": timings})
     if cfg.report:
         from cotforge.curate.decontam.report import write_contamination_report
 
         summary = write_contamination_report(out, stats, benchmarks, cfg, bench_specs={
-            n: spec_to_dict(s) for n, s in bench_specs.items()})
+            n: spec_to_dict(s) for n, s in bench_specs.items()}, parts=report_parts, match_tables=match_tables)
         stats["contamination"] = summary["totals"]
         timings["report_s"] = round(time.time() - t0 - _spent(timings), 3)
         stats["timings"] = timings

@@ -5,7 +5,7 @@ and publishing (`area`), the generic one-step stage runner (`runner`) and quiet 
 Importing the package installs the quiet task logger, also in executor worker processes (they import it when
 they unpickle a stage's steps)."""
 
-from cotforge.curate.engine.area import WorkArea, collect_tables, finish_stage, start_stage
+from cotforge.curate.engine.area import WorkArea, adopt_task_shards, collect_tables, finish_stage, start_stage
 from cotforge.curate.engine.docs import NormTokenizer, doc_to_row, row_to_doc, schema_reader, schema_writer
 from cotforge.curate.engine.executor import (
            EXECUTORS,
@@ -22,5 +22,5 @@ from cotforge.curate.engine.slurm import JobsFailed, JobsPending
 install_quiet_task_logger()
 
 __all__ = ["EXECUTORS", "ExecutorConfig", "JobsFailed", "JobsPending", "NormTokenizer", "Step", "WorkArea",
-           "collect_tables", "count_rows", "doc_to_row", "finish_stage", "make_executor", "quiet_datatrove",
+           "adopt_task_shards", "collect_tables", "count_rows", "doc_to_row", "finish_stage", "make_executor", "quiet_datatrove",
            "row_to_doc", "run_datatrove_stage", "run_steps", "schema_reader", "schema_writer", "start_stage"]

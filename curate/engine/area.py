@@ -1,6 +1,7 @@
 """A datatrove stage's work area: the lock on OUT, the stage writer, the input ingested into work shards (one
 per task), and publishing: per-task kept/removed shards copied into the stage writer in rank order
-(`collect_tables`), then OUT/kept, OUT/removed and OUT/stats.json."""
+(`collect_tables`) or, where the tasks wrote final shards (`io.writer.TaskShards`), taken in as they are
+(`adopt_task_shards`), then OUT/kept, OUT/removed and OUT/stats.json."""
 
 from __future__ import annotations
 
@@ -108,6 +109,12 @@ def finish_stage(area: WorkArea, extra: dict | None = None) -> dict:
     finally:
         if area.lock is not None:
             area.lock.release()
+
+
+def adopt_task_shards(writer: StageWriter, work: Path, tasks: int) -> list[dict]:
+    """Publish the final shards every task wrote (`TaskShards`), in rank order, without reading their rows;
+    returns each task's counts file (with the aggregates the stage's tasks added)."""
+    return [writer.adopt_task(work, rank) for rank in range(tasks)]
 
 
 def collect_tables(writer: StageWriter, work: Path, tasks: int, max_bytes: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from collections import Counter, defaultdict
@@ -39,11 +40,14 @@ class ShardWriter:
     """Writes rows into fixed-size Parquet shards `part-00000.parquet`, ... in arrival order."""
 
     def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
-                 bytes_per_shard: int | None = None, buffer_bytes: int | None = DEFAULT_BUFFER_BYTES):
+                 bytes_per_shard: int | None = None, buffer_bytes: int | None = DEFAULT_BUFFER_BYTES,
+                 stem: str = "part-"):
         """`bytes_per_shard` also ends a shard once its rows hold that many bytes, and `buffer_bytes` flushes
         buffered rows (one row group each) at that many bytes: long rows then make smaller shards and row
-        groups, so whoever reads a shard or a row group back holds a bounded number of bytes."""
-        self.folder, self.schema, self.rows_per_shard = folder, schema, rows_per_shard
+        groups, so whoever reads a shard or a row group back holds a bounded number of bytes. Shards are
+        named `{stem}NNNNN.parquet` (a task writing final shards uses its own stem)."""
+        self.folder, self.schema, self.rows_per_shard, self.stem = folder, schema, rows_per_shard, stem
+        self.adopted = 0  # finished shards taken in by `adopt`
         self.bytes_per_shard, self.buffer_bytes = bytes_per_shard, buffer_bytes
         self._buf_bytes = 0
         self._shard_bytes = 0
@@ -144,7 +148,7 @@ class ShardWriter:
                 self._writer = None
 
     def _open_next(self) -> None:
-        path = self.folder / f"part-{self.shards:05d}.parquet"
+        path = self.folder / f"{self.stem}{self.shards:05d}.parquet"
         self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
         self.shards += 1
         self._in_shard = 0
@@ -180,6 +184,79 @@ class ShardWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def adopt(self, path: Path) -> int:
+        """Take a finished shard written elsewhere (a task's shard, already under its final name) into this
+        folder and return its row count (from the Parquet footer). A hard link where the file system allows
+        (a copy otherwise), so the source stays until its work folder is removed and a failure while publishing
+        loses nothing. A name already present is an error, never overwritten."""
+        dst = self.folder / path.name
+        if dst.exists():
+            raise FileExistsError(f"{dst}: a shard of this name is already in the output (not overwritten)")
+        try:
+            os.link(path, dst)
+        except OSError:
+            shutil.copyfile(path, dst)
+        n = pq.ParquetFile(dst).metadata.num_rows
+        self.rows += n
+        self.adopted += 1
+        return n
+
+    @property
+    def files(self) -> int:
+        """Shards in the folder: written here and adopted."""
+        return self.shards + self.adopted
+
+
+class TaskShards:
+    """One datatrove task's share of a stage's output, written as final shards: `kept/part-tRRRRR-NNNNN.parquet`
+    and `removed/part-tRRRRR-NNNNN.parquet` under `work`, and `task_counts/RRRRR.json` (rows per source kept,
+    per reason family and source removed, the shard files and `extra`) written last and atomically. The main
+    process publishes them with `StageWriter.adopt_task` instead of reading every row back; the names depend
+    only on the rank and the rows, so the output is the same for the same input and task count. A rank that
+    runs again (a resumed stage) first removes what an earlier, unfinished attempt left."""
+
+    def __init__(self, work: Path, rank: int, schema: pa.Schema, removed_schema: pa.Schema,
+                 rows_per_shard: int = DEFAULT_ROWS_PER_SHARD, buffer_bytes: int | None = DEFAULT_BUFFER_BYTES):
+        self.work, self.rank = work, rank
+        stem = f"part-t{rank:05d}-"
+        for part in ("kept", "removed"):
+            for old in (work / part).glob(f"{stem}*.parquet"):
+                old.unlink()
+        self.counts_file = work / "task_counts" / f"{rank:05d}.json"
+        self.counts_file.unlink(missing_ok=True)
+        self.kept = ShardWriter(work / "kept", schema, rows_per_shard, buffer_bytes=buffer_bytes, stem=stem)
+        self.removed = ShardWriter(work / "removed", removed_schema, rows_per_shard, buffer_bytes=buffer_bytes,
+                                   stem=stem)
+        self.kept_by_source: Counter[str] = Counter()
+        self.removed_by: dict[str, Counter[str]] = defaultdict(Counter)
+
+    def keep_table(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.kept.write_table(table)
+            self.kept_by_source.update(_value_counts(table, "source"))
+
+    def remove_table(self, table: pa.Table) -> None:
+        """Removed rows that carry their `reason` (never `malformed`: quarantine is ingest's)."""
+        if not table.num_rows:
+            return
+        self.removed.write_table(table)
+        pairs = table.group_by(["reason", "source"]).aggregate([([], "count_all")])
+        for reason, source, n in zip(*(pairs.column(i).to_pylist() for i in range(3)), strict=True):
+            self.removed_by[reason_family(reason)][source] += n
+
+    def close(self, extra: dict[str, Any] | None = None) -> None:
+        self.kept.close()
+        self.removed.close()
+        names = {part: sorted(p.name for p in (self.work / part).glob(f"part-t{self.rank:05d}-*.parquet"))
+                 for part in ("kept", "removed")}
+        payload = {"rank": self.rank, "kept_by_source": dict(self.kept_by_source),
+                   "removed_by": {r: dict(c) for r, c in self.removed_by.items()}, "files": names,
+                   "rows": {"kept": self.kept.rows, "removed": self.removed.rows}, **(extra or {})}
+        self.counts_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.counts_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, sort_keys=True, ensure_ascii=False) + "\n")
+        os.replace(tmp, self.counts_file)
 
 
 def _rows_within(table: pa.Table, limit: int, max_bytes: int) -> int:
@@ -272,6 +349,24 @@ class StageWriter:
             meta = load_meta(row.get("meta"))
             self.malformed_examples.append(f"{meta.get('_origin', {})}: {row['reason']}")
 
+    def adopt_task(self, work: Path, rank: int) -> dict[str, Any]:
+        """Publish the final shards task `rank` wrote under `work` (`TaskShards`) without reading their rows:
+        counts from its task_counts file, checked against the shards' Parquet footers. Returns the file's
+        content (the task's `extra` aggregates with it)."""
+        f = work / "task_counts" / f"{rank:05d}.json"
+        if not f.exists():
+            raise RuntimeError(f"{self.stage}: task {rank} finished without {f}; run the same command again")
+        got = json.loads(f.read_text())
+        for part, dst in (("kept", self.kept), ("removed", self.removed)):
+            rows = sum(dst.adopt(work / part / name) for name in got["files"][part])
+            if rows != got["rows"][part]:
+                raise RuntimeError(f"{self.stage}: task {rank}: its {part} shards hold {rows} rows, its counts "
+                                   f"file {f} says {got['rows'][part]}")
+        self.kept_by_source.update(got["kept_by_source"])
+        for reason, by_source in got["removed_by"].items():
+            self.removed_by[reason].update(by_source)
+        return got
+
     def close(self, extra_stats: dict[str, Any] | None = None) -> dict[str, Any]:
         """Check the accounting, write stats.json, and move the outputs into `out_dir`."""
         self.kept.close()
@@ -292,7 +387,7 @@ class StageWriter:
                     "removed": {r: c[s] for r, c in sorted(self.removed_by.items()) if c[s]}}
                 for s in sorted(self.rows_in)
             },
-            "shards": {"kept": self.kept.shards, "removed": self.removed.shards},
+            "shards": {"kept": self.kept.files, "removed": self.removed.files},
             "config": self.config,
             **(extra_stats or {}),
         }
