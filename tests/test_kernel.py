@@ -132,6 +132,25 @@ def test_hashes_equal_numpy_hasher(n):
     assert np.array_equal(gh, ref_gh) and np.array_equal(grow, ref_grow) and np.array_equal(gstart, ref_start)
 
 
+def test_hashes_at_every_word_length_and_row_edge():
+    """Words of 0-40 bytes (the 8-byte steps of the word scan, the 16-byte tail), multi-byte characters, rows
+    that end right at an 8-byte boundary, empty rows and an array slice (offsets not starting at 0)."""
+    rng = random.Random(7)
+    alphabet = "abcxyz0189é√"
+    texts = []
+    for _ in range(600):
+        ws = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(rng.randint(0, 12))]
+        texts.append(" ".join(ws))
+    texts += ["", "a" * 8, "a" * 16, "a" * 17, "b" * 7 + " " + "c" * 8, "x " * 20]
+    norm = pa.array(texts, pa.large_string())
+    for arr in (norm, norm.slice(3, 400)):
+        wh, wrow, woff, gh, grow, gstart = kernel.hash_words_ngrams(arr, 8)
+        ref_wh, ref_rows, ref_off = hash_words_arrow(arr)
+        assert np.array_equal(wh, ref_wh) and np.array_equal(wrow, ref_rows) and np.array_equal(woff, ref_off)
+        ref = ngram_hashes(ref_wh, ref_rows, 8)
+        assert np.array_equal(gh, ref[0]) and np.array_equal(grow, ref[1]) and np.array_equal(gstart, ref[2])
+
+
 def _corpus(shared, per_file: int | None) -> list[str]:
     texts: list[str] = []
     for p in sorted((shared / "sft_sources").glob("*")) + sorted((shared / "benchmarks").glob("*")):

@@ -47,8 +47,15 @@ TEMPLATES = (
 # --------------------------------------------------------------------------- data
 
 
+RECENT = 5000  # near and exact copies are drawn from the last RECENT new problems
+
+
 def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
-    """n_rows generated problem rows as Parquet: ~2 responses per problem, 8% near-copies, 4% exact copies."""
+    """n_rows generated problem rows as Parquet: ~2 responses per problem, 8% near-copies, 4% exact copies.
+
+    Streamed: rows are written in row groups of 50,000 and only the last RECENT problems are kept, so memory
+    stays flat whatever n_rows (10M rows: ~3 GB of Parquet). Same seed and n_rows give the same file, and the
+    first n rows of a longer file are the rows of the n-row file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -60,10 +67,10 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
     for i in range(n_rows):
         r = rng.random()
         if problems and r < 0.08:
-            base = rng.choice(problems[-5000:])
+            base = rng.choice(problems[-RECENT:])
             prompt, kind = base + rng.choice([" Show your work.", " Explain briefly."]), "near_copy"
         elif problems and r < 0.12:
-            prompt, kind = rng.choice(problems[-5000:]), "exact_prompt"
+            prompt, kind = rng.choice(problems[-RECENT:]), "exact_prompt"
         elif problems and r < 0.55:
             prompt, kind = problems[-1], "extra_response"
         else:
@@ -72,6 +79,8 @@ def generate(path: Path, n_rows: int, seed: int = 0) -> dict[str, int]:
                               a=rng.randint(2, 999), b=rng.randint(2, 999), c=rng.randint(2, 999),
                               d=rng.randint(2, 99))
             problems.append(prompt)
+            if len(problems) >= 2 * RECENT:  # only the last RECENT are ever drawn from
+                del problems[:-RECENT]
             kind = "new_problem"
         counts[kind] += 1
         resp = f"Step 1: read the numbers. Step 2: compute. The answer is {rng.randint(0, 50)}."
@@ -195,19 +204,34 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2", help="worker counts to measure ours with (comma list)")
     ap.add_argument("--text-kernel", default="auto",
                     help="comma list of DedupConfig.text_kernel values to time (auto,python: both, in one run)")
+    ap.add_argument("--no-baseline", action="store_true", help="time only the dedup stage (RSS curves)")
+    ap.add_argument("--data-dir", default=None,
+                    help="keep the generated files here and reuse them (generate once, measure in later runs)")
+    ap.add_argument("--generate-only", action="store_true", help="write the generated files and stop")
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args.child[0], args.child[1], int(args.workers), args.text_kernel)
         return
     with tempfile.TemporaryDirectory() as d:
+        folder = Path(args.data_dir or d)
+        folder.mkdir(parents=True, exist_ok=True)
         for n in [int(x) for x in args.sizes.split(",") if x]:
-            path = Path(d) / f"gen_{n}.parquet"
-            mix = generate(path, n)
-            print(f"\n{n} generated rows {mix}")
+            path = folder / f"gen_{n}.parquet"
+            if not path.exists():
+                t = time.time()
+                mix = generate(path.with_suffix(".tmp"), n)
+                path.with_suffix(".tmp").rename(path)
+                print(f"\n{n} generated rows {mix} ({time.time() - t:.0f} s, {path.stat().st_size >> 20} MiB)",
+                      flush=True)
+            else:
+                print(f"\n{n} generated rows (reused {path})", flush=True)
+            if args.generate_only:
+                continue
             res = {f"ours w={w}" + ("" if k == "auto" else f" {k}"): measure("ours", path, int(w), k)
                    for w in args.workers.split(",") for k in args.text_kernel.split(",")}
-            res["baseline"] = measure("baseline", path, 1)
+            if not args.no_baseline:
+                res["baseline"] = measure("baseline", path, 1)
             for m, r in res.items():
                 print(f"  {m:16s} {n / r['wall_s']:9.0f} rows/s  wall {r['wall_s']:7.1f}s  peak RSS self "
                       f"{r['rss_self_mb']:6.0f} MB, largest child {r['rss_children_mb']:6.0f} MB  "
@@ -215,8 +239,9 @@ def main() -> None:
             print(f"  load {os.getloadavg()[0]:.2f}")
             for m, r in res.items():
                 if m != "baseline":
-                    print(f"  {m}: speed ratio vs baseline {res['baseline']['wall_s'] / r['wall_s']:.2f}x; "
-                          f"steps {r['timings']}")
+                    ratio = f"speed ratio vs baseline {res['baseline']['wall_s'] / r['wall_s']:.2f}x; " \
+                        if "baseline" in res else ""
+                    print(f"  {m}: {ratio}steps {r['timings']}")
 
 
 if __name__ == "__main__":

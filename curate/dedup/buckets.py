@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from pathlib import Path
 
 import numpy as np
@@ -59,16 +60,15 @@ class ArrayBuckets(PipelineStep):
         with open(out / f"{band:05d}_00.dups", "wb") as fo:
             for lo, hi in zip(edges[:-1], edges[1:], strict=True):
                 parts, fids = [], []
-                for m, rk in zip(maps, ranks, strict=True):
-                    h0 = m["h0"]
-                    a, b = np.searchsorted(h0, np.array([lo, hi], dtype=np.uint64)) if len(m) else (0, 0)
-                    if b > a:
-                        parts.append(np.array(m[a:b]))
+                for m, rk, f in zip(maps, ranks, files, strict=True):
+                    a, b = _cut(m, lo), _cut(m, hi)
+                    if b > a:  # read, not sliced from the map: mapped pages stay resident (RSS ~ band file size)
+                        parts.append(np.fromfile(f, dtype=dtype, count=int(b - a), offset=int(a) * dtype.itemsize))
                         fids.append(np.full(b - a, rk, dtype=np.uint32))
                 if not parts:
                     continue
                 rec, fid = np.concatenate(parts), np.concatenate(fids)
-                order = np.lexsort([rec[f"h{i}"] for i in reversed(range(r))])
+                order = record_order([rec[f"h{i}"] for i in range(r)] + [fid, rec["doc"]])
                 rec, fid = rec[order], fid[order]
                 same = np.ones(len(rec) - 1, dtype=bool)
                 for i in range(r):
@@ -80,6 +80,35 @@ class ArrayBuckets(PipelineStep):
                 n_pairs += len(pairs)
         del maps
         self.stat_update("total_matches", value=n_pairs)
+
+
+def _cut(m: np.ndarray, value: int) -> int:
+    """First record of the sorted band file `m` (a memmap) whose first hash is >= value, by a binary search
+    that touches ~log2(len) records: np.searchsorted would copy the strided column, reading every page."""
+    h0 = m["h0"]
+    return bisect_left(h0, value) if len(m) else 0
+
+
+def record_order(keys: list[np.ndarray]) -> np.ndarray:
+    """The order that sorts records by the tuple of `keys` (first key first), as `np.lexsort(keys[::-1])`
+    gives it for records whose full tuples are distinct: one argsort of the first key, then a lexsort of only
+    the records whose first key is shared (equal band values are a few records in thousands)."""
+    first = keys[0]
+    order = np.argsort(first, kind="stable")
+    if len(keys) == 1 or len(order) < 2:
+        return order
+    fs = first[order]
+    tie = fs[1:] == fs[:-1]
+    if not tie.any():
+        return order
+    in_run = np.zeros(len(order), dtype=bool)
+    in_run[1:] |= tie
+    in_run[:-1] |= tie
+    at = np.flatnonzero(in_run)
+    run = np.cumsum(np.r_[True, ~tie])[at]  # ascending with the first key, so runs keep their places
+    sub = order[at]
+    order[at] = sub[np.lexsort([k[sub] for k in reversed(keys[1:])] + [run])]
+    return order
 
 
 def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[np.ndarray, np.ndarray]:
@@ -101,4 +130,4 @@ def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[n
     return np.concatenate(a_parts), np.concatenate(b_parts)
 
 
-__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN"]
+__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN", "record_order"]

@@ -21,19 +21,27 @@ from cotforge.curate.io.budget import release_arrow_memory
 from cotforge.curate.text.columns import normalize_list
 from cotforge.curate.text.hashing import sorted_lookup
 
+CHECK_PAIRS = 100_000  # candidate pairs whose prompts are held at once in the cluster step
+
 
 def _read_pairs(folder: Path) -> np.ndarray:
-    """All (rank1, idx1, rank2, idx2) candidate pairs from datatrove's `.dups` files, deduplicated."""
-    parts = [np.fromfile(f, dtype="<u4").reshape(-1, 4) for f in sorted(folder.glob("*.dups")) if f.stat().st_size]
-    if not parts:
-        return np.zeros((0, 4), dtype=np.uint32)
-    pairs = np.concatenate(parts).astype(np.uint64)
-    a, b = (pairs[:, 0] << np.uint64(32)) | pairs[:, 1], (pairs[:, 2] << np.uint64(32)) | pairs[:, 3]
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    first = np.concatenate(([True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])))
+    """All (rank1, idx1, rank2, idx2) candidate pairs from datatrove's `.dups` files, deduplicated and sorted.
+    Merged one band file at a time: a pair found in many bands is held once, so memory follows the distinct
+    candidate pairs (16 B each), not the raw ones (one per band that matched: ~15x more on near copies)."""
+    a_all, b_all = np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    for f in sorted(folder.glob("*.dups")):
+        if not f.stat().st_size:
+            continue
+        p = np.fromfile(f, dtype="<u4").reshape(-1, 4).astype(np.uint64)
+        a = np.concatenate([a_all, (p[:, 0] << np.uint64(32)) | p[:, 1]])
+        b = np.concatenate([b_all, (p[:, 2] << np.uint64(32)) | p[:, 3]])
+        del p
+        order = np.lexsort((b, a))
+        a, b = a[order], b[order]
+        first = np.concatenate(([True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])))
+        a_all, b_all = a[first], b[first]
     mask = np.uint64(0xFFFFFFFF)
-    return np.stack([a[first] >> np.uint64(32), a[first] & mask, b[first] >> np.uint64(32), b[first] & mask],
+    return np.stack([a_all >> np.uint64(32), a_all & mask, b_all >> np.uint64(32), b_all & mask],
                     axis=1).astype(np.uint32)
 
 
@@ -69,9 +77,10 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class ProblemCluster(PipelineStep):
     """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
 
-    Candidate pairs (O(candidates) memory) are mapped to problem keys through the tasks' head files, checked
-    (number guard, graded pair check of curate/dedup/pairs/text.py) once per distinct problem pair and joined into
-    connected components. The per-row work then streams over the key partitions (all rows of a problem key
+    Candidate pairs (O(candidates) memory, as numbers) are mapped to problem keys through the tasks' head files,
+    checked (number guard, graded pair check of curate/dedup/pairs/text.py) once per distinct problem pair, in
+    chunks of CHECK_PAIRS pairs ordered by task whose prompts are read per chunk, and joined into connected
+    components. The per-row work then streams over the key partitions (all rows of a problem key
     are in one partition, ~PARTITION_ROWS rows each): pass 1 finds the first row (preference order) of each
     clustered problem, pass 2 marks rows `near_duplicate` (their problem's cluster is represented by another
     problem) or `exact_duplicate` (an earlier row has the same normalised prompt and response) and appends
@@ -132,17 +141,9 @@ class ProblemCluster(PipelineStep):
         partial, conflict = np.zeros(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
-            texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
-            for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
-                ea, eb = int(a[i]), int(b[i])
-                why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
-                if why:
-                    ok[i] = False
-                    conflict[i] = why in CONFLICT_REASONS
-                    stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
-                    stats["pairs_rejected_edit_guard"] += why != "below_threshold"
-                else:
-                    partial[i] = partial_agreement(texts[ea][1], texts[eb][1], self.cfg)
+            idx = idx[np.lexsort((ends[b[idx], 0], ends[a[idx], 0]))]  # by task: a chunk reads few shards
+            for c in range(0, len(idx), CHECK_PAIRS):  # prompts of one chunk at a time: bounded memory
+                self._check(work, ends, a, b, idx[c:c + CHECK_PAIRS], ok, conflict, partial, stats)
         lo, hi, part = pkey[a[ok]], pkey[b[ok]], partial[ok]
         if self.cfg.semantic:  # embedding-neighbour pairs beside the LSH ones (dedup/semantic.py)
             from cotforge.curate.dedup.semantic import semantic_edges
@@ -154,6 +155,22 @@ class ProblemCluster(PipelineStep):
         stats["pairs_accepted"] = len(lo)
         stats["pairs_cut_as_bridges"] = cut
         return lo, hi
+
+    def _check(self, work: Path, ends: np.ndarray, a: np.ndarray, b: np.ndarray, idx: np.ndarray, ok: np.ndarray,
+               conflict: np.ndarray, partial: np.ndarray, stats: Counter) -> None:
+        """The graded check of candidate pairs `idx` (endpoints a[i], b[i] into `ends`), with the prompts of
+        their endpoints read once for the chunk; marks ok / conflict / partial in place and counts reasons."""
+        texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
+        for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
+            ea, eb = int(a[i]), int(b[i])
+            why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
+            if why:
+                ok[i] = False
+                conflict[i] = why in CONFLICT_REASONS
+                stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
+                stats["pairs_rejected_edit_guard"] += why != "below_threshold"
+            else:
+                partial[i] = partial_agreement(texts[ea][1], texts[eb][1], self.cfg)
 
     def _prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, tuple[str, str]]:
         """(normalised, raw) prompts of the given endpoints, read task by task (only the `prompt` column)."""

@@ -18,11 +18,12 @@ import numpy as np
 import xxhash
 
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.minhash import minhash_rows
 from cotforge.curate.dedup.pairs.sections import code_sections, join_superscripts, maybe_code
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text.columns import normalize_list
-from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, minhash_matrix, ngram_hashes
+from cotforge.curate.text.hashing import affine_perms, hash_words_bytes, ngram_hashes
 from cotforge.curate.text.normalize import BATCH_SEP, DEFAULT_NORM, NormConfig, normalize
 
 _MERSENNE = np.uint64((1 << 61) - 1)
@@ -181,10 +182,11 @@ def _perms(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def minhash_signatures(norm_texts: list[str], cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
     """(signatures, has_words): one row of bands*rows_per_band MinHash values per text, below 2^61-1 (the
-    range datatrove's band readers accept), and whether the text has any words (no words = no signature)."""
+    range datatrove's band readers accept), and whether the text has any words (no words = no signature).
+    The minima come from the compiled loop when `cfg.text_kernel` runs the kernel (same values: minhash.py)."""
     sh, rows = batch_shingles(norm_texts, cfg.ngram)
     a, b = _perms(cfg.num_perm, cfg.seed)
-    sig = minhash_matrix(sh, rows, len(norm_texts), a, b)
+    sig = minhash_rows(sh, rows, len(norm_texts), a, b, cfg.text_kernel)
     has = np.zeros(len(norm_texts), dtype=bool)
     has[rows] = True
     return (sig >> np.uint64(3)) % _MERSENNE, has

@@ -12,6 +12,7 @@ the ones to check first. The sample covers every reason x source pair, lowest sc
 from __future__ import annotations
 
 import difflib
+import heapq
 import logging
 import re
 from collections import defaultdict
@@ -24,25 +25,27 @@ log = logging.getLogger(__name__)
 REASONS = ("exact_duplicate", "near_duplicate")
 MD_ROWS = 100
 HTML_ROWS = 600
+JOIN_ROWS = 200_000  # removed rows joined with their kept rows at a time (the report's memory bound)
 _WORD = re.compile(r"\S+")
 
 
-def _read(folder: Path, columns: list[str], ids: set[str] | None = None) -> list[dict[str, Any]]:
-    """Rows of the shards in `folder` (only `ids` when given)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _tables(folder: Path, columns: list[str], where=None):
+    """The shards of `folder` one table at a time (only `columns` the shard has), filtered by `where(table)`."""
     import pyarrow.parquet as pq
 
-    rows: list[dict[str, Any]] = []
-    if ids is not None and not ids:
-        return rows
     for f in sorted(folder.glob("*.parquet")):
         names = set(pq.read_schema(f).names)
         t = pq.read_table(f, columns=[c for c in columns if c in names])
-        if ids is not None:
-            t = t.filter(pc.is_in(t.column("id"), value_set=pa.array(sorted(ids), type=pa.string())))
-        rows.extend(t.to_pylist())
-    return rows
+        yield t.filter(where(t)) if where is not None and t.num_rows else t
+
+
+def _in(column: str, values: set[str]):
+    """A table filter: rows whose `column` is one of `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    vs = pa.array(sorted(values), type=pa.string())
+    return lambda t: pc.is_in(t.column(column), value_set=vs)
 
 
 def similarity(a: str, b: str, n: int = 3) -> float:
@@ -70,21 +73,72 @@ def differing_spans(a: str, b: str) -> tuple[list[tuple[int, int]], list[tuple[i
     return sa, sb
 
 
-def merged_pairs(out_dir: str | Path) -> list[dict[str, Any]]:
-    """Every removed duplicate with the kept row it was merged into (prompt, response, source of both)."""
+def _removed_filter(parts: int, part: int):
+    """Removed duplicates that name a kept row, in hash partition `part` of `parts` (by `duplicate_of`)."""
+    import polars as pl
+    import pyarrow.compute as pc
+
+    def where(t):
+        ok = pc.and_(pc.is_in(t.column("reason"), value_set=_strings(REASONS)),
+                     pc.fill_null(pc.greater(pc.utf8_length(t.column("duplicate_of")), 0), False))
+        if parts > 1:
+            h = pl.from_arrow(t.column("duplicate_of")).hash(seed=0) % parts
+            ok = pc.and_(ok, (h == part).fill_null(False).to_arrow())
+        return ok
+
+    return where
+
+
+def _strings(values) -> Any:
+    import pyarrow as pa
+
+    return pa.array(list(values), type=pa.string())
+
+
+def merged_pairs(out_dir: str | Path, keep: int = HTML_ROWS) -> tuple[dict[tuple[str, str], int], list[dict[str, Any]]]:
+    """(removed duplicates per (reason, source), the `keep` lowest-scoring pairs of each (reason, source) with
+    the kept row each was merged into: prompt, response, source of both, and the score).
+
+    Streamed in bounded memory: the removed rows are joined with the kept rows they name one hash partition
+    of `duplicate_of` at a time (~JOIN_ROWS removed rows each, prompts only), so a 10M-row output holds no more
+    than a 1M-row one; responses are read only for the pairs kept for the sample. `keep` >= any sample's share
+    of a (reason, source), so `sample_pairs` of the result equals `sample_pairs` of all pairs."""
     out = Path(out_dir)
-    cols = ["id", "source", "prompt", "response", "reason", "duplicate_of"]
-    removed = [r for r in _read(out / "removed", cols) if r.get("reason") in REASONS and r.get("duplicate_of")]
-    kept = {r["id"]: r for r in _read(out / "kept", ["id", "source", "prompt", "response"],
-                                      {r["duplicate_of"] for r in removed})}
-    pairs = []
-    for r in removed:
-        k = kept.get(r["duplicate_of"], {})
-        pairs.append({"reason": r["reason"], "id": r["id"], "source": r["source"], "prompt": r["prompt"] or "",
-                      "response": r["response"] or "", "kept_id": r["duplicate_of"], "kept_source": k.get("source", ""),
-                      "kept_prompt": k.get("prompt") or "", "kept_response": k.get("response") or "",
-                      "score": round(similarity(r["prompt"], k.get("prompt") or ""), 4)})
-    return pairs
+    import pyarrow.parquet as pq
+
+    n_removed = sum(pq.ParquetFile(f).metadata.num_rows for f in (out / "removed").glob("*.parquet"))
+    parts = max(1, -(-n_removed // JOIN_ROWS))
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    low: dict[tuple[str, str], list[tuple[float, str, dict[str, Any]]]] = defaultdict(list)
+    for part in range(parts):
+        removed = [r for t in _tables(out / "removed", ["id", "source", "prompt", "reason", "duplicate_of"],
+                                      _removed_filter(parts, part)) for r in t.to_pylist()]
+        if not removed:
+            continue
+        kept = {r["id"]: r for t in _tables(out / "kept", ["id", "source", "prompt"],
+                                            _in("id", {r["duplicate_of"] for r in removed}))
+                for r in t.to_pylist()}
+        for r in removed:
+            k = kept.get(r["duplicate_of"], {})
+            key = (r["reason"], r["source"])
+            counts[key] += 1
+            score = round(similarity(r["prompt"], k.get("prompt") or ""), 4)
+            low[key].append((score, r["id"], {
+                "reason": r["reason"], "id": r["id"], "source": r["source"], "prompt": r["prompt"] or "",
+                "kept_id": r["duplicate_of"], "kept_source": k.get("source", ""),
+                "kept_prompt": k.get("prompt") or "", "score": score}))
+        for key, items in low.items():
+            if len(items) > keep:
+                low[key] = heapq.nsmallest(keep, items, key=lambda x: (x[0], x[1]))
+        del removed, kept
+    pairs = [p for items in low.values() for _, _, p in items]
+    resp_removed = {r["id"]: r["response"] for t in _tables(out / "removed", ["id", "response"],
+                                                             _in("id", {p["id"] for p in pairs})) for r in t.to_pylist()}
+    resp_kept = {r["id"]: r["response"] for t in _tables(out / "kept", ["id", "response"],
+                                                          _in("id", {p["kept_id"] for p in pairs})) for r in t.to_pylist()}
+    for p in pairs:
+        p["response"], p["kept_response"] = resp_removed.get(p["id"]) or "", resp_kept.get(p["kept_id"]) or ""
+    return dict(counts), pairs
 
 
 def sample_pairs(pairs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -104,14 +158,22 @@ def _cell(text: str, limit: int = 160) -> str:
     return (t[:limit - 1] + "…" if len(t) > limit else t).replace("|", "\\|").replace("`", "'")
 
 
-def render_markdown(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
-    """The report as Markdown: counts per reason x source, then sampled pairs side by side."""
+def _counts(pairs: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     cell: dict[tuple[str, str], int] = defaultdict(int)
     for p in pairs:
         cell[(p["reason"], p["source"])] += 1
-    sources = sorted({p["source"] for p in pairs})
+    return cell
+
+
+def render_markdown(pairs: list[dict[str, Any]], stats: dict[str, Any],
+                    counts: dict[tuple[str, str], int] | None = None) -> str:
+    """The report as Markdown: counts per reason x source (`counts`, else counted from `pairs`), then sampled
+    pairs side by side."""
+    cell = defaultdict(int, counts if counts is not None else _counts(pairs))
+    total = sum(cell.values())
+    sources = sorted({s for _, s in cell})
     lines = ["# Dedup report", "",
-             f"{stats.get('rows_in', '?')} rows in, {stats.get('kept', '?')} kept, {len(pairs)} removed as duplicates "
+             f"{stats.get('rows_in', '?')} rows in, {stats.get('kept', '?')} kept, {total} removed as duplicates "
              "(each names the kept row it was merged into). Score: word 3-gram Jaccard similarity of the two "
              "prompts as written (1.0 = the same words); low-scoring near duplicates are the ones to check.", "",
              "## Removed duplicates per reason x source", "",
@@ -121,7 +183,7 @@ def render_markdown(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
         vals = [cell.get((reason, s), 0) for s in sources]
         lines.append(f"| {reason} | " + " | ".join(str(v) for v in vals) + f" | {sum(vals)} |")
     shown = sample_pairs(pairs, MD_ROWS)
-    lines += ["", f"## Merged pairs ({len(shown)} of {len(pairs)}: every reason x source, lowest score first; "
+    lines += ["", f"## Merged pairs ({len(shown)} of {total}: every reason x source, lowest score first; "
               "all of them in dedup_report.html and removed/)", "",
               "| reason | score | removed row | its prompt | kept row | kept prompt |", "|---|---:|---|---|---|---|"]
     for p in shown:
@@ -131,22 +193,22 @@ def render_markdown(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_html(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
-    """The self-contained HTML report: counts, then one card per sampled pair with differing words marked,
-    filterable by reason and source."""
+def render_html(pairs: list[dict[str, Any]], stats: dict[str, Any],
+                counts: dict[tuple[str, str], int] | None = None) -> str:
+    """The self-contained HTML report: counts (`counts`, else counted from `pairs`), then one card per
+    sampled pair with differing words marked, filterable by reason and source."""
     from cotforge.curate.io import html
 
-    sources = sorted({p["source"] for p in pairs})
-    cell: dict[tuple[str, str], int] = defaultdict(int)
-    for p in pairs:
-        cell[(p["reason"], p["source"])] += 1
+    cell = defaultdict(int, counts if counts is not None else _counts(pairs))
+    total = sum(cell.values())
+    sources = sorted({s for _, s in cell})
     shown = sample_pairs(pairs, HTML_ROWS)
     body = [f"<h1>Dedup report</h1><p>{stats.get('rows_in', '?')} rows in, {stats.get('kept', '?')} kept, "
-            f"<b>{len(pairs)} removed as duplicates</b>. Score: word 3-gram Jaccard similarity of the two prompts "
+            f"<b>{total} removed as duplicates</b>. Score: word 3-gram Jaccard similarity of the two prompts "
             "(1.0 = the same words). Words that differ between the two prompts are marked.</p>",
             "<h2>Removed duplicates per reason x source</h2>",
             html.counts_table(list(REASONS), sources, cell, "reason"),
-            f"<h2>Merged pairs ({len(shown)} of {len(pairs)}: every reason x source, lowest score first)</h2>",
+            f"<h2>Merged pairs ({len(shown)} of {total}: every reason x source, lowest score first)</h2>",
             html.filters({"reason": sorted({p["reason"] for p in shown}),
                           "source": sorted({p["source"] for p in shown})})]
     for p in shown:
@@ -167,9 +229,9 @@ def render_html(pairs: list[dict[str, Any]], stats: dict[str, Any]) -> str:
 def write_dedup_report(out_dir: str | Path, stats: dict[str, Any]) -> dict[str, int]:
     """Write OUT/dedup_report.md and OUT/dedup_report.html; returns the merged pairs per reason."""
     out = Path(out_dir)
-    pairs = merged_pairs(out)
-    (out / "dedup_report.md").write_text(render_markdown(pairs, stats), encoding="utf-8")
-    (out / "dedup_report.html").write_text(render_html(pairs, stats), encoding="utf-8")
-    counts = {r: sum(p["reason"] == r for p in pairs) for r in REASONS}
+    cell, pairs = merged_pairs(out)
+    (out / "dedup_report.md").write_text(render_markdown(pairs, stats, cell), encoding="utf-8")
+    (out / "dedup_report.html").write_text(render_html(pairs, stats, cell), encoding="utf-8")
+    counts = {r: sum(n for (reason, _), n in cell.items() if reason == r) for r in REASONS}
     log.info("dedup report: %s -> %s", counts, out / "dedup_report.html")
     return counts

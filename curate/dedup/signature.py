@@ -11,6 +11,7 @@ from datatrove.io import get_datafolder
 from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.batching import batched
 
+from cotforge.curate.dedup.buckets import record_order
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import (
     band_signatures,
@@ -119,7 +120,7 @@ class ProblemSignature(MinhashDedupSignature):
             for i in range(r):
                 rec[f"field{i + 1}"] = sig[:, band * r + i]
             rec[f"field{r + 1}"] = doc_idx
-            rec = rec[np.lexsort([rec[n] for n in reversed(dtype.names)])]
+            rec = rec[record_order([rec[n] for n in dtype.names])]
             with self.output_folder.open(f"bucket_{band:03d}/{rank:05d}.minhash.sig", "wb") as f:
                 f.write(rec.tobytes())
 

@@ -12,16 +12,16 @@ faster. The per-character steps of `normalize._chars` become two lookup tables b
 - stage B, per intermediate code point: the Unicode-math map and the LaTeX command map of what it inserts
   (`≤` -> ` \\leq ` -> `leq`), then punctuation to a space, as the UTF-8 bytes it contributes.
 
-One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, splits ASCII letters from
-digits, collapses spaces and strips the ends. Steps that depend on context beyond one character are not in the
-kernel: a text whose characters need them (a backslash, i.e. real LaTeX; three backticks, a code fence; a
-code point NFKC may compose) is flagged by the same pass and takes `normalize`; instruction wrappers are removed
-from the kernel's output by the batch wrapper step of `normalize` (it reads normalised text only). So
-`normalize_many(texts)[i] == normalize(texts[i])` for every text (tests/test_kernel.py fuzzes it on real corpora
-and adversarial Unicode).
+One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, runs the LaTeX rules
+(`\\frac12`, environments, commands) and the code-fence rule with look-ahead, splits ASCII letters from digits,
+collapses spaces and strips the ends. A text holding a code point NFKC may compose with its neighbour is flagged
+by the same pass and takes `normalize`; instruction wrappers are removed from the kernel's output by the batch
+wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
+for every text (tests/test_kernel.py fuzzes it on real corpora and adversarial Unicode).
 
-`hash_words_ngrams` reads the normalised column once more and returns the word hashes of
-`hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit.
+`hash_words_ngrams` reads the normalised column once more, 8 bytes at a time, and returns the word hashes of
+`hashing.hash_words_arrow` and the n-gram hashes of `hashing.ngram_hashes`, bit for bit. Large outputs are
+allocated by numpy, not inside the kernels (huge pages; see `_hash_outputs`).
 
 The kernels are compiled with `cache=True`: numba keeps the machine code on disk (in the cotforge cache folder,
 or NUMBA_CACHE_DIR when set), so each worker process compiles once per installation, not once per run.
@@ -190,25 +190,41 @@ def _jit_inline(fn):
     return njit(cache=True, nogil=True, inline="always")(fn) if njit is not None else fn
 
 
+def _space_rule_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The space rules of `_put` as two tables: byte class (1 space, 2 ASCII letter, 3 digit, 4 other) and,
+    per (previous state, class), 8 * (a space goes before the byte) + the next state."""
+    cls = np.full(256, 4, dtype=np.uint8)
+    cls[32] = 1
+    cls[ord("a"):ord("z") + 1] = 2
+    cls[ord("A"):ord("Z") + 1] = 2
+    cls[ord("0"):ord("9") + 1] = 3
+    step = np.zeros(5 * 5, dtype=np.uint8)
+    for prev in range(5):
+        for c in range(1, 5):
+            if c == 1:  # a space is only remembered (none at a row's start)
+                step[prev * 5 + c] = 0 if prev == 0 else 1
+            else:
+                sep = prev == 1 or (prev == 2 and c == 3) or (prev == 3 and c == 2)
+                step[prev * 5 + c] = 8 * sep + c
+    return cls, step
+
+
+_CLS, _STEP = _space_rule_tables()  # numba freezes global arrays into the machine code as constants
+
+
 @_jit_inline
 def _put(out, pos, b, prev):
     """Append byte `b` with the reference's space rules: runs of spaces collapse, none at a row's start (the
     end is stripped by the caller dropping a pending space), a space between an ASCII letter and a digit.
-    `prev`: 0 row start, 1 space pending, 2 letter, 3 digit, 4 other. Returns (pos, prev)."""
-    if b == 32:
-        if prev != 0:
-            prev = 1
-        return pos, prev
-    cls = 4
-    if (97 <= b <= 122) or (65 <= b <= 90):
-        cls = 2
-    elif 48 <= b <= 57:
-        cls = 3
-    if prev == 1 or (prev == 2 and cls == 3) or (prev == 3 and cls == 2):
-        out[pos] = 32
-        pos += 1
+    `prev`: 0 row start, 1 space pending, 2 letter, 3 digit, 4 other. Returns (pos, prev).
+    Branch-free (tables `_CLS` / `_STEP`): a space and the byte are stored unconditionally and `pos` advances
+    only over what counts, so word boundaries cost no mispredicted branch (the buffers have slack for it)."""
+    c = _CLS[b]
+    st = _STEP[prev * 5 + c]
+    out[pos] = 32
+    pos += st >> 3
     out[pos] = b
-    return pos + 1, cls
+    return pos + (c != 1), st & 7
 
 
 @_jit_inline
@@ -308,14 +324,14 @@ def _fence_end(mid, j, m):
 
 
 @_jit
-def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, maxper, amax, big_row,
-                      cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
-    """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text).
+def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, ascii_out, le, ge, maxper, amax,
+                      big_row, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+    """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text). `out`:
+    the caller's first output buffer (numpy's, see `_hash_outputs`), grown here when a text needs more.
 
     Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"),
     stage B reads them with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
     n = len(offs) - 1
-    out = np.empty(max(64, int((offs[n] - offs[0]) * 1.25) + 64), dtype=np.uint8)
     mid = np.empty(1024, dtype=np.int32)
     out_offs = np.zeros(n + 1, dtype=np.int64)
     fallback = np.zeros(n, dtype=np.bool_)
@@ -377,6 +393,11 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
         bol = True  # only spaces / tabs since the row's start or the last newline
         while j < m:
             d = mid[j]
+            if d < 128 and ascii_out[d] != 0:  # plain ASCII (not one of ` < > \\ newline): its table byte
+                bol = bol and (d == 32 or d == 9)
+                pos, prev = _put(out, pos, ascii_out[d], prev)
+                j += 1
+                continue
             if d == 96 and bol:
                 k = _fence_end(mid, j, m)
                 if k >= 0:  # a code-fence line: one space, the newline stays
@@ -405,7 +426,7 @@ def _normalize_kernel(data, offs, a_off, a_pool, a_flag, b_off, b_pool, le, ge, 
     return out[:pos], out_offs, fallback
 
 
-@_jit
+@_jit_inline
 def _fmix(x):
     x = x ^ (x >> np.uint64(30))
     x = x * np.uint64(0xBF58476D1CE4E5B9)
@@ -414,44 +435,51 @@ def _fmix(x):
     return x ^ (x >> np.uint64(31))
 
 
-@_jit
-def _word_hash(t, s, L):
-    """`hashing.hash_spans` for one word t[s:s+L]."""
-    lo = np.uint64(0)
-    for k in range(min(L, 8)):
-        lo |= np.uint64(t[s + k]) << np.uint64(8 * k)
-    hi = np.uint64(0)
-    for k in range(8, min(L, 16)):
-        hi |= np.uint64(t[s + k]) << np.uint64(8 * (k - 8))
-    hi = hi + np.uint64(L) * np.uint64(0xD6E8FEB86659FD93)
-    if L > 16:
-        p = np.uint64(1)
-        acc = np.uint64(0)
-        for k in range(16, L):
-            acc = acc + np.uint64(t[s + k]) * p
-            p = p * np.uint64(0x100000001B3)
-        hi = hi + acc
-    return _fmix(lo ^ _fmix(hi))
+_MASK = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)  # the low k bytes
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_SPACES = np.uint64(0x2020202020202020)
+
+
+@_jit_inline
+def _load8(v, i):
+    """Bytes i..i+7 of the buffer `v` (uint64 words, little-endian) as one uint64: an unaligned load built from
+    the two aligned words it straddles (branch-free: the second shift is split so that it is never by 64)."""
+    q = i >> 3
+    r = np.uint64(8 * (i & 7))
+    return (v[q] >> r) | ((v[q + 1] << np.uint64(1)) << (np.uint64(63) - r))
+
+
+@_jit_inline
+def _first_space(x):
+    """Index (0-7) of the first space byte in the 8 bytes of `x`, or 8 when there is none (SWAR zero-byte test
+    on x ^ spaces: its lowest flagged byte is exact)."""
+    y = x ^ _SPACES
+    z = (y - _ONES) & ~y & _HIGHS
+    if z == 0:
+        return 8
+    low = (z & (~z + np.uint64(1))) >> np.uint64(7)  # 256^k for the first space at byte k
+    return np.int64((low * np.uint64(0x0001020304050607)) >> np.uint64(56))
 
 
 @_jit
-def _hash_kernel(t, offs, n):
+def _hash_kernel(v, offs, n, wh, wrow, woff, gh, grow, gstart):
     """Word hashes (+ row, byte offset in row) and word n-gram hashes (+ row, first word) of normalised texts
-    (single spaces, stripped)."""
+    (single spaces, stripped) held in the uint64 buffer `v` (the text bytes with >= 16 zero bytes after them).
+
+    A word's end is found 8 bytes at a time (SWAR) and its hash is `hashing.hash_spans`'s:
+    h = fmix(lo ^ fmix(hi + len * K1 + tail)), lo / hi the word's first / next 8 bytes as little-endian
+    integers, tail = sum_k b_k P^k over the bytes past the 16th. The n-gram hash is `hashing.ngram_hashes`'s,
+    rolled: acc = sum_j wh[j] * Q^(last - j) over the window, fmix(acc). The six outputs come from the caller
+    (`_hash_outputs`), each long enough for every word of the batch."""
     nrows = len(offs) - 1
-    cap = (offs[nrows] - offs[0]) // 2 + nrows + 1
-    wh = np.empty(cap, dtype=np.uint64)
-    wrow = np.empty(cap, dtype=np.int64)
-    woff = np.empty(cap, dtype=np.int64)
-    gh = np.empty(cap, dtype=np.uint64)
-    grow = np.empty(cap, dtype=np.int64)
-    gstart = np.empty(cap, dtype=np.int64)
     nw = 0
     ng = 0
     q = np.uint64(0x9E3779B97F4A7C15)
     qn = np.uint64(1)
     for _ in range(n):
         qn = qn * q
+    k1 = np.uint64(0xD6E8FEB86659FD93)
     for r in range(nrows):
         first_word = nw
         acc = np.uint64(0)
@@ -459,23 +487,39 @@ def _hash_kernel(t, offs, n):
         end = offs[r + 1]
         i = s
         while i < end:
-            j = i
-            while j < end and t[j] != 32:
-                j += 1
-            wh[nw] = _word_hash(t, i, j - i)
+            x = _load8(v, i)
+            k = _first_space(x)
+            at = i
+            while k == 8 and at + 8 < end:  # a word of 8+ bytes: the next 8
+                at += 8
+                k = _first_space(_load8(v, at))
+            k = min(at + k, end)
+            L = k - i
+            lo = x & _MASK[min(L, 8)]
+            hi = _load8(v, i + 8) & _MASK[min(max(L - 8, 0), 8)]
+            hi = hi + np.uint64(L) * k1
+            if L > 16:
+                p = np.uint64(1)
+                tail = np.uint64(0)
+                for j in range(i + 16, k):
+                    tail = tail + ((v[j >> 3] >> np.uint64(8 * (j & 7))) & np.uint64(255)) * p
+                    p = p * np.uint64(0x100000001B3)
+                hi = hi + tail
+            h = _fmix(lo ^ _fmix(hi))
+            wh[nw] = h
             wrow[nw] = r
             woff[nw] = i - s
             nw += 1
-            if n > 0:  # rolling: acc = sum of wh[k] * Q^(last - k) over the window (mod 2^64, as ngram_hashes)
-                acc = acc * q + wh[nw - 1]
+            if n > 0:
+                acc = acc * q + h
                 if nw - first_word > n:
                     acc = acc - wh[nw - 1 - n] * qn
-            if n > 0 and nw - first_word >= n:
-                gh[ng] = _fmix(acc)
-                grow[ng] = r
-                gstart[ng] = nw - n
-                ng += 1
-            i = j + 1
+                if nw - first_word >= n:
+                    gh[ng] = _fmix(acc)
+                    grow[ng] = r
+                    gstart[ng] = nw - n
+                    ng += 1
+            i = k + 1
     return wh[:nw], wrow[:nw], woff[:nw], gh[:ng], grow[:ng], gstart[:ng]
 
 
@@ -533,6 +577,19 @@ def _max_per_char() -> int:
 
 
 @lru_cache(maxsize=1)
+def _ascii_out() -> np.ndarray:
+    """Stage B's byte for each ASCII code point (itself when alphanumeric, else a space), 0 for the ones with
+    rules that read further (backtick: code fences, "<" / ">": "<=" / ">=", backslash: LaTeX, newline: the
+    fence rule's line starts), which take the general path."""
+    t = tables()
+    out = t["b_pool"][t["b_off"][:128]].copy()
+    if np.any(np.diff(t["b_off"][:129]) != 1):
+        raise ValueError("kernel: an ASCII code point maps to more than one byte in table B")
+    out[[ord("`"), ord("<"), ord(">"), ord("\\"), ord("\n")]] = 0
+    return out
+
+
+@lru_cache(maxsize=1)
 def _max_per_byte() -> int:
     """The most intermediate code points one input byte can become (table A plus a run marker)."""
     return int(np.diff(tables()["a_off"]).max()) + 1
@@ -564,8 +621,10 @@ def _command_tables() -> tuple[np.ndarray, ...]:
 def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data, offs = _buffers(arr)
     t = tables()
-    return _normalize_kernel(data, offs, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"], t["le"],
-                             t["ge"], _max_per_char(), _max_per_byte(), BIG_ROW, *_command_tables())
+    out = np.empty(max(64, int((offs[-1] - offs[0]) * 1.25) + 64), dtype=np.uint8)
+    return _normalize_kernel(data, offs, out, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"],
+                             _ascii_out(), t["le"], t["ge"], _max_per_char(), _max_per_byte(), BIG_ROW,
+                             *_command_tables())
 
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
@@ -598,8 +657,26 @@ def hash_words_ngrams(norm, n: int) -> tuple[np.ndarray, ...]:
     """Word and word n-gram hashes of a normalised LargeStringArray (what `normalize_many` returns), in one
     compiled pass: (word hashes, word row, word byte offset in its row, n-gram hashes, n-gram row, first
     word of each n-gram), equal to `hashing.hash_words_arrow` and `hashing.ngram_hashes(..., n)`."""
+    v, offs = _word_buffer(norm)
+    return _hash_kernel(v, offs, n, *_hash_outputs(offs))
+
+
+def _hash_outputs(offs: np.ndarray) -> list[np.ndarray]:
+    """The hash kernel's six output arrays, sized for the most words the texts can hold (half their bytes,
+    plus one per row). Allocated by numpy, not inside the kernel: numpy asks for transparent huge pages for
+    large arrays and numba's allocator does not, and the page faults of 4 KiB pages cost the kernel more than
+    its hashing (measured in bench/text/profile.py)."""
+    cap = int(offs[-1] - offs[0]) // 2 + len(offs)
+    return [np.empty(cap, dtype=dt) for dt in (np.uint64, np.int64, np.int64, np.uint64, np.int64, np.int64)]
+
+
+def _word_buffer(norm) -> tuple[np.ndarray, np.ndarray]:
+    """The text bytes of a LargeStringArray as uint64 words with >= 16 zero bytes after them (the hash
+    kernel reads 8 bytes at a time), and its offsets."""
     data, offs = _buffers(norm)
-    return _hash_kernel(data, offs, n)
+    v = np.zeros(len(data) // 8 + 3, dtype=np.uint64)
+    v.view(np.uint8)[:len(data)] = data
+    return v, offs
 
 
 def fallback_share(texts) -> float:

@@ -158,14 +158,14 @@ def _names(prose: str) -> tuple[set[str], set[str]]:
     or capitalised twice (not sentence starters), ALL-CAPS words and quoted words. Openers: capitalised
     sentence-initial words that are not known starters ("Sarah", not "Find"). A mostly upper-case text says
     nothing by its case."""
-    letters = [c for c in prose if c.isalpha()]
-    upper = sum(c.isupper() for c in letters)
-    by_case = bool(letters) and upper <= 0.5 * len(letters)
+    letters = "".join(filter(str.isalpha, prose))  # C-level passes: this runs once per candidate prompt
+    by_case = bool(letters) and sum(map(str.isupper, letters)) <= 0.5 * len(letters)
     names: set[str] = set()
     starts: Counter[str] = Counter()
+    if not by_case and not _QUOTES.intersection(prose):
+        return names, set()  # only quotes or case can make a name
     prev, quoted = None, False
-    for m in _RAW_TOK.finditer(prose):
-        tok = m.group()
+    for tok in _RAW_TOK.findall(prose):
         if tok in _QUOTES:
             quoted = not quoted if tok == '"' else tok == "“"
         elif tok[0].isalpha():

@@ -1,0 +1,134 @@
+"""Dedup's fast paths equal their plain forms: the compiled MinHash loop, the tie-only record sort, the streamed
+report; and the stage gives the same verdicts with the kernel on and off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cotforge.curate.dedup.buckets import record_order
+from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.core import band_signatures
+from cotforge.curate.dedup.minhash import minhash_rows
+from cotforge.curate.text.columns import kernel_installed
+from cotforge.curate.text.hashing import affine_perms, minhash_matrix
+
+needs_numba = pytest.mark.skipif(not kernel_installed(), reason="numba (the kernel extra) is not installed")
+
+
+@needs_numba
+@pytest.mark.parametrize("n_rows,per_row", [(0, 0), (1, 1), (7, 3), (500, 40)])
+def test_compiled_minhash_equals_the_numpy_form(n_rows: int, per_row: int) -> None:
+    rng = np.random.default_rng(n_rows)
+    sh = rng.integers(0, 2**64 - 1, size=n_rows * per_row, dtype=np.uint64)
+    rows = rng.integers(0, max(n_rows, 1), size=len(sh)).astype(np.int64)  # unsorted, some rows empty
+    a, b = affine_perms(100, 7)
+    got = minhash_rows(sh, rows, n_rows + 2, a, b, kernel="numba")
+    want = minhash_matrix(sh, rows, n_rows + 2, a, b)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert (got[n_rows:] == np.iinfo(np.uint64).max).all()  # rows without shingles stay at the maximum
+
+
+@needs_numba
+def test_band_signatures_equal_with_and_without_the_kernel() -> None:
+    texts = ["a farmer has 12 cows and buys 5 more how many cows", "x", "", "find x if 2x 10",
+             "the sum of all positive integers n less than 40 such that n 2 3 n 7 is divisible by 5"] * 30
+    num = np.arange(len(texts), dtype=np.uint64)
+    sig_k, has_k = band_signatures(texts, num, DedupConfig(text_kernel="numba"))
+    sig_p, has_p = band_signatures(texts, num, DedupConfig(text_kernel="python"))
+    assert np.array_equal(has_k, has_p) and np.array_equal(sig_k, sig_p)
+    assert not has_k[2] and has_k[1]
+
+
+def test_record_order_equals_lexsort_with_and_without_ties() -> None:
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n = int(rng.integers(0, 200))
+        spread = int(rng.integers(1, 6)) if trial % 3 else 2**62  # many ties / almost none
+        keys = [rng.integers(0, spread, size=n).astype(np.uint64) for _ in range(3)]
+        keys.append(rng.permutation(n).astype(np.uint32))  # the doc index makes every tuple distinct
+        assert np.array_equal(record_order(keys), np.lexsort(keys[::-1])), trial
+
+
+def _corpus(path) -> None:
+    """Rows with exact and near duplicates of a few templated problems, as a JSONL input."""
+    import json
+    import random
+
+    rng = random.Random(0)
+    rows = []
+    for i in range(400):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        base = f"Mia has {a} apples and buys {b} more apples at the market. How many apples does Mia have now?"
+        kind = rng.random()
+        prompt = base + (" Show your work." if kind < 0.3 else "")
+        rows.append({"id": f"r{i}", "problem": prompt, "response": f"The answer is {a + b}." if kind < 0.8 else "x"})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_streamed_report_equals_one_join_and_counts_every_removed_row(tmp_path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import report
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    _corpus(tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    stats = run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(), ExecutorConfig(workers=1))
+    removed = pq.read_table(out / "removed").num_rows
+    assert removed > 10
+    cell, pairs = report.merged_pairs(out)
+    assert sum(cell.values()) == removed
+    md, html = report.render_markdown(pairs, stats, cell), report.render_html(pairs, stats, cell)
+    assert report.render_markdown(pairs, stats) == md  # every pair kept here: counting them gives the same
+    monkeypatch.setattr(report, "JOIN_ROWS", 3)  # many hash partitions: the same report
+    cell2, pairs2 = report.merged_pairs(out)
+    assert cell2 == cell
+    assert report.render_markdown(pairs2, stats, cell2) == md and report.render_html(pairs2, stats, cell2) == html
+    assert all(p["response"] for p in pairs2)  # responses fetched for the sampled pairs
+    assert len(report.merged_pairs(out, keep=2)[1]) <= 2 * len(cell)  # memory bound: `keep` per (reason, source)
+
+
+def test_cluster_checks_in_small_chunks_give_the_same_verdicts(tmp_path, monkeypatch) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import cluster
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    _corpus(tmp_path / "in.jsonl")
+
+    def removed(name: str) -> tuple[list, dict]:
+        out = tmp_path / name
+        run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(),
+                  ExecutorConfig(workers=1, rows_per_task=90))
+        rows = sorted(tuple(r.values()) for r in
+                      pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
+        stats = json.loads((out / "stats.json").read_text())["dedup"]
+        return rows, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
+
+    whole = removed("whole")
+    monkeypatch.setattr(cluster, "CHECK_PAIRS", 2)
+    assert removed("chunks") == whole
+    assert whole[1]["candidate_pairs"] > 4 and whole[0]
+
+
+def test_candidate_pairs_merged_band_by_band_equal_one_unique_of_all(tmp_path) -> None:
+    from cotforge.curate.dedup.cluster import _read_pairs
+
+    rng = np.random.default_rng(5)
+    parts = []
+    for band in range(6):
+        rows = rng.integers(0, 3, size=(int(rng.integers(0, 40)), 4)).astype("<u4")  # many repeats across bands
+        rows.tofile(tmp_path / f"{band:05d}_00.dups")
+        parts.append(rows)
+    (tmp_path / "00009_00.dups").write_bytes(b"")
+    want = np.unique(np.concatenate(parts), axis=0)
+    got = _read_pairs(tmp_path)
+    assert got.dtype == np.uint32 and np.array_equal(got, want)
+    assert _read_pairs(tmp_path / "none").shape == (0, 4)
