@@ -156,7 +156,7 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
                recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None,
-               precision: str = "fp32", max_tokens: int = 256) -> None:
+               precision: str = "auto", max_tokens: int = 256) -> None:
     pairs = [p for p in build_dedup(SHARED) if p.part == part]
     th = DEDUP_DEFAULT
     for o in opts:
@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true", help="print each missed rephrasing with the rule that rejects it "
                     "(tuning part only)")
     ap.add_argument("--model", default="minilm")
-    ap.add_argument("--precision", default="fp32", help="the encoder's arithmetic (semantic_precision), both sets")
+    ap.add_argument("--precision", default="auto", help="the encoder's arithmetic (semantic_precision, as the stages), both sets")
     ap.add_argument("--max-tokens", type=int, default=256, help="the encoder's token cap (semantic_max_tokens), both sets")
     ap.add_argument("--recheck", default="", help="dedup: graded reasons the semantic check may overrule (a,b; default: the stage's RECHECK; "
                     "'none': only the rewording reasons)")
