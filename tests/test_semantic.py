@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
+    alternatives_swapped,
     asks_other_quantity,
     carriers_differ,
     math_changed,
@@ -167,6 +168,35 @@ def test_technical_word_dropped():
     assert pair_verdict("How many positive integers below 50 are odd?",
                         "How many positive whole numbers below 50 are odd?", 0.95, 0.95, th) is None
 
+
+
+def test_an_alternative_swapped_anywhere_is_another_problem(tiny_encoder):
+    """Look-alikes the tier merged on real problems (largest vs smallest with the question sentence unchanged,
+    LeetCode's inorder/postorder vs preorder/inorder, up vs down quarks): one text uses an alternative where the
+    other uses another of the same kind. The semantic check says `term_changed`, and in dedup it also vetoes a
+    merge the graded check would make; a synonym ("greatest" for "largest") or a word one text adds ("at least")
+    swaps nothing."""
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.semantic import RECHECK, check_pairs
+
+    th = PairThresholds()
+    big = "The integer $n$ is the largest positive multiple of $15$ such that every digit of $n$ is $8$ or $0$. Compute $n/15$."
+    trees = ("Given two integer arrays inorder and postorder where inorder is the inorder traversal of a binary tree "
+             "and postorder is the postorder traversal of the same tree, construct and return the binary tree.")
+    swapped = trees.replace("inorder and postorder", "preorder and inorder").replace(
+        "inorder is the inorder traversal", "preorder is the preorder traversal").replace(
+        "postorder is the postorder traversal", "inorder is the inorder traversal")
+    assert alternatives_swapped(big, big.replace("largest", "smallest"))
+    assert pair_verdict(big, big.replace("largest", "smallest"), 0.95, 1.0, th) == "term_changed"
+    assert pair_verdict(trees, swapped, 0.98, 0.99, th) == "term_changed"
+    assert not alternatives_swapped(big, big.replace("largest", "greatest"))
+    assert not alternatives_swapped("Find the largest $n$ with at least $3$ digits.",
+                                    "Find the biggest $n$ that has no fewer than $3$ digits.")
+    up = "How many up quarks does a tritium ($H^3$) nucleus contain?"
+    texts = [up, up.replace("up", "down")]
+    emb = Embedder(str(tiny_encoder))
+    merged, stats = check_pairs([(0, 1, 0.98)], texts, emb, th, DedupConfig(), RECHECK)
+    assert merged == [] and stats["term_changed"] == 1
 
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)

@@ -33,7 +33,13 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
-from cotforge.curate.dedup.pairs.semantic import PairThresholds, order_kept, pair_verdict, question_of
+from cotforge.curate.dedup.pairs.semantic import (
+    PairThresholds,
+    alternatives_swapped,
+    order_kept,
+    pair_verdict,
+    question_of,
+)
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
 from cotforge.curate.text.embed import Embedder, StaticEmbedder, embedder_for
@@ -95,6 +101,9 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
                 if x not in norms:
                     norms[x] = normalize(texts[x], cfg.norm)
             graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
+            if graded is None and alternatives_swapped(texts[i], texts[j]):
+                stats["term_changed"] = stats.get("term_changed", 0) + 1
+                continue
             if graded is None:
                 merged.append((i, j, c))
                 stats["graded_merged"] = stats.get("graded_merged", 0) + 1

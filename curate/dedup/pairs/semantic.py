@@ -270,6 +270,42 @@ def carriers_differ(qa: str, qb: str) -> bool:
     return False
 
 
+# words that name one of several alternatives, over the whole text: a text holding one where the other holds
+# another asks for something else (the question sentence may be unchanged: "the largest multiple of 15 ...
+# Compute n/15"). Extremes from dedup's carrier lexicon; tree traversals, sort orders, rotation senses,
+# opposite directions and sides.
+_EXTREMES = frozenset({("comparison", "largest"), ("comparison", "smallest")})
+_ALTERNATIVES: dict[str, str] = {w: g for g, ws in {
+    "traversal": "preorder inorder postorder", "order": "ascending descending",
+    "rotation": "clockwise counterclockwise anticlockwise", "axis": "horizontal vertical", "updown": "up down",
+    "side": "left right", "compass": "north south east west", "inout": "interior exterior inner outer",
+    "scribed": "inscribed circumscribed", "bound": "upper lower",
+}.items() for w in ws.split()}
+
+
+_SAME_AS = {"anticlockwise": "counterclockwise", "inner": "interior", "outer": "exterior"}
+
+
+def _alternatives(text: str) -> dict[str, set[str]]:
+    """{kind: {alternative}} of the words of `text` (`_EXTREMES`, `_ALTERNATIVES`)."""
+    got: dict[str, set[str]] = {}
+    for w in _WORD.findall((text or "").lower()):
+        c = CARRIERS.get(w)
+        if c in _EXTREMES:
+            got.setdefault("extreme", set()).add(c[1])
+        elif w in _ALTERNATIVES:
+            got.setdefault(_ALTERNATIVES[w], set()).add(_SAME_AS.get(w, w))
+    return got
+
+
+def alternatives_swapped(a: str, b: str) -> bool:
+    """Whether each text uses an alternative of one kind the other does not ("the largest multiple of 15" vs
+    "the smallest multiple of 15"; "inorder and postorder" vs "preorder and inorder"). A word only one text uses
+    ("at least" added by a rewording) swaps nothing."""
+    ga, gb = _alternatives(a), _alternatives(b)
+    return any(ga[k] - gb[k] and gb[k] - ga[k] for k in set(ga) & set(gb))
+
+
 _TERM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
 
 
@@ -389,7 +425,7 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
         return "number_changed"
     if math_changed(a, b):
         return "math_changed"
-    if term_dropped(a, b) or (symmetric and term_dropped(b, a)):
+    if term_dropped(a, b) or (symmetric and term_dropped(b, a)) or alternatives_swapped(a, b):
         return "term_changed"
     qa, qb = question_of(a), question_of(b)
     if carriers_differ(qa, qb) or asks_other_quantity(a, qa, b, qb) or strict_counts(a) != strict_counts(b):
