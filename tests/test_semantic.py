@@ -208,7 +208,7 @@ def test_pair_verdict_reasons():
 
 
 def test_embedder_from_a_local_folder(tiny_encoder):
-    emb = Embedder(str(tiny_encoder), batch_size=2)
+    emb = Embedder(str(tiny_encoder), threads=2)
     v = emb.encode([ITEM, "", CLEAN, ITEM])
     assert v.shape == (4, emb.dim) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
-from cotforge.curate.text.embed import Embedder, StaticEmbedder, cache_dir, cached_array, embedder_for
+from cotforge.curate.text.embed import (
+    Embedder,
+    StaticEmbedder,
+    cache_dir,
+    cached_array,
+    embedder_for,
+    exact_cosine,
+    nearest,
+)
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
@@ -196,14 +204,10 @@ class SemanticTier:
         out: list[list[SemanticHit]] = [[] for _ in texts]
         if not texts:
             return out
-        q = self._row_vectors(texts)
-        sims = q @ self.vecs.T
-        k = min(self.cfg.semantic_top_k, sims.shape[1])
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        top, cos = nearest(self._row_vectors(texts), self.vecs, self.cfg.semantic_top_k)
         cands: list[tuple[int, int, float]] = []
         for i in range(len(texts)):
-            for e in top[i].tolist():
-                c = float(sims[i, e])
+            for e, c in zip(top[i].tolist(), cos[i].tolist(), strict=True):
                 if c < self.th.min_cosine:
                     continue
                 # numbers and carriers first (cheap); the question cosine only for what passes them
@@ -215,7 +219,7 @@ class SemanticTier:
         rows = sorted({i for i, _, _ in cands})
         qv = dict(zip(rows, self.emb.encode([question_of(texts[i]) for i in rows]), strict=True))
         for i, e, c in cands:
-            qc = float(qv[i] @ self.qvecs[e])
+            qc = exact_cosine(qv[i], self.qvecs[e])
             if pair_verdict(self.items[e], texts[i], c, qc, self.th) is None:
                 nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers)[1]
                 out[i].append(SemanticHit(e, c, qc, nums))

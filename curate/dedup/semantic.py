@@ -42,7 +42,7 @@ from cotforge.curate.dedup.pairs.semantic import (
 )
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
-from cotforge.curate.text.embed import Embedder, StaticEmbedder, embedder_for
+from cotforge.curate.text.embed import Embedder, StaticEmbedder, embedder_for, exact_cosine, nearest
 from cotforge.curate.text.normalize import normalize
 
 log = logging.getLogger(__name__)
@@ -55,22 +55,21 @@ REWORDING_REASONS = frozenset({"reworded_too_much", "below_threshold", "content_
 RECHECK: frozenset[str] = frozenset({"number_changed", "question_changed", "name_changed", "math_changed"})
 
 
-def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 1024) -> list[tuple[int, int, float]]:
-    """(i, j, cosine) with i < j for each row's `top_k` nearest other rows at cosine >= `min_cosine`, each pair once."""
+def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 1024,
+                    tie: np.ndarray | None = None) -> list[tuple[int, int, float]]:
+    """(i, j, cosine) with i < j for each row's `top_k` + 1 nearest other rows at cosine >= `min_cosine`, each
+    pair once. Cosines are exact (`embed.nearest`) and ties are broken by `tie` (dedup passes the problem keys),
+    so the pairs do not depend on how the rows were split into tasks or blocks."""
     n = len(vecs)
     out: dict[tuple[int, int], float] = {}
     if n < 2:
         return []
-    k = min(top_k + 1, n)
     for lo in range(0, n, block):
-        sims = vecs[lo:lo + block] @ vecs.T
         idx = np.arange(lo, min(lo + block, n))
-        sims[np.arange(len(idx)), idx] = -2.0  # not itself
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        top, cos = nearest(vecs[idx], vecs, top_k + 1, tie=tie, exclude=idx)
         for r, i in enumerate(idx.tolist()):
-            for j in top[r].tolist():
-                c = float(sims[r, j])
-                if c >= min_cosine and j != i:
+            for j, c in zip(top[r].tolist(), cos[r].tolist(), strict=True):
+                if c >= min_cosine:
                     out[(min(i, j), max(i, j))] = c
     return [(i, j, c) for (i, j), c in sorted(out.items())]
 
@@ -122,7 +121,7 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
     rows = sorted({x for i, j, _ in first for x in (i, j)})
     qv = dict(zip(rows, embedder.encode([question_of(texts[r]) for r in rows]), strict=True)) if rows else {}
     for i, j, c in first:
-        why = pair_verdict(texts[i], texts[j], c, float(qv[i] @ qv[j]), th, symmetric=True)
+        why = pair_verdict(texts[i], texts[j], c, exact_cosine(qv[i], qv[j]), th, symmetric=True)
         if why is None:
             merged.append((i, j, c))
         else:
@@ -206,7 +205,7 @@ def rerank(cands: list[tuple[int, int, float]], texts, embedder: Embedder, min_c
     if not rows:
         return []
     v = dict(zip(rows, embedder.encode([texts[r] for r in rows]), strict=True))
-    out = [(i, j, float(v[i] @ v[j])) for i, j, _ in cands]
+    out = [(i, j, exact_cosine(v[i], v[j])) for i, j, _ in cands]
     return [(i, j, c) for i, j, c in out if c >= min_cosine]
 
 
@@ -227,7 +226,8 @@ def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.
     pkey = np.concatenate([h["pkey"] for h in heads])
     static = cfg.semantic_encoder == "static+rerank"
     floor = cfg.semantic_static_cosine if static else cfg.semantic_cosine
-    cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, floor) if pkey[i] != pkey[j]]
+    cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, floor, tie=pkey)
+             if pkey[i] != pkey[j]]
     need = sorted({x for i, j, _ in cands for x in (i, j)})
     texts: dict[int, str] = {}
     for r in sorted({int(rank[x]) for x in need}):

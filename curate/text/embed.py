@@ -14,7 +14,8 @@ from (`resolve_model_dir`):
 - any other value: a local folder holding a sentence-transformers (or plain transformers) model:
   `config.json`, the weights and the tokenizer files. Loaded with `local_files_only=True`: never a hub download.
 
-Texts are embedded in batches sorted by length (less padding), cut at `max_tokens` tokens.
+Texts are cut at `max_tokens` tokens and embedded one at a time (`Embedder`: a vector must not depend on
+its batch mates or the thread count).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import shutil
 import time
 import zipfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +104,49 @@ def native_bf16(device: str) -> bool:
     cpu = getattr(torch, "cpu", None)
     checks = [getattr(cpu, n, None) for n in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
     return any(f() for f in checks if f is not None)
+
+
+FIXED_SCALE = 2.0 ** 24  # vectors as integers of 2^-24: float16 values exactly, float32 to ~6e-8
+SHORTLIST_MARGIN = 8  # extra neighbours re-scored exactly, so a float rounding cannot swap the k-th one out
+
+
+def fixed_point(vecs: np.ndarray) -> np.ndarray:
+    """`vecs` (unit length or less) as int64 multiples of 2^-24: dot products of these are exact integer sums,
+    so a cosine does not depend on the summation order a matrix kernel picks for a given shape."""
+    return np.rint(np.asarray(vecs, dtype=np.float64) * FIXED_SCALE).astype(np.int64)
+
+
+def exact_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products of two equally shaped stacks of vectors, computed exactly in fixed point
+    (`fixed_point`): the same two vectors give the same cosine bits in every run and every batch."""
+    return (fixed_point(a) * fixed_point(b)).sum(axis=-1) / FIXED_SCALE ** 2
+
+
+def exact_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """`exact_cosines` of one pair."""
+    return float(exact_cosines(a[None], b[None])[0])
+
+
+def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = None,
+            exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """([len(q), k'] indices into `vecs`, their exact cosines) of each query's k nearest vectors, best first,
+    ties broken by `tie` (default: the index), k' = min(k, candidates). A float matrix product shortlists
+    k + SHORTLIST_MARGIN; the shortlist is re-scored exactly and cut to k, so neither which rows share the
+    product nor the thread count can change the neighbours or their cosines. `exclude`: per query, one index
+    of `vecs` left out (the query itself)."""
+    n, m = len(q), len(vecs)
+    avail = m - (exclude is not None)
+    if not n or avail <= 0 or k <= 0:
+        return np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0))
+    sims = q.astype(np.float32) @ vecs.astype(np.float32).T
+    if exclude is not None:
+        sims[np.arange(n), exclude] = -np.inf
+    s = min(k + SHORTLIST_MARGIN, avail)
+    short = np.argpartition(-sims, s - 1, axis=1)[:, :s]
+    exact = (fixed_point(q)[:, None, :] * fixed_point(vecs[short])).sum(axis=-1) / FIXED_SCALE ** 2
+    ties = short if tie is None else tie[short]
+    order = np.lexsort((ties, -exact), axis=1)[:, :min(k, s)]
+    return np.take_along_axis(short, order, axis=1), np.take_along_axis(exact, order, axis=1)
 
 
 class EmbedModelError(ValueError):
@@ -206,11 +251,19 @@ class EmbedStats:
 
 
 class Embedder:
-    """Unit-length float32 sentence embeddings of texts with one local encoder model (see the module docstring)."""
+    """Unit-length float32 sentence embeddings of texts with one local encoder model (see the module docstring).
+
+    A text's vector depends on the text alone. Batched, it did not: padding to the longest text of the batch and
+    the matrix kernels torch picks by batch shape and thread count moved bf16 vectors by up to ~1e-3 (fp32 by
+    ~1e-7) between batch compositions and between one and two threads (docs/semantic.md, round 6), enough to
+    move a cosine across a threshold, so the same input could give other shards with other worker counts or
+    another task order. So each text runs alone at its own length on one torch thread; several texts run at
+    once on Python threads (torch releases the GIL inside its kernels)."""
 
     def __init__(self, model: str | None = WHEEL_MODEL, *, device: str = "cpu", max_tokens: int = 256,
-                 batch_size: int = 64, threads: int | None = None, precision: str = "fp32"):
-        """`threads`: torch CPU threads (None: the task's share, `task_threads`); `precision`: fp32, bf16
+                 threads: int | None = None, precision: str = "fp32"):
+        """`threads`: texts embedded at once, each on one torch thread (None: the task's share,
+        `task_threads`, else torch's default thread count); `precision`: fp32, bf16
         (autocast; on a CPU without native bf16 it is slower), int8 (dynamic quantisation of the Linear layers,
         CPU) or auto (bf16 where native, else fp32)."""
         try:
@@ -219,9 +272,8 @@ class Embedder:
         except ImportError as e:
             raise EmbedModelError(f"{MISSING_MODEL} ({e})") from e
         self.model_dir = resolve_model_dir(model)
-        threads = threads or task_threads()
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = threads or task_threads() or torch.get_num_threads()
+        torch.set_num_threads(1)  # one thread per text: its vector must not depend on how many the task has
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if precision not in PRECISIONS:
@@ -237,7 +289,9 @@ class Embedder:
             raise ValueError(f"precision: int8 (dynamic quantisation) runs on the CPU only (device {device})")
         if precision == "int8":  # int8 weights, activations quantised per batch (fbgemm)
             self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
-        self.device, self.max_tokens, self.batch_size = device, max_tokens, batch_size
+        self.device, self.max_tokens = device, max_tokens
+        if not device.startswith("cpu"):
+            self.threads = 1  # one stream of texts on an accelerator
         self.precision = precision
         self.pooling, self.normalise = _pooling(self.model_dir)
         self.dim = int(self.model.config.hidden_size)
@@ -257,26 +311,37 @@ class Embedder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
-        the empty text."""
-        import torch
-
+        the empty text. Batch-invariant: each text runs alone, at its own token length, on one torch thread
+        (`threads` texts at a time on as many Python threads), so its vector is the same bits whatever texts
+        it is encoded with and however many threads the task has (see the class docstring)."""
         t0 = time.time()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        clean = [t or "" for t in texts]
-        order = np.argsort([len(t) for t in clean], kind="stable")
-        bf16 = torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16")
-        with torch.inference_mode(), bf16:
-            for lo in range(0, len(order), self.batch_size):
-                idx = order[lo:lo + self.batch_size]
-                enc = self.tokenizer([clean[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_tokens, return_tensors="pt").to(self.device)
-                hidden = self.model(**enc).last_hidden_state
-                out[idx] = self._pool(hidden, enc["attention_mask"]).float().cpu().numpy()
+        ids = self.tokenizer([t or "" for t in texts], truncation=True, max_length=self.max_tokens)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # longest first: the threads end together
+        lanes = [order[w::self.threads] for w in range(min(self.threads, len(order)))]
+        if len(lanes) == 1:
+            self._run_lane(lanes[0], ids, out)
+        else:
+            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="embed") as pool:
+                for fut in [pool.submit(self._run_lane, lane, ids, out) for lane in lanes]:
+                    fut.result()
         self.stats.texts += len(texts)
         self.stats.seconds += time.time() - t0
         return out
+
+    def _run_lane(self, rows: list[int], ids: list[list[int]], out: np.ndarray) -> None:
+        """Embed `rows` one text at a time into `out` (inference mode and autocast are per thread)."""
+        import torch
+
+        bf16 = torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        with torch.inference_mode(), bf16:
+            for i in rows:
+                x = torch.tensor([ids[i]], dtype=torch.long, device=self.device)
+                mask = torch.ones_like(x)
+                hidden = self.model(input_ids=x, attention_mask=mask).last_hidden_state
+                out[i] = self._pool(hidden, mask)[0].float().cpu().numpy()
 
     def _pool(self, hidden, mask):
         import torch

@@ -1,0 +1,110 @@
+"""The semantic tier gives the same shards for the same input: a text's vector does not depend on the texts
+it is embedded with or on the thread count, cosines do not depend on the matrix kernel, and decontamination /
+dedup runs with the tier on are byte-identical across reruns and worker counts (docs/semantic.md, round 6)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cotforge.curate.text.embed import Embedder, exact_cosines, nearest
+from cotforge.pipelines.cli.main import main
+
+REAL = pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None,
+                          reason="the semantic extra is not installed")
+ITEM = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "
+        "How many dollars did she spend?")
+REPHRASED = ("At the market, Janet, who already owns three apples, purchases five more. Every apple is priced at "
+             "2 dollars. What amount of money, in dollars, did she pay?")
+NUMBER_CHANGED = ("Janet has 3 apples and buys 7 more at the market. Each apple costs $2. "
+                  "How many dollars did she spend?")
+
+
+def _problems(shared: Path, name: str, n: int) -> list[str]:
+    out = []
+    with gzip.open(shared / "sft_sources" / name, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            out.append(r.get("problem") or r.get("question"))
+            if len(out) == n:
+                break
+    return out
+
+
+@REAL
+def test_a_vector_does_not_depend_on_its_batch_mates_or_threads(shared_data):
+    """bf16 on this kind of CPU moved a vector by ~1e-3 with its batch's padding and shape, and with one vs two
+    threads; now the bits are equal whatever the text is embedded with."""
+    texts = _problems(shared_data, "deepscaler_math_train.jsonl.gz", 40)
+    one = Embedder(threads=1)
+    ref = one.encode(texts)
+    assert np.array_equal(one.encode([texts[7]])[0], ref[7])
+    assert np.array_equal(one.encode(texts[5:12][::-1])[::-1], ref[5:12])
+    two = Embedder(threads=2)
+    assert two.precision == one.precision
+    assert np.array_equal(two.encode(texts[::-1])[::-1], ref)
+
+
+def test_nearest_is_exact_whatever_the_block_and_order():
+    """Neighbours and cosines of a query are the same bits when the other queries, the order of the searched
+    vectors, or the block of queries change; ties go by the tie key, not by position."""
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(300, 384)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    v[17] = v[3]  # a tie for every query
+    key = rng.permutation(300).astype(np.uint64)
+    q = v[:50] + 0.01 * rng.normal(size=(50, 384)).astype(np.float32)
+    top, cos = nearest(q, v, 5, tie=key)
+    perm = rng.permutation(300)
+    top2, cos2 = nearest(q[::-1][:20][::-1], v[perm], 5, tie=key[perm])
+    assert np.array_equal(cos[30:], cos2) and np.array_equal(top[30:], perm[top2])
+    assert np.array_equal(cos[:, 0], exact_cosines(q, v[top[:, 0]]))
+    assert np.all(np.diff(cos, axis=1) <= 0)
+    t3, _ = nearest(v[3:4], v, 2, exclude=np.array([3]))
+    assert t3[0, 0] == 17  # itself left out, its copy first
+
+
+def _bytes_of(out: Path) -> dict[str, bytes]:
+    """Every shard and the report of a stage's output folder (timings and paths aside)."""
+    got = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}
+    assert got, f"no shards under {out}"
+    return got
+
+
+@REAL
+@pytest.mark.slow
+def test_decontaminate_and_dedup_with_the_tier_are_byte_identical_across_runs_and_workers(tmp_path, shared_data):
+    """Real problems (GSM8K test items as the benchmark; GSM8K train rows, a rephrasing and a look-alike, each
+    repeated so several tasks embed the same texts and share vectors through the run's store): two runs with
+    two workers and one with one worker give the same bytes in every shard, from the CLI."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    items = [ITEM] + _problems(shared_data, "gsm8k_train_human.jsonl.gz", 230)[200:230]
+    (bench / "mini.jsonl").write_text("".join(json.dumps({"id": f"b{i}", "problem": p, "answer": "1"}) + "\n"
+                                              for i, p in enumerate(items)))
+    train = _problems(shared_data, "gsm8k_train_human.jsonl.gz", 60) + [REPHRASED, NUMBER_CHANGED]
+    rows = [{"id": f"r{k}-{i}", "prompt": p, "response": f"answer {k}"} for k in range(3) for i, p in enumerate(train)]
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs: dict[str, dict[str, dict[str, bytes]]] = {}
+    for label, workers in (("a", "2"), ("b", "2"), ("c", "1")):
+        for stage, extra in (("decontaminate", ["--benchmarks", "mini", "--benchmarks-dir", str(bench)]),
+                             ("dedup", [])):
+            out = tmp_path / label / stage
+            res = CliRunner().invoke(main, ["curate", stage, str(src), "-o", str(out), "--workers", workers,
+                                            "--rows-per-task", "40", "--semantic", *extra])
+            assert res.exit_code == 0, res.output
+            runs.setdefault(stage, {})[label] = _bytes_of(out)
+    for stage, got in runs.items():
+        assert got["a"] == got["b"] == got["c"], stage
+    import polars as pl
+
+    removed = pl.read_parquet(sorted((tmp_path / "a" / "decontaminate" / "removed").glob("*.parquet")))
+    semantic = removed.filter(pl.col("match_kind") == "semantic")["prompt"].to_list()
+    assert semantic == [REPHRASED] * 3  # the tier ran and flagged the rephrasing only
