@@ -304,10 +304,10 @@ class Embedder:
 
     @property
     def cache_tag(self) -> str:
-        """What the vectors depend on besides the texts (model folder, token cap, arithmetic): part of every
-        on-disk cache key of embeddings (fp32 keeps the key it had before the setting existed)."""
-        tag = f"{self.model_dir.resolve()}\0{self.max_tokens}"
-        return tag if self.precision == "fp32" else f"{tag}\0{self.precision}"
+        """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and "solo": each
+        text embedded alone, so vectors cached by the batched encoder of earlier versions are not reused): part
+        of every on-disk cache key of embeddings."""
+        return f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}\0solo"
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
