@@ -196,7 +196,41 @@ def test_an_alternative_swapped_anywhere_is_another_problem(tiny_encoder):
     texts = [up, up.replace("up", "down")]
     emb = Embedder(str(tiny_encoder))
     merged, stats = check_pairs([(0, 1, 0.98)], texts, emb, th, DedupConfig(), RECHECK)
-    assert merged == [] and stats["term_changed"] == 1
+    assert merged == [] and stats["vetoed_term_changed"] == 1
+
+
+def test_a_condition_or_count_or_term_added_is_another_problem(tiny_encoder):
+    """Classes the tier merged on real problems (round 5) and the veto of graded merges among its candidates:
+    a condition stated in one text only (an order, distinctness, a multiplier, an ordinal), a count asked in one
+    question only, a formula with a term added. A condition said in other words of its group, "the number of
+    $k$" (a rewording of "the value of $k$") and a near-copy with a few replaced words stay one problem."""
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.pairs.semantic import asks_count, condition_changed, veto_verdict
+    from cotforge.curate.dedup.semantic import RECHECK, check_pairs
+
+    seq = "Given a list of numbers values, return the length of the longest run of equal values."
+    assert condition_changed(seq, seq.replace("numbers values,", "numbers values sorted in descending order,"))
+    assert condition_changed("Pick 3 cards from a deck.", "Pick 3 different cards from a deck.")
+    assert condition_changed("Tom ate 4 pies. How many pies are left?", "Tom ate 4 pies on the third day. How many pies are left?")
+    assert not condition_changed("Pick 3 distinct cards.", "Pick 3 different cards.")
+    assert not condition_changed("Sort it in increasing order.", "Sort it in ascending order.")
+    assert asks_count("How many triangles have area 6?") and asks_count("Find the number of triangles with area 6.")
+    assert not asks_count("What is the largest area of a triangle with perimeter 6?")
+    assert not asks_count("Find the number of $k$.") and not asks_count("It has a maximum number of 54.")
+    th = PairThresholds()
+    tri = "A triangle has sides 5, 12 and 13. What is the length of its longest altitude?"
+    assert veto_verdict(tri, tri.replace("What is the length of its longest altitude?",
+                                         "How many of its altitudes are longer than 5?")) is not None
+    formula = "What is $\\left(\\frac{3}{5}\\right)^2 \\cdot \\left(\\frac{3}{5}\\right)^{-2}$?"
+    longer = formula.replace("$?", " + \\left(\\frac{3}{5}\\right)^2$?")
+    assert veto_verdict(formula, longer) == "number_changed"
+    assert veto_verdict(tri, tri.replace("has sides", "has side lengths")) is None
+    assert pair_verdict(seq, seq.replace("values,", "values sorted in descending order,"), 0.97, 0.99, th,
+                        symmetric=True) == "condition_changed"
+    emb = Embedder(str(tiny_encoder))
+    texts = [formula, longer, tri, tri.replace("has sides", "has side lengths")]
+    merged, stats = check_pairs([(0, 1, 0.97), (2, 3, 0.99)], texts, emb, th, DedupConfig(), RECHECK)
+    assert merged == [(2, 3, 0.99)] and stats["vetoed_number_changed"] == 1
 
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)

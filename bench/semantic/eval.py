@@ -24,6 +24,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
+from bench.semantic.lookalikes import CLASSES, build_lookalikes
 from bench.semantic.real import encode_cached
 from bench.semantic.sets import SHARED, build_decontam, build_dedup, digest, recorded
 from cotforge.curate.core.benchmarks import load_benchmarks
@@ -158,6 +159,8 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
                recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None,
                precision: str = "auto", max_tokens: int = 256) -> None:
     pairs = [p for p in build_dedup(SHARED) if p.part == part]
+    if part == "tune":  # hand-written look-alikes of the classes the real-source reading found (tuning only)
+        pairs += build_lookalikes(SHARED)
     th = DEDUP_DEFAULT
     for o in opts:
         k, v = o.split("=", 1)
@@ -198,14 +201,19 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     wrong = [(i, j) for i, j in got if not (label.get((i, j)) and label[(i, j)].duplicate)]
     right = len(got) - len(wrong)
     print(f"dedup part={part} {len(texts)} texts, {dt:.1f}s ({len(texts) / dt:.1f} texts/s) thresholds {th} {stats}")
-    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", *CLASSES):
         c = by[kind]
+        if not c["n"]:
+            continue
         print(f"  {kind:17s} merged {c['merged']:4d}/{c['n']:4d} = {c['merged'] / max(c['n'], 1):.3f}")
     pos = [by[k] for k in ("light", "moderate", "heavy")]
     print(f"  reworded recall {sum(c['merged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}  "
           f"precision {right / max(len(got), 1):.4f} ({right} right, {len(wrong)} wrong merges)")
     for i, j in wrong[:20]:
-        print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][:160], "||", texts[j][:160])
+        k = next((n for n, (x, y) in enumerate(zip(texts[i], texts[j], strict=False)) if x != y), 0)
+        at = max(0, k - 60)  # where the two texts start to differ (LeetCode problems share long openings)
+        print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][at:at + 160], "||",
+              texts[j][at:at + 160])
     if misses:
         _print_dedup_misses(texts, vecs, emb, label, got, th, DedupConfig())
     if diag:

@@ -35,10 +35,10 @@ from datatrove.pipeline.base import PipelineStep
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
-    alternatives_swapped,
     order_kept,
     pair_verdict,
     question_of,
+    veto_verdict,
 )
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
@@ -100,8 +100,8 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
                 if x not in norms:
                     norms[x] = normalize(texts[x], cfg.norm)
             graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
-            if graded is None and alternatives_swapped(texts[i], texts[j]):
-                stats["term_changed"] = stats.get("term_changed", 0) + 1
+            if graded is None and (veto := veto_verdict(texts[i], texts[j])):
+                stats[f"vetoed_{veto}"] = stats.get(f"vetoed_{veto}", 0) + 1
                 continue
             if graded is None:
                 merged.append((i, j, c))
