@@ -98,7 +98,9 @@ class VectorStore:
     """Vectors of texts shared by the tasks of one run: each task appends the vectors it computes as a file pair
     (keys, then vectors; the keys file, renamed into place last, marks a complete pair) and reads the pairs of
     the other tasks before embedding, so a text is embedded about once per run instead of once per task (SFT
-    data repeats each problem across tasks). Files are memory-mapped; only a key -> (file, row) map is held."""
+    data repeats each problem across tasks). Files are memory-mapped; only a key -> (file, row) map is held.
+    Which task writes a text's vector first depends on timing, but not the vector: `Embedder.encode` gives the
+    same bits for a text whatever it is embedded with and on however many threads."""
 
     def __init__(self, folder: Path):
         self.folder = folder

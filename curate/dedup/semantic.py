@@ -5,7 +5,9 @@ embeds every distinct prompt (`curate/text/embed.py`), takes each prompt's `sema
 by cosine (exact search: blocks of a matrix product, `semantic_block` rows at a time), and keeps a pair only
 when the numbers- and question-aware pair check says it is one problem in other words
 (`curate/dedup/pairs/semantic.py`, both ways: the same numbers, the same question). The graded check of the
-MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges; a pair it keeps apart for a
+MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges unless `veto_verdict` finds
+another value, formula, alternative, condition or count in it (the graded check merged such look-alikes of real
+problems once the tier proposed them; MinHash pairs outside the tier are not re-judged); a pair it keeps apart for a
 changed variable or code section stays apart; a pair it rejects for rewording alone (`REWORDING_REASONS`: too
 many words replaced, too few shared n-grams, content words replaced) or for a changed number, name, question or
 formula found by its sentence-aligned checks (`RECHECK`) goes to the semantic pair check, but only when the two
