@@ -223,14 +223,18 @@ def test_a_condition_or_count_or_term_added_is_another_problem(tiny_encoder):
                                          "How many of its altitudes are longer than 5?")) is not None
     formula = "What is $\\left(\\frac{3}{5}\\right)^2 \\cdot \\left(\\frac{3}{5}\\right)^{-2}$?"
     longer = formula.replace("$?", " + \\left(\\frac{3}{5}\\right)^2$?")
-    assert veto_verdict(formula, longer) == "number_changed"
+    assert veto_verdict(formula, longer) == "math_changed"
+    assert veto_verdict(formula, formula + "\n ~ pi_is_3.14") is None  # a credit line, the same problem
+    assert veto_verdict("A circle $C$ of radius 1.", "A circle $C^{}_{}$ of radius 1.") is None
+    assert not asks_count("How many degrees are in each interior angle of a regular hexagon?")
+    assert not asks_count("How many more dollars does she need?")
     assert veto_verdict(tri, tri.replace("has sides", "has side lengths")) is None
     assert pair_verdict(seq, seq.replace("values,", "values sorted in descending order,"), 0.97, 0.99, th,
                         symmetric=True) == "condition_changed"
     emb = Embedder(str(tiny_encoder))
     texts = [formula, longer, tri, tri.replace("has sides", "has side lengths")]
     merged, stats = check_pairs([(0, 1, 0.97), (2, 3, 0.99)], texts, emb, th, DedupConfig(), RECHECK)
-    assert merged == [(2, 3, 0.99)] and stats["vetoed_number_changed"] == 1
+    assert merged == [(2, 3, 0.99)] and stats["vetoed_math_changed"] == 1
 
 def test_pair_verdict_reasons():
     th = PairThresholds(min_cosine=0.8, min_question_cosine=0.7)
