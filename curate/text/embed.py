@@ -106,6 +106,7 @@ def native_bf16(device: str) -> bool:
     return any(f() for f in checks if f is not None)
 
 
+LENGTH_STEP = 16  # a text is padded (alone) to a multiple of this many tokens
 FIXED_SCALE = 2.0 ** 24  # vectors as integers of 2^-24: float16 values exactly, float32 to ~6e-8
 SHORTLIST_MARGIN = 8  # extra neighbours re-scored exactly, so a float rounding cannot swap the k-th one out
 
@@ -290,6 +291,7 @@ class Embedder:
         if precision == "int8":  # int8 weights, activations quantised per batch (fbgemm)
             self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         self.device, self.max_tokens = device, max_tokens
+        self.pad_id = int(self.tokenizer.pad_token_id or 0)
         if not device.startswith("cpu"):
             self.threads = 1  # one stream of texts on an accelerator
         self.precision = precision
@@ -304,10 +306,11 @@ class Embedder:
 
     @property
     def cache_tag(self) -> str:
-        """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and "solo": each
-        text embedded alone, so vectors cached by the batched encoder of earlier versions are not reused): part
+        """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and "solo16": each
+        text embedded alone, padded to a multiple of 16 tokens, so vectors cached by earlier encoders are not
+        reused): part
         of every on-disk cache key of embeddings."""
-        return f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}\0solo"
+        return f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}\0solo{LENGTH_STEP}"
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
@@ -338,8 +341,12 @@ class Embedder:
         bf16 = torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16")
         with torch.inference_mode(), bf16:
             for i in rows:
-                x = torch.tensor([ids[i]], dtype=torch.long, device=self.device)
-                mask = torch.ones_like(x)
+                n = len(ids[i])
+                width = -(-n // LENGTH_STEP) * LENGTH_STEP  # the text's own length, rounded up: few shapes
+                x = torch.full((1, width), self.pad_id, dtype=torch.long, device=self.device)
+                x[0, :n] = torch.tensor(ids[i], dtype=torch.long)
+                mask = torch.zeros_like(x)
+                mask[0, :n] = 1
                 hidden = self.model(input_ids=x, attention_mask=mask).last_hidden_state
                 out[i] = self._pool(hidden, mask)[0].float().cpu().numpy()
 
