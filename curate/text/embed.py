@@ -258,8 +258,10 @@ class Embedder:
     the matrix kernels torch picks by batch shape and thread count moved bf16 vectors by up to ~1e-3 (fp32 by
     ~1e-7) between batch compositions and between one and two threads (docs/semantic.md, round 6), enough to
     move a cosine across a threshold, so the same input could give other shards with other worker counts or
-    another task order. So each text runs alone at its own length on one torch thread; several texts run at
-    once on Python threads (torch releases the GIL inside its kernels)."""
+    another task order. So each text runs alone, padded to a multiple of LENGTH_STEP tokens (a shape fixed by
+    the text itself; few shapes, so oneDNN's per-shape kernels and caches stay small: ~150 MB instead of ~450
+    MB over 800 short prompts), on one torch thread; several texts run at once on Python threads (torch
+    releases the GIL inside its kernels)."""
 
     def __init__(self, model: str | None = WHEEL_MODEL, *, device: str = "cpu", max_tokens: int = 256,
                  threads: int | None = None, precision: str = "fp32"):
@@ -314,7 +316,7 @@ class Embedder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
-        the empty text. Batch-invariant: each text runs alone, at its own token length, on one torch thread
+        the empty text. Batch-invariant: each text runs alone, at a token length fixed by itself, on one torch thread
         (`threads` texts at a time on as many Python threads), so its vector is the same bits whatever texts
         it is encoded with and however many threads the task has (see the class docstring)."""
         t0 = time.time()
