@@ -219,8 +219,8 @@ def test_a_condition_or_count_or_term_added_is_another_problem(tiny_encoder):
     assert not asks_count("Find the number of $k$.") and not asks_count("It has a maximum number of 54.")
     th = PairThresholds()
     tri = "A triangle has sides 5, 12 and 13. What is the length of its longest altitude?"
-    assert veto_verdict(tri, tri.replace("What is the length of its longest altitude?",
-                                         "How many of its altitudes are longer than 5?")) is not None
+    count = tri.replace("What is the length of its longest altitude?", "How many of its altitudes are longest?")
+    assert pair_verdict(tri, count, 0.95, 0.95, th, symmetric=True) == "question_changed"
     formula = "What is $\\left(\\frac{3}{5}\\right)^2 \\cdot \\left(\\frac{3}{5}\\right)^{-2}$?"
     longer = formula.replace("$?", " + \\left(\\frac{3}{5}\\right)^2$?")
     assert veto_verdict(formula, longer) == "math_changed"

@@ -6,7 +6,7 @@ by cosine (exact search: blocks of a matrix product, `semantic_block` rows at a 
 when the numbers- and question-aware pair check says it is one problem in other words
 (`curate/dedup/pairs/semantic.py`, both ways: the same numbers, the same question). The graded check of the
 MinHash pairs (`curate/dedup/pairs.py`) decides first: a pair it merges merges unless `veto_verdict` finds
-another value, formula, alternative, condition or count in it (the graded check merged such look-alikes of real
+another formula, alternative or condition in it (the graded check merged such look-alikes of real
 problems once the tier proposed them; MinHash pairs outside the tier are not re-judged); a pair it keeps apart for a
 changed variable or code section stays apart; a pair it rejects for rewording alone (`REWORDING_REASONS`: too
 many words replaced, too few shared n-grams, content words replaced) or for a changed number, name, question or
