@@ -93,7 +93,8 @@ def diff(ref: dict[str, list], got: dict[str, list], show: int = 10) -> list[str
     lines += [f"only now: {i} {got[i]}" for i in sorted(set(got) - set(ref))]
     lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]
               and i != DIGESTS]
-    lines += [f"changed: {a} -> {b}" for a, b in zip(ref.get(DIGESTS, []), got.get(DIGESTS, [])) if a != b]
+    lines += [f"changed: {a} -> {b}" for a, b in zip(ref.get(DIGESTS, []), got.get(DIGESTS, []), strict=False)
+              if a != b]
     return lines[:show] + ([f"... {len(lines) - show} more"] if len(lines) > show else [])
 
 
