@@ -71,3 +71,81 @@ def test_any_of_equals_contains_any() -> None:
         assert got.sum() >= len(lits)
     with pytest.raises(ValueError):
         any_of([])
+
+
+def test_find_literals_equals_extract_many() -> None:
+    """The compiled Aho-Corasick pass (text/literals.py) finds, per text, the same set of literals as polars'
+    overlapping `extract_many` (what matcher_norm searched with before): overlapping, nested and repeated
+    literals, literals inside longer words, non-ASCII neighbours, empty texts and nulls."""
+    import polars as pl
+    import pytest
+
+    pytest.importorskip("numba")
+    from cotforge.curate.text.literals import find_literals
+
+    rng = random.Random(3)
+    pool = ["ab", "abab", "b", "ba(", "median(", "med", "has_close_elements", "close", "x_1", "a" * 9, "fn("]
+    pieces = ALPHABET + ["median", "(", "has_close", "_elements", "éab", "abé", "def ", "aaaa"]
+    hits = 0
+    for _ in range(300):
+        lits = tuple(sorted(set(rng.sample(pool, rng.randint(1, len(pool))))))
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(rng.randint(1, 20))]
+        texts += ["", None]
+        rows, idx = find_literals(texts, lits)
+        got = [set() for _ in texts]
+        for r, k in zip(rows.tolist(), idx.tolist(), strict=True):
+            assert lits[k] not in got[r], "a pair reported twice"
+            got[r].add(lits[k])
+        want = pl.Series(texts, dtype=pl.String).fill_null("").str.extract_many(list(lits), overlapping=True)
+        assert got == [set(w) for w in want.to_list()], (lits, texts)
+        assert rows.tolist() == sorted(rows.tolist())
+        hits += len(rows)
+    assert hits > 2000  # the fuzz finds literals, not only misses
+    with pytest.raises(ValueError, match="ASCII"):
+        find_literals(["x"], ("é",))
+
+
+def test_find_literals_grows_its_result_arrays() -> None:
+    """More distinct (text, literal) pairs than the first result arrays hold: the scan retries, nothing lost."""
+    import pytest
+
+    pytest.importorskip("numba")
+    from cotforge.curate.text.literals import find_literals
+
+    lits = tuple(f"w{i:03d}" for i in range(300))
+    rows, idx = find_literals([" ".join(lits)] * 5, lits)
+    assert len(rows) == 1500 and sorted(set(idx.tolist())) == list(range(300))
+
+
+def test_matcher_norm_kernel_search_equals_the_polars_search(shared_data) -> None:
+    """matcher_norm finds the known names with the compiled pass under the kernel and with polars' regex +
+    extract_many otherwise: the same canonical text on real rows (the long-CoT responses define and call
+    functions) and on texts built to hold a name only inside a longer word or only before a space."""
+    import gzip
+    import json as _json
+
+    import pytest
+
+    pytest.importorskip("numba")
+    from cotforge.curate.decontam.canon import defined_names, identifier_like, matcher_norm
+    from cotforge.curate.text.normalize import DEFAULT_NORM
+
+    known = frozenset({"has_close_elements", "median", "sum_of", "maxProfit", "histogram", "x2y"})
+    texts = ["def median(l):\n    return sorted(l)[len(l) // 2]\n>>> median([1, 2])",
+             "xmedian(3) and median (4) and median(5)", "the median of has_close_elementsX", "histogram('a b')",
+             "def\tfoo(x): pass; xmedian(1)", "maxProfit is the answer; premaxProfit", None, "", "sum_of(2, 3)"]
+    rows = []
+    for name in ("deepcoder_leetcode_train", "skyt1_longcot_eval_traces", "deepscaler_math_train"):
+        with gzip.open(shared_data / "sft_sources" / f"{name}.jsonl.gz", "rt", encoding="utf-8") as fh:
+            for k, line in enumerate(fh):
+                if k >= 300:
+                    break
+                r = _json.loads(line)
+                rows += [r.get("problem"), r.get("response")]
+    # the real rows' own function names as the benchmark names (some defined in one row, called in others)
+    known = known | {n for t in rows[:200] if t for n in defined_names(t) if identifier_like(n)}
+    for batch in (texts, rows):
+        a = matcher_norm(batch, DEFAULT_NORM, known, "numba").to_pylist()
+        b = matcher_norm(batch, DEFAULT_NORM, known, "python").to_pylist()
+        assert a == b
+    assert any("fn" in t.split(" ") for t in matcher_norm(texts, DEFAULT_NORM, known, "numba").to_pylist())

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from cotforge.curate.text.columns import normalize_column
+from cotforge.curate.text.columns import normalize_column, use_kernel
 from cotforge.curate.text.normalize import NormConfig, any_of
 
 _DEF = re.compile(r"\bdef\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -118,6 +118,23 @@ def _sub_names(text: str, names: set[str], calls_only: bool) -> str:
     return "".join(parts)
 
 
+def _known_in(s, pats: tuple[str, ...], has_def):
+    """({row: [known names it holds]}, has_def | rows holding any): the same sets as polars'
+    `extract_many(pats, overlapping=True)` (every literal occurring anywhere), from one compiled pass."""
+    import numpy as np
+    import polars as pl
+
+    from cotforge.curate.text.literals import find_literals
+
+    rows, lits = find_literals(s, pats)
+    names: dict[int, list[str]] = {}
+    for r, k in zip(rows.tolist(), lits.tolist(), strict=True):
+        names.setdefault(r, []).append(pats[k].rstrip("("))
+    hit = np.zeros(len(s), dtype=bool)
+    hit[rows] = True
+    return names, has_def | pl.Series(hit)
+
+
 def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset(), kernel: str = "auto"):
     """The normalised texts decontamination hashes: `normalize` (by `kernel`: text/columns.py), with defined
     function names and request templates canonicalised (module docstring). Returns a pyarrow LargeStringArray."""
@@ -128,17 +145,23 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset(), k
     s = s.cast(pl.String).fill_null("")
     has_def = s.str.contains("def ", literal=True)
     pats = sorted({_pattern(n) for n in known})
-    if pats:  # texts holding a known name (plain ones: the call "name("): one regex literal search over the batch
+    if pats and use_kernel(kernel):  # the known names each text holds, in one compiled pass (text/literals.py)
+        names, has_def = _known_in(s, tuple(pats), has_def)
+    elif pats:  # texts holding a known name (plain ones: the call "name("): one regex literal search over the batch
         has_def |= s.str.contains(any_of(pats))
+        names = None
     if has_def.any():
         idx = has_def.arg_true()
         sub = s.gather(idx)
-        # which known names each of those texts holds (Aho-Corasick, overlapping; only these rows: 5x the search)
-        names = [[k.rstrip("(") for k in ks] for ks in sub.str.extract_many(pats, overlapping=True).to_list()
-                 ] if pats else [[]] * len(idx)
+        if not pats:
+            found = [[]] * len(idx)
+        elif names is None:  # which known names those texts hold (Aho-Corasick, overlapping; only these rows)
+            found = [[k.rstrip("(") for k in ks] for ks in sub.str.extract_many(pats, overlapping=True).to_list()]
+        else:
+            found = [names.get(i, []) for i in idx.to_list()]
         texts = sub.to_list()
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
-                                      for t, k in zip(texts, names, strict=True)], dtype=pl.String))
+                                      for t, k in zip(texts, found, strict=True)], dtype=pl.String))
     out = pl.Series("t", normalize_column(s, norm, kernel))
     req = out.str.contains("|".join(REQUEST_NOUNS))  # plain words; the regex crate's literal search beats contains_any
     if req.any():
