@@ -149,3 +149,30 @@ def test_matcher_norm_kernel_search_equals_the_polars_search(shared_data) -> Non
         b = matcher_norm(batch, DEFAULT_NORM, known, "python").to_pylist()
         assert a == b
     assert any("fn" in t.split(" ") for t in matcher_norm(texts, DEFAULT_NORM, known, "numba").to_pylist())
+
+
+def test_compiled_ngram_hashes_and_prefilter_equal_numpy() -> None:
+    """text/lookup.py's compiled n-gram hashes and bit prefilter give numpy's bits (hashing.py): every n the
+    stage uses and a few more, texts of 0-12 words (n-grams crossing a text boundary dropped), empty input."""
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("numba")
+    from cotforge.curate.text import hashing, lookup
+
+    rng = np.random.default_rng(7)
+    lens = rng.integers(0, 13, size=2000)
+    rows = np.repeat(np.arange(len(lens)), lens).astype(np.int64)
+    wh = rng.integers(0, 2**63, size=len(rows), dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    for n in (1, 2, 3, 5, 8, 13):
+        for w, r in ((wh, rows), (wh[:0], rows[:0]), (wh[:n - 1], rows[:n - 1]), (wh[5:400], rows[5:400])):
+            got, want = lookup.ngram_hashes(w, r, n), hashing.ngram_hashes(w, r, n)
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True)), n
+    keys = np.unique(wh[::3])
+    for bits_per_key in (1, 8, 64):
+        pf = hashing.BitPrefilter(keys, bits_per_key=bits_per_key)
+        probe = np.concatenate([wh, rng.integers(0, 2**63, size=5000, dtype=np.int64).astype(np.uint64)])
+        got = lookup.maybe(pf, probe)
+        assert got.dtype == bool and np.array_equal(got, pf.maybe(probe))
+        assert 0 < got.sum() < len(probe)
+    assert lookup.maybe(pf, probe[:0]).shape == (0,)

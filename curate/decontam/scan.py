@@ -14,8 +14,8 @@ import numpy as np
 from cotforge.curate.decontam.canon import matcher_norm
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex
-from cotforge.curate.text.columns import word_and_ngram_hashes
-from cotforge.curate.text.hashing import ngram_hashes, ngram_hashes_at, sorted_lookup
+from cotforge.curate.text.columns import ngram_hashes, prefilter_maybe, word_and_ngram_hashes
+from cotforge.curate.text.hashing import ngram_hashes_at, sorted_lookup
 
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -27,6 +27,7 @@ class HashedBatch:
     """A normalised batch and its word / n-gram hashes (computed once, used by every tier)."""
 
     def __init__(self, texts, cfg: DecontamConfig, known: frozenset[str] = frozenset()):
+        self.kernel = cfg.text_kernel
         self.norm = matcher_norm(texts, cfg.norm, known, cfg.text_kernel)
         self.n = len(self.norm)
         self.wh, self.rows, self.h, self.hr, self.hs = word_and_ngram_hashes(self.norm, cfg.ngram, cfg.text_kernel)
@@ -60,7 +61,7 @@ class HashedBatch:
         if index is None:
             return h, pos
         if self._in_index is None:
-            m = index.all_prefilter.maybe(self.h)
+            m = prefilter_maybe(index.all_prefilter, self.h, self.kernel)
             m[m] = sorted_lookup(index.all_ngrams, self.h[m])[1]
             self._in_index = m
         keep = self._in_index[lo:hi]
@@ -73,7 +74,7 @@ def ngram_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfig)
     empty = np.zeros(0, dtype=np.int64)
     if len(hb.h) == 0 or len(index.keys) == 0:
         return empty, empty
-    cand = index.prefilter.maybe(hb.h)
+    cand = prefilter_maybe(index.prefilter, hb.h, hb.kernel)
     r2, e2, cnt = index.pair_counts(hb.h[cand], hb.hr[cand], index.keys, index.offsets, index.entry_of,
                                     len(index.entries))
     tot = index.n_ngrams[e2]
@@ -90,8 +91,8 @@ def short_candidates(index: DecontamIndex, hb: HashedBatch, min_words: int) -> l
     out: list[tuple[int, int, int, int]] = []
     if len(index.short) == 0 or len(hb.wh) < 2:
         return out
-    b2, _, s2 = ngram_hashes(hb.wh, hb.rows, 2)
-    maybe = index.short_prefilter.maybe(b2)
+    b2, _, s2 = ngram_hashes(hb.wh, hb.rows, 2, hb.kernel)
+    maybe = prefilter_maybe(index.short_prefilter, b2, hb.kernel)
     cand = s2[maybe][sorted_lookup(index.short_first2, b2[maybe])[1]]
     if not len(cand):
         return out
@@ -120,14 +121,14 @@ def shingle_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfi
     empty = np.zeros(0, dtype=np.int64)
     if not todo:
         return [], empty, empty
-    sh, sr, _ = ngram_hashes(hb.wh, hb.rows, cfg.fuzzy_ngram)
+    sh, sr, _ = ngram_hashes(hb.wh, hb.rows, cfg.fuzzy_ngram, hb.kernel)
     want = np.zeros(hb.n, dtype=bool)
     want[todo] = True
     m = want[sr]
     sh, sr = sh[m], sr[m]
     if len(sh) == 0:
         return [], empty, empty
-    cand = index.sh_prefilter.maybe(sh)
+    cand = prefilter_maybe(index.sh_prefilter, sh, hb.kernel)
     r2, e2, cnt = index.pair_counts(sh[cand], sr[cand], index.sh_keys, index.sh_koff, index.sh_ent, len(index.entries))
     ok = (cnt >= cfg.fuzzy_min_shingles) & (cnt >= 0.5 * cfg.fuzzy_threshold * index.n_rare[e2])
     rows = sorted(set(r2[ok].tolist()))
