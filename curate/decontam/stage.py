@@ -148,10 +148,11 @@ class DecontamSplit(PipelineStep):
                 out.keep_table(_conform(table.filter(pa.array(~drop)), self.schema))
                 if len(flagged):
                     removed = table.take(pa.array(flagged))
+                    hits = [found[i] for i in flagged.tolist()]
                     prompts = removed.column("prompt").to_pylist()
-                    resps = removed.column("response").to_pylist() if resp is not None else [None] * len(flagged)
-                    rows = describe_matches([found[i] for i in flagged.tolist()], prompts, resps, self.cfg.norm,
-                                            index.defined_names, self.cfg.text_kernel)
+                    resps = _response_texts(removed, hits) if resp is not None else [None] * len(flagged)
+                    rows = describe_matches(hits, prompts, resps, self.cfg.norm, index.defined_names,
+                                            self.cfg.text_kernel)
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
@@ -176,6 +177,18 @@ class DecontamSplit(PipelineStep):
         out.close(extra)
         return
         yield
+
+
+def _response_texts(removed: pa.Table, hits: list[list[Match]]) -> list[str | None]:
+    """The responses of removed rows whose primary match is on the response side, None for the others: only
+    those are read as Python strings (describe_matches and the report look at the matched side's text; on
+    long-CoT rows a response is ~60 KB)."""
+    want = [k for k, ms in enumerate(hits) if ms[0].side != "prompt"]
+    out: list[str | None] = [None] * len(hits)
+    if want:
+        for k, text in zip(want, removed.column("response").take(pa.array(want)).to_pylist(), strict=True):
+            out[k] = text
+    return out
 
 
 _MATCHERS: dict[int, Matcher] = {}
