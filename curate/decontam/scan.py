@@ -36,6 +36,7 @@ class HashedBatch:
         self._words: dict[int, list[str]] = {}
         self._texts: dict[int, str] = {}
         self._in_index: np.ndarray | None = None
+        self._row_ngrams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def text(self, r: int) -> str:
         """Normalised text of row r (made only for candidate rows)."""
@@ -55,17 +56,23 @@ class HashedBatch:
 
     def row_ngrams(self, r: int, index: DecontamIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(n-gram hashes, start word within the row) of row r; with `index`, only the n-grams some entry has
-        (the others cannot be part of a copy; found for the whole batch at once)."""
+        (the others cannot be part of a copy; found for the whole batch at once, kept per row: a row is a
+        candidate of several entries). Read-only arrays."""
         lo, hi = self.ng_start[r], self.ng_start[r + 1]
         h, pos = self.h[lo:hi], self.hs[lo:hi] - self.row_start[r]
         if index is None:
             return h, pos
-        if self._in_index is None:
-            m = prefilter_maybe(index.all_prefilter, self.h, self.kernel)
-            m[m] = sorted_lookup(index.all_ngrams, self.h[m])[1]
-            self._in_index = m
-        keep = self._in_index[lo:hi]
-        return h[keep], pos[keep]
+        got = self._row_ngrams.get(r)
+        if got is None:
+            if self._in_index is None:
+                m = prefilter_maybe(index.all_prefilter, self.h, self.kernel)
+                m[m] = sorted_lookup(index.all_ngrams, self.h[m])[1]
+                self._in_index = m
+            keep = self._in_index[lo:hi]
+            got = self._row_ngrams[r] = (h[keep], pos[keep])
+            for a in got:
+                a.flags.writeable = False
+        return got
 
 
 def ngram_candidates(index: DecontamIndex, hb: HashedBatch, cfg: DecontamConfig) -> tuple[np.ndarray, np.ndarray]:
