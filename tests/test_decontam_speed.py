@@ -176,3 +176,35 @@ def test_compiled_ngram_hashes_and_prefilter_equal_numpy() -> None:
         assert got.dtype == bool and np.array_equal(got, pf.maybe(probe))
         assert 0 < got.sum() < len(probe)
     assert lookup.maybe(pf, probe[:0]).shape == (0,)
+
+
+def test_compiled_short_key_search_equals_numpy() -> None:
+    """lookup.keys_at (the short-key tier's compiled search) reports the same (length, position, hash) hits in
+    the same order as `ngram_hashes_at` + a membership test per length: keys at text ends, across text
+    boundaries (not hits), lengths longer than the batch."""
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("numba")
+    from cotforge.curate.text import hashing, lookup
+
+    rng = np.random.default_rng(11)
+    lens = rng.integers(0, 15, size=600)
+    rows = np.repeat(np.arange(len(lens)), lens).astype(np.int64)
+    wh = rng.integers(0, 50, size=len(rows)).astype(np.uint64)  # a small vocabulary: repeated n-grams
+    lengths = [1, 2, 3, 5, 9, 40]
+    keys = []
+    for k in lengths:  # half the keys occur in the batch, half are random
+        h, _, _ = hashing.ngram_hashes(wh, rows, k)
+        keys.append(np.concatenate([rng.choice(h, size=min(len(h), 30)) if len(h) else h,
+                                    rng.integers(0, 2**63, size=30).astype(np.uint64)]))
+    cand = np.sort(rng.choice(len(wh), size=len(wh) // 2, replace=False)).astype(np.int64)
+    js, ki, hs = lookup.keys_at(wh, rows, cand, lengths, keys)
+    want = []
+    for i, k in enumerate(lengths):
+        h, inside = hashing.ngram_hashes_at(wh, rows, cand, k)
+        hit = inside & np.isin(h, keys[i])
+        want += [(i, int(j), int(h[j])) for j in np.flatnonzero(hit)]
+    got = [(int(i), int(j), int(h)) for j, i, h in zip(js, ki, hs, strict=True)]
+    assert got == want and len(want) > 100
+    assert [len(x) for x in lookup.keys_at(wh, rows, cand[:0], lengths, keys)] == [0, 0, 0]

@@ -14,7 +14,7 @@ import numpy as np
 from cotforge.curate.decontam.canon import matcher_norm
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex
-from cotforge.curate.text.columns import ngram_hashes, prefilter_maybe, word_and_ngram_hashes
+from cotforge.curate.text.columns import ngram_hashes, prefilter_maybe, use_kernel, word_and_ngram_hashes
 from cotforge.curate.text.hashing import ngram_hashes_at, sorted_lookup
 
 
@@ -104,20 +104,35 @@ def short_candidates(index: DecontamIndex, hb: HashedBatch, min_words: int) -> l
     if not len(cand):
         return out
     ks = index.short[:, 0]
-    for k in np.unique(ks[ks >= min_words]).tolist():
-        sel = ks == k
-        kh, ke = index.short_h[sel], index.short[sel, 1]
+    lengths = np.unique(ks[ks >= min_words]).tolist()
+    sels = [ks == k for k in lengths]
+    for i, start, h in _short_hits(hb, cand, lengths, [index.short_h[sel] for sel in sels]):
+        k = lengths[i]
+        r = int(hb.rows[start])
+        rw = hb.words(r)
+        a = start - int(hb.row_start[r])
+        b = a + k
+        if (a > 0 and rw[a - 1].isdigit()) or (b < len(rw) and rw[b].isdigit()):
+            continue
+        out.extend((r, int(e), a, k) for e in index.short[sels[i], 1][index.short_h[sels[i]] == h].tolist())
+    return out
+
+
+def _short_hits(hb: HashedBatch, cand: np.ndarray, lengths: list[int], keys: list[np.ndarray]
+                ) -> list[tuple[int, int, np.uint64]]:
+    """(length index, start word, hash) of every lengths[i]-gram at a candidate position that is one of
+    keys[i], by length then position: one compiled pass under the kernel (text/lookup.py), else numpy per
+    length."""
+    if use_kernel(hb.kernel):
+        from cotforge.curate.text.lookup import keys_at
+
+        js, ki, hs = keys_at(hb.wh, hb.rows, cand, lengths, keys)
+        return list(zip(ki.tolist(), cand[js].tolist(), hs, strict=True))
+    out = []
+    for i, (k, kh) in enumerate(zip(lengths, keys, strict=True)):
         h, inside = ngram_hashes_at(hb.wh, hb.rows, cand, k)
         hit = inside & _member(h, kh) if len(h) else inside
-        for j in np.flatnonzero(hit).tolist():
-            start = int(cand[j])
-            r = int(hb.rows[start])
-            rw = hb.words(r)
-            a = start - int(hb.row_start[r])
-            b = a + k
-            if (a > 0 and rw[a - 1].isdigit()) or (b < len(rw) and rw[b].isdigit()):
-                continue
-            out.extend((r, int(e), a, k) for e in ke[kh == h[j]].tolist())
+        out += [(i, int(cand[j]), h[j]) for j in np.flatnonzero(hit).tolist()]
     return out
 
 

@@ -61,3 +61,70 @@ def maybe(prefilter: BitPrefilter, h: np.ndarray) -> np.ndarray:
     if len(h):
         _maybe_kernel(np.ascontiguousarray(h, dtype=np.uint64), prefilter.table, np.uint64(prefilter.shift), out)
     return out.view(bool)
+
+
+@compiled
+def _keys_at_kernel(wh, rows, cand, ks, k_off, keys, out_j, out_k):
+    """For each length ks[i] (in order) and each position cand[j] (in order): the ks[i]-gram hash at cand[j]
+    (`hashing.ngram_hashes_at`, inside one text) when it is among keys[k_off[i]:k_off[i + 1]] (sorted);
+    returns the count of (j, i) pairs written, or -1 when the out arrays are too small."""
+    q = np.uint64(0x9E3779B97F4A7C15)  # hashing._Q
+    n = 0
+    nw = len(wh)
+    for i in range(len(ks)):
+        k = ks[i]
+        lo = k_off[i]
+        hi = k_off[i + 1]
+        for j in range(len(cand)):
+            s = cand[j]
+            if s + k > nw or rows[s] != rows[s + k - 1]:
+                continue
+            acc = np.uint64(0)
+            for t in range(k):
+                acc = acc * q + wh[s + t]
+            x = acc ^ (acc >> np.uint64(30))
+            x = x * np.uint64(0xBF58476D1CE4E5B9)
+            x = x ^ (x >> np.uint64(27))
+            x = x * np.uint64(0x94D049BB133111EB)
+            x = x ^ (x >> np.uint64(31))
+            a, b = lo, hi
+            while a < b:
+                m = (a + b) // 2
+                if keys[m] < x:
+                    a = m + 1
+                else:
+                    b = m
+            if a < hi and keys[a] == x:
+                if n >= len(out_j):
+                    return -1
+                out_j[n] = j
+                out_k[n] = i
+                n += 1
+    return n
+
+
+def keys_at(wh: np.ndarray, rows: np.ndarray, cand: np.ndarray, ks: list[int], keys_by_k: list[np.ndarray]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(position index j into `cand`, its length index i into `ks`, the hash) of every ks[i]-gram starting at
+    cand[j] that stays inside one text and is one of keys_by_k[i]: what `ngram_hashes_at` + a membership test
+    per length give, in the same order (by length, then position)."""
+    sorted_keys = [np.sort(np.asarray(k, dtype=np.uint64)) for k in keys_by_k]
+    k_off = np.zeros(len(ks) + 1, dtype=np.int64)
+    k_off[1:] = np.cumsum([len(k) for k in sorted_keys])
+    flat = np.concatenate(sorted_keys) if sorted_keys else np.zeros(0, dtype=np.uint64)
+    ks_arr = np.asarray(ks, dtype=np.int64)
+    cand = np.ascontiguousarray(cand, dtype=np.int64)
+    cap = len(cand) + 1024
+    while True:
+        out_j, out_k = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+        n = _keys_at_kernel(np.ascontiguousarray(wh, dtype=np.uint64), np.ascontiguousarray(rows), cand, ks_arr,
+                            k_off, flat, out_j, out_k)
+        if n >= 0:
+            break
+        cap *= 4
+    out_j, out_k = out_j[:n], out_k[:n]
+    h = np.zeros(n, dtype=np.uint64)
+    for i in np.unique(out_k).tolist():
+        sel = out_k == i
+        h[sel] = hashing.ngram_hashes_at(wh, rows, cand[out_j[sel]], ks[i])[0]
+    return out_j, out_k, h
