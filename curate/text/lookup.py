@@ -17,21 +17,26 @@ from cotforge.curate.text.kernel import compiled
 
 
 @compiled
+def _ngram_at(wh, s, n):
+    """The n-gram hash of words s..s+n-1 (hashing.ngram_hashes: a polynomial in hashing._Q, then fmix)."""
+    acc = np.uint64(0)
+    for j in range(n):
+        acc = acc * np.uint64(0x9E3779B97F4A7C15) + wh[s + j]
+    x = acc ^ (acc >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@compiled
 def _ngram_kernel(wh, rows, n, out_h, out_r, out_s):
     """hashing.ngram_hashes into the out arrays; returns how many n-grams stay inside one text."""
     k = 0
-    q = np.uint64(0x9E3779B97F4A7C15)  # hashing._Q, the word multiplier
     for i in range(len(wh) - n + 1):
         if rows[i] != rows[i + n - 1]:
             continue
-        acc = np.uint64(0)
-        for j in range(n):
-            acc = acc * q + wh[i + j]
-        x = acc ^ (acc >> np.uint64(30))
-        x = x * np.uint64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> np.uint64(27))
-        x = x * np.uint64(0x94D049BB133111EB)
-        out_h[k] = x ^ (x >> np.uint64(31))
+        out_h[k] = _ngram_at(wh, i, n)
         out_r[k] = rows[i]
         out_s[k] = i
         k += 1
@@ -68,7 +73,6 @@ def _keys_at_kernel(wh, rows, cand, ks, k_off, keys, out_j, out_k):
     """For each length ks[i] (in order) and each position cand[j] (in order): the ks[i]-gram hash at cand[j]
     (`hashing.ngram_hashes_at`, inside one text) when it is among keys[k_off[i]:k_off[i + 1]] (sorted);
     returns the count of (j, i) pairs written, or -1 when the out arrays are too small."""
-    q = np.uint64(0x9E3779B97F4A7C15)  # hashing._Q
     n = 0
     nw = len(wh)
     for i in range(len(ks)):
@@ -79,14 +83,7 @@ def _keys_at_kernel(wh, rows, cand, ks, k_off, keys, out_j, out_k):
             s = cand[j]
             if s + k > nw or rows[s] != rows[s + k - 1]:
                 continue
-            acc = np.uint64(0)
-            for t in range(k):
-                acc = acc * q + wh[s + t]
-            x = acc ^ (acc >> np.uint64(30))
-            x = x * np.uint64(0xBF58476D1CE4E5B9)
-            x = x ^ (x >> np.uint64(27))
-            x = x * np.uint64(0x94D049BB133111EB)
-            x = x ^ (x >> np.uint64(31))
+            x = _ngram_at(wh, s, k)
             a, b = lo, hi
             while a < b:
                 m = (a + b) // 2
