@@ -118,21 +118,19 @@ def _sub_names(text: str, names: set[str], calls_only: bool) -> str:
     return "".join(parts)
 
 
-def _known_in(s, pats: tuple[str, ...], has_def):
-    """({row: [known names it holds]}, has_def | rows holding any): the same sets as polars'
-    `extract_many(pats, overlapping=True)` (every literal occurring anywhere), from one compiled pass."""
-    import numpy as np
-    import polars as pl
-
+def _known_in(texts, pats: list[str], kernel: str) -> list[list[str]]:
+    """The names of `pats` (names, or `name(` for plain words) each text holds anywhere (overlapping): one
+    compiled Aho-Corasick pass under the kernel (text/literals.py, ~2x polars' `extract_many` on long
+    responses), else `extract_many`; the same sets either way."""
+    if not use_kernel(kernel):
+        return [[k.rstrip("(") for k in ks] for ks in texts.str.extract_many(pats, overlapping=True).to_list()]
     from cotforge.curate.text.literals import find_literals
 
-    rows, lits = find_literals(s, pats)
-    names: dict[int, list[str]] = {}
+    rows, lits = find_literals(texts, tuple(pats))
+    out: list[list[str]] = [[] for _ in range(len(texts))]
     for r, k in zip(rows.tolist(), lits.tolist(), strict=True):
-        names.setdefault(r, []).append(pats[k].rstrip("("))
-    hit = np.zeros(len(s), dtype=bool)
-    hit[rows] = True
-    return names, has_def | pl.Series(hit)
+        out[r].append(pats[k].rstrip("("))
+    return out
 
 
 def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset(), kernel: str = "auto"):
@@ -145,20 +143,13 @@ def matcher_norm(texts, norm: NormConfig, known: frozenset[str] = frozenset(), k
     s = s.cast(pl.String).fill_null("")
     has_def = s.str.contains("def ", literal=True)
     pats = sorted({_pattern(n) for n in known})
-    if pats and use_kernel(kernel):  # the known names each text holds, in one compiled pass (text/literals.py)
-        names, has_def = _known_in(s, tuple(pats), has_def)
-    elif pats:  # texts holding a known name (plain ones: the call "name("): one regex literal search over the batch
+    if pats:  # texts holding a known name (plain ones: the call "name("): one regex literal search over the batch
         has_def |= s.str.contains(any_of(pats))
-        names = None
     if has_def.any():
         idx = has_def.arg_true()
         sub = s.gather(idx)
-        if not pats:
-            found = [[]] * len(idx)
-        elif names is None:  # which known names those texts hold (Aho-Corasick, overlapping; only these rows)
-            found = [[k.rstrip("(") for k in ks] for ks in sub.str.extract_many(pats, overlapping=True).to_list()]
-        else:
-            found = [names.get(i, []) for i in idx.to_list()]
+        # which known names each of those texts holds (Aho-Corasick, overlapping; only these rows: 5x the search)
+        found = _known_in(sub, pats, kernel) if pats else [[]] * len(idx)
         texts = sub.to_list()
         s = s.scatter(idx, pl.Series([rename_functions(t, tuple(k)) if len(t) <= LONG or k else t
                                       for t, k in zip(texts, found, strict=True)], dtype=pl.String))
