@@ -11,6 +11,7 @@ import logging
 import time
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,9 @@ import pyarrow.compute as pc
 import xxhash
 
 from cotforge.curate.io.budget import table_row_bytes
-from cotforge.curate.io.inputs import input_schema, is_schema_parquet, iter_input_rows, schema_batches
-from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
+from cotforge.curate.io.columns import NOT_SPACE, ColumnBatch, RowBatch, open_parquet_unit
+from cotforge.curate.io.inputs import input_schema, is_schema_parquet, schema_batches
+from cotforge.curate.io.readers import InputSpec, Origin, Quarantined, input_units, read_rows
 from cotforge.curate.io.writer import ShardWriter, StageWriter
 
 log = logging.getLogger(__name__)
@@ -90,11 +92,6 @@ def _progress(n: int, step: int, t0: float) -> None:
         log.info("ingest: %d rows read (%.0f rows/s)", n, n / max(time.time() - t0, 1e-9))
 
 
-# An RE2 class of every character that is not whitespace for `str.strip` (Python's own set of 29 code points;
-# tests/test_text_kernel_stages.py checks it against `str.isspace`).
-NOT_SPACE = "[^\\x{9}\\x{a}\\x{b}\\x{c}\\x{d}\\x{1c}\\x{1d}\\x{1e}\\x{1f}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
-
-
 def _ingest_batch(batch: pa.RecordBatch, n: int, shards: ShardWriter, writer: StageWriter,
                   ids: IdRegistry) -> int:
     """One record batch of a schema-Parquet input into the work shards, by column: the rows the row loop
@@ -115,10 +112,7 @@ def _ingest_batch(batch: pa.RecordBatch, n: int, shards: ShardWriter, writer: St
         return n
     for source, count in zip(*_counts(table.column("source")), strict=True):
         writer.count_in(source, count)
-    old = table.column("id").to_pylist()
-    new = [ids.unique(i) for i in old]
-    if new != old:
-        table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(new, table.schema.field("id").type))
+    table = _unique_ids(table, ids)
     table = _in_schema(table, shards.schema)
     shards.write_table(table, table_row_bytes(table) if shards.bytes_per_shard else None)
     return n
@@ -134,6 +128,50 @@ def _in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
             for f in schema]
     return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols, strict=True)]))
+
+
+def _ingest_rows(rows: Iterable[dict | Quarantined], n: int, shards: ShardWriter, writer: StageWriter,
+                 ids: IdRegistry, t0: float) -> int:
+    """The row loop: each row (or quarantined record) of a raw input into the work shards or the quarantine.
+    Returns the running row number."""
+    for row in rows:
+        n += 1
+        if isinstance(row, Quarantined):
+            writer.quarantine(row)
+            continue
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            _quarantine_empty(writer, row, n)
+            continue
+        writer.count_in(row["source"])
+        row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
+        shards.write(row)
+        _progress(n, 1, t0)
+    return n
+
+
+def _ingest_columns(batch: ColumnBatch, n: int, shards: ShardWriter, writer: StageWriter, ids: IdRegistry) -> int:
+    """A raw Parquet batch read by column (`columns.convert_batch`): its quarantined records, then its rows with
+    ids made unique in order, counted per source and written with their row sizes. Returns the running row
+    number (every record of the batch counted, as the row loop counts them)."""
+    for q in batch.quarantined:
+        writer.quarantine(q)
+    table = batch.table
+    if table is not None and table.num_rows:
+        for source, count in zip(*_counts(table.column("source")), strict=True):
+            writer.count_in(source, count)
+        table = _unique_ids(table, ids)
+        sizes = table_row_bytes(table) if shards.bytes_per_shard or shards.buffer_bytes else None
+        shards.write_rows(_in_schema(table, shards.schema), sizes)
+    return n + batch.rows
+
+
+def _unique_ids(table: pa.Table, ids: IdRegistry) -> pa.Table:
+    """`table` with its ids made unique by the registry, row by row in order."""
+    old = table.column("id").to_pylist()
+    new = [ids.unique(i) for i in old]
+    if new != old:
+        table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(new, table.schema.field("id").type))
+    return table
 
 
 def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, strict: bool = False,
@@ -153,18 +191,19 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
                 n = _ingest_batch(batch, n, shards, writer, ids)
                 _progress(n, batch.num_rows, t0)
             continue
-        for row in iter_input_rows([spec], strict=strict, report=presets):
-            n += 1
-            if isinstance(row, Quarantined):
-                writer.quarantine(row)
+        for unit in input_units(spec):
+            batches = None if strict else open_parquet_unit(unit, presets)
+            if batches is None:
+                n = _ingest_rows(read_rows(unit, strict=strict, report=presets), n, shards, writer, ids, t0)
                 continue
-            if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-                _quarantine_empty(writer, row, n)
-                continue
-            writer.count_in(row["source"])
-            row["id"] = ids.unique(row["id"])  # a given id repeats: keep ids unique so duplicate_of links hold
-            shards.write(row)
-            _progress(n, 1, t0)
+            for item in batches:
+                if isinstance(item, ColumnBatch):
+                    n = _ingest_columns(item, n, shards, writer, ids)
+                    _progress(n, item.rows, t0)
+                elif isinstance(item, RowBatch):
+                    n = _ingest_rows(item.items, n, shards, writer, ids, t0)
+                else:
+                    n = _ingest_rows([item], n, shards, writer, ids, t0)
     shards.close()
     files = sorted(work_dir.glob("*.parquet"))
     # ShardWriter names files part-NNNNN; datatrove ranks read them in sorted order.
