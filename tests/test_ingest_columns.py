@@ -167,3 +167,39 @@ def test_cli_stage_on_a_raw_parquet_equals_the_row_loop(tmp_path, monkeypatch):
         assert read(tmp_path / "cli" / part) == read(tmp_path / "rows" / part), part
     stats = json.loads((tmp_path / "cli" / "stats.json").read_text())
     assert stats["rows_in"] == 120 and stats["removed_by_reason"].get("malformed") == 1
+
+
+def _reference_unique(ids: list[str]) -> list[str]:
+    """The renaming rule written plainly: the k-th id equal to an earlier one gets the smallest free `id~k`."""
+    seen: set[str] = set()
+    last: dict[str, int] = {}
+    out = []
+    for i in ids:
+        if i not in seen and i not in last:
+            seen.add(i)
+            out.append(i)
+            continue
+        k = last.get(i, 1) + 1
+        while f"{i}~{k}" in seen:
+            k += 1
+        last[i] = k
+        seen.add(f"{i}~{k}")
+        out.append(f"{i}~{k}")
+    return out
+
+
+def test_id_registry_renames_as_the_plain_rule_through_merges(monkeypatch):
+    import random
+
+    monkeypatch.setattr(ingest.IdRegistry, "MERGE_EVERY", 64)  # many merges of the sorted array
+    rng = random.Random(3)
+    ids = [rng.choice([f"x{rng.randrange(400)}", f"x{rng.randrange(400)}~{rng.randrange(2, 5)}", f"n{k}", "é"])
+           for k in range(6000)]
+    reg = ingest.IdRegistry()
+    got: list[str] = []
+    for start in range(0, len(ids), 97):  # batches (all-new ones take the array path) and single ids, mixed
+        chunk = ids[start:start + 97]
+        got += reg.unique_all(chunk) if start % 2 else [reg.unique(i) for i in chunk]
+    assert got == _reference_unique(ids)
+    fresh = [f"new{k}" for k in range(500)]
+    assert reg.unique_all(fresh) is fresh and reg._n > 0

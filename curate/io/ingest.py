@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,30 +31,43 @@ DEFAULT_ROWS_PER_TASK = 20_000
 
 class IdRegistry:
     """Makes row ids unique in one pass with compact memory: the k-th row (k >= 2) carrying a given id gets
-    `id~k`. Ids are remembered as 64-bit hashes (a sorted numpy array, merged from a small set every
-    MERGE_EVERY ids: 8 bytes per row instead of a dict of strings), plus a dict of the ids seen more than
-    once. A hash collision (about n^2 / 2^65: 3e-8 at 1M rows) would rename a first occurrence."""
+    `id~k`. Ids are remembered as 64-bit hashes: one sorted numpy array (8 bytes per id, grown in place by
+    `ndarray.resize`, i.e. realloc) plus a set of the recent ones, merged into it by an in-place stable sort
+    (numpy's timsort finds the two sorted runs and merges them with a buffer of the shorter one), and a dict of
+    the ids seen more than once. A hash collision (about n^2 / 2^65: 3e-8 at 1M rows) would rename a first
+    occurrence."""
 
-    MERGE_EVERY = 1 << 16
+    MERGE_EVERY = 1 << 16  # recent ids merged at this many, or at 1/64 of those already merged if more
 
     def __init__(self) -> None:
-        self._sorted = array("Q")  # bisect on an array of C uint64: ~1 us, vs ~3 us for np.searchsorted per id
+        self._sorted = np.zeros(0, dtype=np.uint64)  # capacity; the first `_n` hold the merged hashes
+        self._n = 0
+        self._view = memoryview(self._sorted)  # bisect on a memoryview: ~0.5 us, as fast as on array("Q")
         self._recent: set[int] = set()
         self._repeats: dict[str, int] = {}
 
     def _seen(self, h: int) -> bool:
         if h in self._recent:
             return True
-        i = bisect_left(self._sorted, h)
-        return i < len(self._sorted) and self._sorted[i] == h
+        i = bisect_left(self._view, h)
+        return i < self._n and self._view[i] == h
 
     def _add(self, h: int) -> None:
         self._recent.add(h)
-        if len(self._recent) >= self.MERGE_EVERY:  # merge the sorted new hashes in: O(n) copies, no full sort
-            new = np.sort(np.fromiter(self._recent, np.uint64, len(self._recent)))
-            old = np.frombuffer(self._sorted, dtype=np.uint64)
-            merged = np.insert(old, np.searchsorted(old, new), new)
-            self._sorted, self._recent = array("Q", merged.tobytes()), set()
+        self._maybe_merge()
+
+    def _maybe_merge(self) -> None:
+        if len(self._recent) < max(self.MERGE_EVERY, self._n >> 6):
+            return
+        n, m = self._n, len(self._recent)
+        self._view.release()
+        if n + m > len(self._sorted):
+            self._sorted.resize(max(n + m, len(self._sorted) * 5 // 4), refcheck=False)
+        self._sorted[n:n + m] = np.fromiter(self._recent, np.uint64, m)
+        self._sorted[n:n + m].sort()
+        self._sorted[:n + m].sort(kind="stable")  # merges the two sorted runs
+        self._n, self._recent = n + m, set()
+        self._view = memoryview(self._sorted)[:self._n]
 
     def unique(self, row_id: str) -> str:
         """`row_id` the first time it is seen, else `row_id~k` with the smallest k >= 2 not taken yet (by an
@@ -74,6 +86,21 @@ class IdRegistry:
         new = f"{row_id}~{k}"
         self._add(_id_hash(new))  # a later input id `a~2` is renamed in turn
         return new
+
+    def unique_all(self, row_ids: list[str]) -> list[str]:
+        """`unique` of each id in order. A batch whose ids are all new (none seen before, no two the same: the
+        common case) is checked and added by array operations; any other goes id by id."""
+        hashes = [_id_hash(i) for i in row_ids]
+        arr = np.fromiter(hashes, np.uint64, len(hashes))
+        fresh = len(np.unique(arr)) == len(arr) and self._recent.isdisjoint(hashes)
+        if fresh and self._n:
+            pos = np.minimum(np.searchsorted(self._sorted[:self._n], arr), self._n - 1)
+            fresh = not bool((self._sorted[pos] == arr).any())
+        if not fresh:
+            return [self.unique(i) for i in row_ids]
+        self._recent.update(hashes)
+        self._maybe_merge()
+        return row_ids
 
 
 def _id_hash(row_id: str) -> int:
@@ -168,8 +195,8 @@ def _ingest_columns(batch: ColumnBatch, n: int, shards: ShardWriter, writer: Sta
 def _unique_ids(table: pa.Table, ids: IdRegistry) -> pa.Table:
     """`table` with its ids made unique by the registry, row by row in order."""
     old = table.column("id").to_pylist()
-    new = [ids.unique(i) for i in old]
-    if new != old:
+    new = ids.unique_all(old)
+    if new is not old:
         table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(new, table.schema.field("id").type))
     return table
 
