@@ -15,7 +15,7 @@ import pytest
 
 from cotforge.curate.core.schema import removed_schema
 from cotforge.curate.engine.work import IngestLog
-from cotforge.curate.io import columns, ingest
+from cotforge.curate.io import columns, ingest, inputs
 from cotforge.curate.io.inputs import input_schema
 from cotforge.curate.io.readers import InputSpec
 
@@ -65,10 +65,10 @@ def _both(tmp: Path, monkeypatch, specs: list[InputSpec], cut) -> tuple[dict, di
             used.append(unit.path)
         return got
 
-    monkeypatch.setattr(ingest, "open_parquet_unit", spy)
+    monkeypatch.setattr(inputs, "open_parquet_unit", spy)
     by_column = _ingest(tmp, "columns", specs, cut)
     assert used, "no input was read by column"
-    monkeypatch.setattr(ingest, "open_parquet_unit", lambda unit, report: None)
+    monkeypatch.setattr(inputs, "open_parquet_unit", lambda unit, report: None)
     by_row = _ingest(tmp, "rows", specs, cut)
     return by_column, by_row
 
@@ -141,6 +141,27 @@ def test_json_fragments_are_json_dumps():
     assert columns.json_fragments(pa.array([True, None])).to_pylist() == ["true", "null"]
 
 
+def test_cli_ingest_of_a_raw_parquet_equals_the_row_loop(tmp_path, monkeypatch):
+    """`cotforge curate ingest` (a subprocess) on a Parquet file not in the row schema writes the shards, quarantine
+    and counts the row loop writes in process."""
+    from cotforge.pipelines.stages import run_stage
+
+    f = tmp_path / "raw.parquet"
+    pq.write_table(pa.Table.from_pylist(_odd_rows(300)), f, row_group_size=50)
+    p = subprocess.run([sys.executable, "-m", "cotforge.pipelines.cli", "curate", "ingest", str(f), "-o",
+                        str(tmp_path / "cli"), "--rows-per-shard", "70"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    monkeypatch.setattr(inputs, "open_parquet_unit", lambda unit, report: None)
+    run_stage("ingest", [InputSpec(str(f))], tmp_path / "rows", rows_per_shard=70)
+    for part in ("kept", "removed"):
+        cli, rows = (sorted((tmp_path / d / part).glob("*.parquet")) for d in ("cli", "rows"))
+        assert [g.read_bytes() for g in cli] == [g.read_bytes() for g in rows] and len(cli) > 1, part
+    stats = [json.loads((tmp_path / d / "stats.json").read_text()) for d in ("cli", "rows")]
+    for s in stats:
+        s.pop("ingest_s")
+    assert stats[0] == stats[1] and stats[0]["removed_by_reason"] == {"malformed": 129}
+
+
 @pytest.mark.slow
 def test_cli_stage_on_a_raw_parquet_equals_the_row_loop(tmp_path, monkeypatch):
     """`cotforge curate dedup` (a subprocess, the user's door) on a Parquet file not in the row schema keeps and
@@ -158,7 +179,7 @@ def test_cli_stage_on_a_raw_parquet_equals_the_row_loop(tmp_path, monkeypatch):
     p = subprocess.run([sys.executable, "-m", "cotforge.pipelines.cli", "curate", "dedup", str(f), "-o",
                         str(tmp_path / "cli"), "--workers", "1"], capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
-    monkeypatch.setattr(ingest, "open_parquet_unit", lambda unit, report: None)
+    monkeypatch.setattr(inputs, "open_parquet_unit", lambda unit, report: None)
     run_stage("dedup", [InputSpec(str(f))], tmp_path / "rows", DedupConfig(), ExecutorConfig(workers=1))
     def read(d: Path) -> list[dict]:
         return [r for g in sorted(d.glob("*.parquet")) for r in pq.read_table(g).to_pylist()]

@@ -19,7 +19,6 @@ from cotforge.curate.engine import ExecutorConfig
 from cotforge.curate.engine.work import IngestLog
 from cotforge.curate.io import ingest
 from cotforge.curate.io.budget import row_bytes, table_row_bytes
-from cotforge.curate.io.inputs import iter_input_rows
 from cotforge.curate.io.readers import InputSpec
 from cotforge.curate.text import columns
 from cotforge.pipelines.stages import run_stage
@@ -96,10 +95,7 @@ def test_ingest_by_record_batch_equals_the_row_loop(tmp_path, monkeypatch):
     specs = [InputSpec(str(src)), InputSpec(str(jsonl), "j"), InputSpec(str(src), "renamed")]
     budget = 1500  # bytes per task: cuts shards by size as well as by rows_per_task
     batched = _materialize(tmp_path, "batched", specs, budget)
-    # every input through the row loop: schema Parquet as rows passed through (`iter_input_rows`), no column path
-    monkeypatch.setattr(ingest, "is_schema_parquet", lambda path: False)
-    monkeypatch.setattr(ingest, "open_parquet_unit", lambda unit, report: None)
-    monkeypatch.setattr(ingest, "read_rows", lambda unit, strict, report: iter_input_rows([unit], strict, report))
+    monkeypatch.setattr(ingest, "is_schema_parquet", lambda path: False)  # every input through the row loop
     rows = _materialize(tmp_path, "rows", specs, budget)
     assert batched[0] == rows[0] and batched[1] == rows[1] and batched[2] == rows[2]
     kept, quarantined, rows_in, shards = batched

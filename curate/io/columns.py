@@ -270,6 +270,13 @@ def _ids(batch: pa.RecordBatch, plan: ColumnPlan, source: pa.Array, prompt: pa.A
     return pa.array(ids, pa.string())
 
 
+def in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with the schema's columns in its order (nulls for the ones it lacks), others dropped."""
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols, strict=True)]))
+
+
 # --------------------------------------------------------------------------- meta as JSON text
 
 

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import xxhash
 
 from cotforge.curate.io.budget import table_row_bytes
-from cotforge.curate.io.columns import NOT_SPACE, ColumnBatch, RowBatch, open_parquet_unit
-from cotforge.curate.io.inputs import input_schema, is_schema_parquet, schema_batches
-from cotforge.curate.io.readers import InputSpec, Origin, Quarantined, input_units, read_rows
+from cotforge.curate.io.columns import NOT_SPACE, ColumnBatch, in_schema
+from cotforge.curate.io.inputs import input_items, input_schema, is_schema_parquet, schema_batches
+from cotforge.curate.io.readers import InputSpec, Origin, Quarantined
 from cotforge.curate.io.writer import ShardWriter, StageWriter
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def _ingest_batch(batch: pa.RecordBatch, n: int, shards: ShardWriter, writer: St
     for source, count in zip(*_counts(table.column("source")), strict=True):
         writer.count_in(source, count)
     table = _unique_ids(table, ids)
-    table = _in_schema(table, shards.schema)
+    table = in_schema(table, shards.schema)
     shards.write_table(table, table_row_bytes(table) if shards.bytes_per_shard else None)
     return n
 
@@ -148,13 +148,6 @@ def _ingest_batch(batch: pa.RecordBatch, n: int, shards: ShardWriter, writer: St
 def _counts(col: pa.ChunkedArray) -> tuple[list, list]:
     vc = col.value_counts()
     return vc.field("values").to_pylist(), vc.field("counts").to_pylist()
-
-
-def _in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` with the schema's columns in its order (nulls for the ones it lacks), others dropped."""
-    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-            for f in schema]
-    return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols, strict=True)]))
 
 
 def _ingest_rows(rows: Iterable[dict | Quarantined], n: int, shards: ShardWriter, writer: StageWriter,
@@ -188,7 +181,7 @@ def _ingest_columns(batch: ColumnBatch, n: int, shards: ShardWriter, writer: Sta
             writer.count_in(source, count)
         table = _unique_ids(table, ids)
         sizes = table_row_bytes(table) if shards.bytes_per_shard or shards.buffer_bytes else None
-        shards.write_rows(_in_schema(table, shards.schema), sizes)
+        shards.write_rows(in_schema(table, shards.schema), sizes)
     return n + batch.rows
 
 
@@ -218,19 +211,12 @@ def materialize(specs: list[InputSpec], work_dir: Path, writer: StageWriter, *, 
                 n = _ingest_batch(batch, n, shards, writer, ids)
                 _progress(n, batch.num_rows, t0)
             continue
-        for unit in input_units(spec):
-            batches = None if strict else open_parquet_unit(unit, presets)
-            if batches is None:
-                n = _ingest_rows(read_rows(unit, strict=strict, report=presets), n, shards, writer, ids, t0)
-                continue
-            for item in batches:
-                if isinstance(item, ColumnBatch):
-                    n = _ingest_columns(item, n, shards, writer, ids)
-                    _progress(n, item.rows, t0)
-                elif isinstance(item, RowBatch):
-                    n = _ingest_rows(item.items, n, shards, writer, ids, t0)
-                else:
-                    n = _ingest_rows([item], n, shards, writer, ids, t0)
+        for item in input_items([spec], strict=strict, report=presets):
+            if isinstance(item, ColumnBatch):
+                n = _ingest_columns(item, n, shards, writer, ids)
+                _progress(n, item.rows, t0)
+            else:
+                n = _ingest_rows([item], n, shards, writer, ids, t0)
     shards.close()
     files = sorted(work_dir.glob("*.parquet"))
     # ShardWriter names files part-NNNNN; datatrove ranks read them in sorted order.

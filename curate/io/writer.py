@@ -362,6 +362,10 @@ class StageWriter:
         """Count a row read from the inputs (call once per input row)."""
         self.rows_in[source] += n
 
+    def count_in_table(self, table: pa.Table) -> None:
+        """`count_in` of every row of a table of rows (by its `source` column)."""
+        self.rows_in.update(_value_counts(table, "source"))
+
     def quarantine(self, record: Quarantined) -> None:
         """Count a malformed input record and send it to `removed/` with its `malformed: ...` reason."""
         row = record.to_row()
@@ -371,6 +375,13 @@ class StageWriter:
     def keep(self, row: dict[str, Any]) -> None:
         self.kept.write(row)
         self.kept_by_source[row["source"]] += 1
+
+    def keep_rows(self, table: pa.Table, sizes: np.ndarray | None = None) -> None:
+        """`keep` of each row of `table` in order (`ShardWriter.write_rows`: the same shards as row by row);
+        `sizes`, each row's `budget.row_bytes`, where the kept writer cuts by bytes."""
+        if table.num_rows:
+            self.kept.write_rows(table, sizes)
+            self.kept_by_source.update(_value_counts(table, "source"))
 
     def keep_table(self, table: pa.Table) -> None:
         """`keep` for a whole Arrow table of rows (counted per source without per-row Python)."""
