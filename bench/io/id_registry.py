@@ -11,13 +11,11 @@ reported above the interpreter's RSS before the first id. Run it under `/tmp/too
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from bench.io.ingest_speed import run_in
 from bench.paths import REPO
 
 CHILD = """
@@ -40,16 +38,6 @@ print("RESULT " + json.dumps({"ids": n, "renamed": renamed, "wall_s": round(wall
 """
 
 
-def run(checkout: Path, n: int, every: int) -> dict:
-    python = checkout / ".venv" / "bin" / "python"
-    p = subprocess.run([str(python) if python.exists() else sys.executable, "-c", CHILD, str(n), str(every)],
-                       capture_output=True, text=True, cwd=checkout, timeout=3600)
-    line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"failed in {checkout}:\n{p.stderr[-3000:]}")
-    return json.loads(line[7:])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ids", type=int, default=10_000_000)
@@ -59,7 +47,7 @@ def main() -> None:
     for label, checkout in (("this", REPO), ("other", args.other)):
         if checkout is not None:
             t = time.time()
-            r = run(checkout, args.ids, args.repeat_every)
+            r = run_in(checkout, CHILD, str(args.ids), str(args.repeat_every), timeout=3600)
             print(f"[{label} {checkout}] {r} (total {time.time() - t:.1f}s, load {os.getloadavg()[0]:.2f})", flush=True)
 
 

@@ -66,15 +66,21 @@ def corpus(name: str, rows: int) -> tuple[Path, str]:
     return path, ""
 
 
-def run(checkout: Path, path: Path, source: str) -> dict:
-    """One ingest in a fresh interpreter of `checkout` (its own venv when it has one)."""
+def run_in(checkout: Path, code: str, *args: str, timeout: int = 1800) -> dict:
+    """Run `code` (which prints one `RESULT {json}` line) in a fresh interpreter of `checkout`, with its own venv
+    where it has one; returns the JSON."""
     python = checkout / ".venv" / "bin" / "python"
-    p = subprocess.run([str(python) if python.exists() else sys.executable, "-c", CHILD, str(path), source],
-                       capture_output=True, text=True, cwd=checkout, timeout=1800)
+    p = subprocess.run([str(python) if python.exists() else sys.executable, "-c", code, *args],
+                       capture_output=True, text=True, cwd=checkout, timeout=timeout)
     line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
-        raise RuntimeError(f"ingest failed in {checkout}:\n{p.stderr[-3000:]}")
+        raise RuntimeError(f"failed in {checkout}:\n{p.stderr[-3000:]}")
     return json.loads(line[7:])
+
+
+def run(checkout: Path, path: Path, source: str) -> dict:
+    """One ingest in a fresh interpreter of `checkout`."""
+    return run_in(checkout, CHILD, str(path), source)
 
 
 def main() -> None:
