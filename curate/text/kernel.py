@@ -196,6 +196,17 @@ def _jit_inline(fn):
     return njit(cache=True, nogil=True, inline="always")(fn) if njit is not None else fn
 
 
+@_jit_inline
+def push_pair(a, b, n, x, y):
+    """a[n], b[n] = x, y for compiled passes that collect pairs into preallocated arrays: n + 1, or -1 when
+    the arrays are full (the caller returns -1 and its Python side retries with larger ones)."""
+    if n >= len(a):
+        return -1
+    a[n] = x
+    b[n] = y
+    return n + 1
+
+
 def _space_rule_tables() -> tuple[np.ndarray, np.ndarray]:
     """The space rules of `_put` as two tables: byte class (1 space, 2 ASCII letter, 3 digit, 4 other) and,
     per (previous state, class), 8 * (a space goes before the byte) + the next state."""

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cotforge.curate.text.kernel import compiled, utf8_buffers
+from cotforge.curate.text.kernel import compiled, push_pair, utf8_buffers
 
 
 @lru_cache(maxsize=4)
@@ -90,11 +90,9 @@ def _scan(data, offs, cls, step, width, out_off, out_ids, seen, res_row, res_lit
                 lit = out_ids[q]
                 if seen[lit] != stamp:
                     seen[lit] = stamp
-                    if k >= len(res_row):
+                    k = push_pair(res_row, res_lit, k, r, lit)
+                    if k < 0:
                         return -1
-                    res_row[k] = r
-                    res_lit[k] = lit
-                    k += 1
     return k
 
 

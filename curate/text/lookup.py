@@ -13,7 +13,7 @@ import numpy as np
 
 from cotforge.curate.text import hashing
 from cotforge.curate.text.hashing import BitPrefilter
-from cotforge.curate.text.kernel import compiled
+from cotforge.curate.text.kernel import compiled, push_pair
 
 
 @compiled
@@ -92,11 +92,9 @@ def _keys_at_kernel(wh, rows, cand, ks, k_off, keys, out_j, out_k):
                 else:
                     b = m
             if a < hi and keys[a] == x:
-                if n >= len(out_j):
+                n = push_pair(out_j, out_k, n, j, i)
+                if n < 0:
                     return -1
-                out_j[n] = j
-                out_k[n] = i
-                n += 1
     return n
 
 
