@@ -12,18 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_semantic import ITEM, NUMBER_CHANGED, REPHRASED
 
 from cotforge.curate.text.embed import Embedder, exact_cosines, nearest
 from cotforge.pipelines.cli.main import main
 
 REAL = pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None,
                           reason="the semantic extra is not installed")
-ITEM = ("Janet has 3 apples and buys 5 more at the market. Each apple costs $2. "
-        "How many dollars did she spend?")
-REPHRASED = ("At the market, Janet, who already owns three apples, purchases five more. Every apple is priced at "
-             "2 dollars. What amount of money, in dollars, did she pay?")
-NUMBER_CHANGED = ("Janet has 3 apples and buys 7 more at the market. Each apple costs $2. "
-                  "How many dollars did she spend?")
+
 
 
 def _problems(shared: Path, name: str, n: int) -> list[str]:
