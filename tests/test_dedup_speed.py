@@ -132,3 +132,24 @@ def test_candidate_pairs_merged_band_by_band_equal_one_unique_of_all(tmp_path) -
     got = _read_pairs(tmp_path)
     assert got.dtype == np.uint32 and np.array_equal(got, want)
     assert _read_pairs(tmp_path / "none").shape == (0, 4)
+
+
+def test_band_file_cuts_from_one_read_equal_a_bisect_of_the_file(tmp_path) -> None:
+    from bisect import bisect_left
+
+    from cotforge.curate.dedup.buckets import band_dtype, file_cuts
+
+    rng = np.random.default_rng(11)
+    dtype = band_dtype(3)
+    for trial, n in enumerate([0, 1, 5, 700]):
+        rec = np.zeros(n, dtype)
+        for i in range(3):
+            rec[f"h{i}"] = rng.integers(0, 1 << 61, size=n, dtype=np.uint64)
+        rec["h0"][: n // 3] = 12345  # a run of equal first hashes
+        rec.sort(order=["h0", "h1", "h2", "doc"])
+        path = tmp_path / f"{trial:05d}.minhash.sig"
+        rec.tofile(path)
+        edges = np.array([0, 12345, 12346, *sorted(rng.integers(0, 1 << 61, size=6).tolist()), 1 << 61],
+                         dtype=np.uint64)
+        want = [bisect_left(rec["h0"].tolist(), int(e)) for e in edges]
+        assert file_cuts(path, dtype, edges).tolist() == want, trial
