@@ -82,3 +82,35 @@ def run_forms(forms: dict, limits) -> dict:
     items = [(forms[n][0], forms[n][2]) for n in names] + [(forms[n][1], forms[n][2]) for n in names]
     got = run_tests_batch(items, limits)
     return {n: (got[i], got[len(names) + i]) for i, n in enumerate(names)}
+
+
+def case_assert(test: str, entry_point: str | None = None, setup: str | None = None) -> dict:
+    """A code-test spec of kind `assert` (the tests run after the program, in its namespace)."""
+    spec = {"kind": "assert", "test": test, "entry_point": entry_point}
+    if setup is not None:
+        spec["setup"] = setup
+    return spec
+
+
+def case_pytest(test: str) -> dict:
+    """A code-test spec of kind `pytest` (the program is importable as `solution`)."""
+    return {"kind": "pytest", "module": "solution", "test": test}
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """A test taking `form` in a module with an honest-form table `FORMS` runs once per form."""
+    if "form" in metafunc.fixturenames and "form_verdicts" in metafunc.fixturenames:
+        metafunc.parametrize("form", list(metafunc.module.FORMS))
+
+
+@pytest.fixture(scope="module")
+def form_verdicts(request) -> dict:
+    """The module's `FORMS` run under its `LIM`, in one sandbox batch: {form: (right verdict, wrong verdict)}."""
+    return run_forms(request.module.FORMS, request.module.LIM)
+
+
+def check_form(verdicts: dict, form: str) -> None:
+    """The right program of an honest form passes its tests and the wrong one does not."""
+    right, wrong = verdicts[form]
+    assert right.status == "pass", (form, right.status, right.details)
+    assert wrong.status != "pass", (form, wrong.status, wrong.details)

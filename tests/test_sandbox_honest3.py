@@ -9,19 +9,11 @@ test process (`pytest.warns`, `warnings.catch_warnings(record=True)`, `caplog`, 
 from __future__ import annotations
 
 import pytest
-from conftest import run_forms
+from conftest import case_assert, case_pytest, check_form
 
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 LIM = SandboxLimits(wall_s=4.0, cpu_s=2.0, memory_mb=256, nproc=48, fsize_mb=4, output_bytes=1 << 16)
-
-
-def _assert(test: str, entry_point: str | None = None) -> dict:
-    return {"kind": "assert", "test": test, "entry_point": entry_point}
-
-
-def _pytest(test: str) -> dict:
-    return {"kind": "pytest", "module": "solution", "test": test}
 
 
 RANDOM_NODE = ("class Node:\n    def __init__(self, x, next=None, random=None):\n"
@@ -115,49 +107,41 @@ SILENT_PROGRAM = (
 
 # name: (right program, wrong program, tests)
 FORMS: dict[str, tuple[str, str, dict]] = {
-    "random_pointer_list_from_the_test": (COPY_RANDOM, COPY_RANDOM_SHALLOW, _assert(RANDOM_TEST)),
-    "shared_graph_nodes_with_cycles": (CLONE_GRAPH, CLONE_GRAPH_WRONG, _assert(GRAPH_TEST)),
-    "random_pointer_pytest": (COPY_RANDOM, COPY_RANDOM_SHALLOW, _pytest(
+    "random_pointer_list_from_the_test": (COPY_RANDOM, COPY_RANDOM_SHALLOW, case_assert(RANDOM_TEST)),
+    "shared_graph_nodes_with_cycles": (CLONE_GRAPH, CLONE_GRAPH_WRONG, case_assert(GRAPH_TEST)),
+    "random_pointer_pytest": (COPY_RANDOM, COPY_RANDOM_SHALLOW, case_pytest(
         "from solution import copyRandomList\n\n\n" + RANDOM_NODE +
         "def test_copy():\n    a, b = Node(1), Node(2)\n    a.next, a.random, b.random = b, b, b\n"
         "    h = copyRandomList(a)\n    assert h.random is h.next and h.next.random is h.next\n"
         "    assert (h.val, h.next.val) == (1, 2)\n")),
-    "intersection_shared_tail": (INTERSECTION, INTERSECTION_BY_VALUE, _assert(INTERSECTION_TEST)),
-    "in_place_relink_and_long_cycle": (REORDER, REORDER_WRONG, _assert(REORDER_TEST)),
-    "test_class_subclasses_program_class": (STACK, STACK_WRONG, _assert(SUBCLASS_TEST)),
-    "pytest_subclass_of_program_class": (STACK, STACK_WRONG, _pytest(
+    "intersection_shared_tail": (INTERSECTION, INTERSECTION_BY_VALUE, case_assert(INTERSECTION_TEST)),
+    "in_place_relink_and_long_cycle": (REORDER, REORDER_WRONG, case_assert(REORDER_TEST)),
+    "test_class_subclasses_program_class": (STACK, STACK_WRONG, case_assert(SUBCLASS_TEST)),
+    "pytest_subclass_of_program_class": (STACK, STACK_WRONG, case_pytest(
         "from solution import Stack\n\n\nclass Tracked(Stack):\n    def push(self, x):\n"
         "        self.last = x\n        return super().push(x)\n\n\ndef test_tracked():\n    t = Tracked()\n"
         "    t.push(3)\n    t.push(9)\n    assert t.last == 9 and t.pop() == 9 and t.size() == 1\n")),
-    "pytest_warns": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
+    "pytest_warns": (WARN_PROGRAM, SILENT_PROGRAM, case_pytest(
         "import pytest\nfrom solution import parse, LegacyWarning\n\n\ndef test_warns():\n"
         "    with pytest.warns(DeprecationWarning, match='old'):\n        assert parse('12') == 12\n"
         "    with pytest.warns(LegacyWarning):\n        parse('3')\n")),
-    "pytest_caplog": (WARN_PROGRAM, SILENT_PROGRAM, _pytest(
+    "pytest_caplog": (WARN_PROGRAM, SILENT_PROGRAM, case_pytest(
         "import logging\nfrom solution import parse\n\n\ndef test_log(caplog):\n"
         "    with caplog.at_level(logging.INFO):\n        assert parse('x') is None\n        assert parse('4') == 4\n"
         "    assert 'bad input' in caplog.text\n    assert [r.levelname for r in caplog.records] == ['WARNING', 'INFO']\n"
         "    assert caplog.records[0].name == 'parser' and caplog.records[0].getMessage() == \"bad input 'x'\"\n")),
-    "catch_warnings_record": (WARN_PROGRAM, SILENT_PROGRAM, _assert(
+    "catch_warnings_record": (WARN_PROGRAM, SILENT_PROGRAM, case_assert(
         "import warnings\nwith warnings.catch_warnings(record=True) as w:\n    warnings.simplefilter('always')\n"
         "    assert parse('5') == 5\nassert len(w) == 1 and issubclass(w[0].category, DeprecationWarning)\n"
         "assert str(w[0].message) == 'old api'\n")),
-    "unittest_assert_logs": (WARN_PROGRAM, SILENT_PROGRAM, _assert(
+    "unittest_assert_logs": (WARN_PROGRAM, SILENT_PROGRAM, case_assert(
         "import unittest\ntc = unittest.TestCase()\nwith tc.assertLogs('parser', level='WARNING') as cm:\n"
         "    parse('y')\nassert cm.output == [\"WARNING:parser:bad input 'y'\"]\n")),
 }
 
 
-@pytest.fixture(scope="module")
-def forms():
-    return run_forms(FORMS, LIM)
-
-
-@pytest.mark.parametrize("form", list(FORMS))
-def test_honest_form_passes_and_wrong_program_fails(forms, form):
-    right, wrong = forms[form]
-    assert right.status == "pass", (form, right.status, right.details)
-    assert wrong.status != "pass", (form, wrong.status, wrong.details)
+def test_honest_form_passes_and_wrong_program_fails(form_verdicts, form):
+    check_form(form_verdicts, form)
 
 
 # --- the codec's object table and the events, without a sandbox -------------------------------------------

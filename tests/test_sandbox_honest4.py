@@ -12,16 +12,12 @@ must still fail the same test (so the pass is not vacuous).
 from __future__ import annotations
 
 import pytest
-from conftest import run_forms
+from conftest import case_pytest, check_form
 
 from cotforge.curate.verify.leetcode import LEETCODE_PRELUDE
 from cotforge.curate.verify.sandbox import SandboxLimits
 
 LIM = SandboxLimits(wall_s=6.0, cpu_s=3.0, memory_mb=256, nproc=16, fsize_mb=4, output_bytes=1 << 16)
-
-
-def _pytest(test: str) -> dict:
-    return {"kind": "pytest", "module": "solution", "test": test}
 
 
 FILES_RIGHT = (
@@ -38,32 +34,32 @@ FILES_WRONG = (  # writes nothing / counts wrong: the same tests must fail
     "def upper_copy(src, dst):\n    pass\n")
 
 FORMS: dict[str, tuple[str, str, dict]] = {
-    "program_writes_test_reads": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "program_writes_test_reads": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "from solution import save\n\n\ndef test_save(tmp_path):\n    p = tmp_path / 'out.txt'\n"
         "    save(str(p), 'hello')\n    assert p.read_text() == 'hello'\n")),
-    "test_writes_program_reads": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "test_writes_program_reads": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "from solution import count_lines\n\n\ndef test_count(tmp_path):\n    p = tmp_path / 'in.txt'\n"
         "    p.write_text('a\\nb\\nc\\n')\n    assert count_lines(str(p)) == 3\n")),
-    "program_appends_to_test_file": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "program_appends_to_test_file": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "from solution import append\n\n\ndef test_append(tmp_path):\n    p = tmp_path / 'log.txt'\n"
         "    p.write_text('one\\n')\n    append(str(p), 'two\\n')\n    p.write_text(p.read_text() + 'three\\n')\n"
         "    assert p.read_text() == 'one\\ntwo\\nthree\\n'\n")),
-    "program_makes_a_tree": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "program_makes_a_tree": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "import os\nfrom solution import make_tree\n\n\ndef test_tree(tmp_path):\n    make_tree(str(tmp_path))\n"
         "    found = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob('*.txt'))\n"
         "    assert found == ['a/b/z.txt', 'a/y.txt', 'x.txt']\n"
         "    (tmp_path / 'a' / 'b' / 'z.txt').unlink()\n    os.rmdir(tmp_path / 'a' / 'b')\n")),
-    "tmp_path_factory_and_tmpdir": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "tmp_path_factory_and_tmpdir": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "from solution import upper_copy\n\n\ndef test_factory(tmp_path_factory):\n"
         "    d = tmp_path_factory.mktemp('data')\n    (d / 'a.txt').write_text('abc')\n"
         "    upper_copy(str(d / 'a.txt'), str(d / 'b.txt'))\n    assert (d / 'b.txt').read_text() == 'ABC'\n\n\n"
         "def test_tmpdir(tmpdir):\n    src = tmpdir.join('s.txt')\n    src.write('xyz')\n"
         "    upper_copy(str(src), str(tmpdir.join('d.txt')))\n    assert tmpdir.join('d.txt').read() == 'XYZ'\n")),
-    "tempfile_named_file": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "tempfile_named_file": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "import os\nimport tempfile\nfrom solution import count_lines\n\n\ndef test_count():\n"
         "    with tempfile.NamedTemporaryFile('w', suffix='.txt', delete=False) as f:\n        f.write('a\\nb\\n')\n"
         "    try:\n        assert count_lines(f.name) == 2\n    finally:\n        os.unlink(f.name)\n")),
-    "tempfile_directory": (FILES_RIGHT, FILES_WRONG, _pytest(
+    "tempfile_directory": (FILES_RIGHT, FILES_WRONG, case_pytest(
         "import os\nimport tempfile\nfrom solution import save\n\n\ndef test_save():\n"
         "    with tempfile.TemporaryDirectory() as d:\n        save(os.path.join(d, 'o.txt'), 'hi')\n"
         "        with open(os.path.join(d, 'o.txt')) as f:\n            assert f.read() == 'hi'\n")),
@@ -87,20 +83,12 @@ for _method in ("spawn", "forkserver"):
 FORMS["multiprocessing_spawn_leetcode"] = (LEETCODE_POOL, LEETCODE_POOL.replace("[x, x]", "[x, 1]"), {
     "kind": "assert", "entry_point": None, "setup": LEETCODE_PRELUDE,
     "test": "def check(candidate):\n    assert candidate([2, 3]) == [4, 9]\n\n\ncheck(Solution().squares)\n"})
-FORMS["multiprocessing_spawn_pytest"] = (POOL.format(method="spawn"), POOL_WRONG.format(method="spawn"), _pytest(
+FORMS["multiprocessing_spawn_pytest"] = (POOL.format(method="spawn"), POOL_WRONG.format(method="spawn"), case_pytest(
     "from solution import squares\n\n\ndef test_squares():\n    assert squares([4]) == [16]\n"))
 
 
-@pytest.fixture(scope="module")
-def forms():
-    return run_forms(FORMS, LIM)
-
-
-@pytest.mark.parametrize("form", list(FORMS))
-def test_honest_form_passes_and_wrong_program_fails(forms, form):
-    right, wrong = forms[form]
-    assert right.status == "pass", (form, right.status, right.details)
-    assert wrong.status != "pass", (form, wrong.status, wrong.details)
+def test_honest_form_passes_and_wrong_program_fails(form_verdicts, form):
+    check_form(form_verdicts, form)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,30 @@ def _echo_dry_run(cfg: Any, checks: dict[str, Any]) -> None:
     click.echo("checks passed: " + json.dumps(checks, default=str), err=True)
 
 
+def _train_or_check(load_cfg: Callable[[], Any], preflight: Callable[[Any], dict[str, Any]],
+                    train_fn: Callable[[Any], Any], dry_run: bool) -> tuple[Any, Any] | None:
+    """Load the config, then either print the dry run's checks (None) or train and return (cfg, result).
+
+    A config mistake is a usage error; a data or path mistake is a one-line error, never a traceback."""
+    from cotforge.train.distributed import finish_distributed
+
+    try:
+        cfg = load_cfg()
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    try:
+        if dry_run:
+            _echo_dry_run(cfg, preflight(cfg))
+            return None
+        result = train_fn(cfg)
+        finish_distributed()
+    except USER_ERRORS as e:
+        raise _fail(e) from e
+    return cfg, result
+
+
 def sft_command() -> click.Command:
     """`cotforge train sft`: TRL SFTTrainer on curated long-CoT shards (works under `accelerate launch`)."""
-    from cotforge.train.distributed import finish_distributed
     from cotforge.train.sft.trainer import CotSFTConfig, load_sft_config, preflight, run_sft
 
     flags = FlagSet(CotSFTConfig, "cfg", include=[*cotforge_fields(CotSFTConfig), "output_dir"],
@@ -85,18 +107,12 @@ def sft_command() -> click.Command:
                     names={"output_dir": OUTPUT_NAMES, "data": ["--data"]})
 
     def callback(config_path: str | None, overrides: tuple[str, ...], dry_run: bool, **_: Any) -> None:
-        try:
-            cfg = load_sft_config(config_path, overrides, **flags.values(click.get_current_context()))
-        except ConfigError as e:
-            raise click.UsageError(str(e)) from e
-        try:
-            if dry_run:
-                _echo_dry_run(cfg, preflight(cfg))
-                return
-            result = run_sft(cfg)
-            finish_distributed()
-        except USER_ERRORS as e:
-            raise _fail(e) from e
+        done = _train_or_check(
+            lambda: load_sft_config(config_path, overrides, **flags.values(click.get_current_context())),
+            preflight, run_sft, dry_run)
+        if done is None:
+            return
+        result = done[1]
         click.echo(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
                                "train_loss": result.train_loss, "packed": result.packed,
                                "rows": result.data.get("rows_kept")}))
@@ -112,7 +128,6 @@ def sft_command() -> click.Command:
 
 def rl_command() -> click.Command:
     """`cotforge train rl`: GPPO / PPO-clip / CISPO / GSPO on verl-style prompt shards."""
-    from cotforge.train.distributed import finish_distributed
     from cotforge.train.rl.config import GPPOConfig
     from cotforge.train.rl.trainer import preflight, run_rl
 
@@ -123,19 +138,13 @@ def rl_command() -> click.Command:
 
     def callback(config_path: str | None, overrides: tuple[str, ...], dry_run: bool, **_: Any) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        try:
-            cfg = load(GPPOConfig, config_path, overrides, flags.values(click.get_current_context()),
-                       what="RL config key")
-        except ConfigError as e:
-            raise click.UsageError(str(e)) from e
-        try:
-            if dry_run:
-                _echo_dry_run(cfg, preflight(cfg))
-                return
-            trainer = run_rl(cfg)
-            finish_distributed()
-        except USER_ERRORS as e:
-            raise _fail(e) from e
+        done = _train_or_check(
+            lambda: load(GPPOConfig, config_path, overrides, flags.values(click.get_current_context()),
+                         what="RL config key"),
+            preflight, run_rl, dry_run)
+        if done is None:
+            return
+        cfg, trainer = done
         click.echo(f"done: {trainer.state.global_step} steps; model in {Path(cfg.output_dir) / 'final'}; "
                    f"logs in {Path(cfg.output_dir) / 'log.csv'}")
 
