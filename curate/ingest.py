@@ -9,7 +9,10 @@ from dataclasses import dataclass
 
 from cotforge.curate.context import StageContext
 from cotforge.curate.io import fs
-from cotforge.curate.io.inputs import counted_rows, input_schema
+from cotforge.curate.io.budget import table_row_bytes
+from cotforge.curate.io.columns import ColumnBatch, in_schema
+from cotforge.curate.io.inputs import input_items, input_schema
+from cotforge.curate.io.readers import Quarantined
 from cotforge.curate.io.remote import remote_output
 from cotforge.curate.io.writer import StageWriter
 
@@ -32,6 +35,16 @@ def run(cfg: IngestConfig, ctx: StageContext) -> dict:
                          config={"inputs": [fs.shown(s.path) for s in specs], "strict": ctx.strict,
                                  "presets": presets})
     t0 = time.time()
-    for row in counted_rows(specs, writer, ctx.strict, report=presets):
-        writer.keep(row)
+    for item in input_items(specs, ctx.strict, report=presets):
+        if isinstance(item, Quarantined):
+            writer.quarantine(item)
+        elif isinstance(item, ColumnBatch):  # a raw Parquet batch read by column: the same rows, by table
+            for q in item.quarantined:
+                writer.quarantine(q)
+            if item.table is not None and item.table.num_rows:
+                writer.count_in_table(item.table)
+                writer.keep_rows(in_schema(item.table, writer.kept.schema), table_row_bytes(item.table))
+        else:
+            writer.count_in(item["source"])
+            writer.keep(item)
     return writer.close({"ingest_s": round(time.time() - t0, 3)})

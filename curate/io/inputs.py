@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from cotforge.curate.core.schema import CORE_FIELDS, SCHEMA
 from cotforge.curate.io import fs
 from cotforge.curate.io.budget import batch_rows_of
+from cotforge.curate.io.columns import ColumnBatch, RowBatch, open_parquet_unit
 from cotforge.curate.io.presets import PRESET_FIELDS
-from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, read_rows, uses_preset
+from cotforge.curate.io.readers import InputError, InputSpec, Quarantined, input_units, read_rows, uses_preset
 
 if TYPE_CHECKING:
     from cotforge.curate.io.writer import StageWriter
@@ -111,6 +112,27 @@ def iter_input_rows(specs: list[InputSpec], strict: bool = False,
                 yield from batch.to_pylist()
         else:
             yield from read_rows(spec, strict=strict, report=report)
+
+
+def input_items(specs: list[InputSpec], strict: bool = False,
+                report: dict[str, Any] | None = None) -> Iterator[dict[str, Any] | Quarantined | ColumnBatch]:
+    """`iter_input_rows`, with raw Parquet files the column rules cover read by record batch: a `ColumnBatch`
+    (its rows as a table, its quarantined records) stands where those rows would be (`curate/io/columns.py`).
+    Schema Parquet inputs come as rows here; `ingest.materialize` reads them by batch itself."""
+    for spec in specs:
+        if is_schema_parquet(spec.path):
+            yield from iter_input_rows([spec], strict=strict, report=report)
+            continue
+        for unit in input_units(spec):
+            batches = None if strict else open_parquet_unit(unit, report)
+            if batches is None:
+                yield from read_rows(unit, strict=strict, report=report)
+                continue
+            for item in batches:
+                if isinstance(item, RowBatch):
+                    yield from item.items
+                else:
+                    yield item
 
 
 def counted_rows(specs: list[InputSpec], writer: StageWriter | None, strict: bool = False,

@@ -345,7 +345,7 @@ def read_rows(spec: InputSpec, strict: bool = False,
             preset, how = chosen
             if ("preset", preset.name if preset else None) not in logged:
                 logged.add(("preset", preset.name if preset else None))
-                _note(report, source, unit, preset, how)
+                note_preset(report, source, unit, preset, how)
             if preset is not None:
                 try:
                     yield from preset_rows(preset, rec, unit, origin)
@@ -371,7 +371,7 @@ def read_rows(spec: InputSpec, strict: bool = False,
                 yield Quarantined(origin, f"malformed: {e.what}", rec, source)
 
 
-def _note(report: dict[str, Any] | None, source: str, unit: InputSpec, preset: Preset | None, how: str) -> None:
+def note_preset(report: dict[str, Any] | None, source: str, unit: InputSpec, preset: Preset | None, how: str) -> None:
     if preset is not None:
         log.info("%s: preset %s (%s%s)", fs.shown(unit.path), preset.name, how,
                  " from the columns" if how == "detected" else "")

@@ -53,7 +53,8 @@ class ShardWriter:
         self._shard_bytes = 0
         self._sizes: list[int] = []
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._buf: list[dict[str, Any]] = []
+        self._buf: list[dict[str, Any] | pa.Table] = []  # rows of `write`, tables of `write_rows`, in order
+        self._buf_rows = 0
         self._writer: pq.ParquetWriter | None = None
         self._in_shard = 0
         self._tables: list[pa.Table] = []  # buffered by write_table
@@ -63,6 +64,7 @@ class ShardWriter:
 
     def write(self, row: dict[str, Any]) -> None:
         self._buf.append(row)
+        self._buf_rows += 1
         self.rows += 1
         if self.bytes_per_shard or self.buffer_bytes:
             from cotforge.curate.io.budget import row_bytes
@@ -74,8 +76,41 @@ class ShardWriter:
                     self.bytes_per_shard and self._shard_bytes + self._buf_bytes >= self.bytes_per_shard):
                 self._flush()
                 return
-        if len(self._buf) >= 2048 or self._in_shard + len(self._buf) >= self.rows_per_shard:
+        if self._buf_rows >= 2048 or self._in_shard + self._buf_rows >= self.rows_per_shard:
             self._flush()
+
+    def write_rows(self, table: pa.Table, sizes: np.ndarray | None = None) -> None:
+        """Rows given as a table (columns matched to the schema by name), written exactly as `write` writes
+        them one by one: flushed at the same rows, so the same shards and row groups (a reader that builds
+        rows by column, `curate/io/columns.py`, then writes what the row loop writes). `sizes` are the rows'
+        `budget.row_bytes`, needed when the writer cuts by bytes."""
+        n = table.num_rows
+        track = bool(self.bytes_per_shard or self.buffer_bytes)
+        if track and sizes is None:
+            raise ValueError("write_rows: this writer cuts by bytes; give each row's size")
+        pos = 0
+        while pos < n:
+            # the first row (from pos) at which `write` would flush: by row count ...
+            at = max(0, min(2047 - self._buf_rows, self.rows_per_shard - self._in_shard - self._buf_rows - 1))
+            flush = at < n - pos
+            at = min(at, n - pos - 1)
+            if track:  # ... or by bytes, whichever comes first
+                cum = self._buf_bytes + np.cumsum(sizes[pos:pos + at + 1])
+                hit = np.zeros(len(cum), dtype=bool)
+                if self.buffer_bytes:
+                    hit |= cum >= self.buffer_bytes
+                if self.bytes_per_shard:
+                    hit |= self._shard_bytes + cum >= self.bytes_per_shard
+                if hit.any():
+                    at, flush = int(np.argmax(hit)), True
+                self._sizes.extend(sizes[pos:pos + at + 1].tolist())
+                self._buf_bytes = int(cum[at])
+            self._buf.append(table.slice(pos, at + 1))
+            self._buf_rows += at + 1
+            self.rows += at + 1
+            pos += at + 1
+            if flush:
+                self._flush()
 
     def write_table(self, table: pa.Table, sizes: np.ndarray | None = None) -> None:
         """Append a whole Arrow table (columns matched to the schema by name) after the rows written so far,
@@ -83,7 +118,7 @@ class ShardWriter:
         TABLE_ROW_GROUP rows and at shard ends), so the bytes do not depend on how the rows were split
         into tables. With `sizes` (each row's `budget.row_bytes`) a shard also ends at `bytes_per_shard`:
         it holds the rows whose sizes add up to at most that (at least one row)."""
-        if self._buf:  # rows written one by one go first
+        if self._buf_rows:  # rows written one by one go first
             self._flush()
         if not table.num_rows:
             return
@@ -156,28 +191,50 @@ class ShardWriter:
 
     def _flush(self) -> None:
         self._drain_tables(final=True)
-        while self._buf:
+        if not self._buf_rows:
+            return
+        buf = self._buffered_table()
+        self._buf, self._buf_rows = [], 0
+        start = 0
+        while start < buf.num_rows:
             if self._writer is None:
                 self._open_next()
-            take = min(len(self._buf), self.rows_per_shard - self._in_shard)
+            take = min(buf.num_rows - start, self.rows_per_shard - self._in_shard)
             full = self._in_shard + take >= self.rows_per_shard
             if self.bytes_per_shard and self._sizes:  # the rows that fit in the shard's bytes (at least one)
-                room, k = self.bytes_per_shard - self._shard_bytes, 0
-                while k < take and (k == 0 or room - self._sizes[k] >= 0):
-                    room -= self._sizes[k]
-                    k += 1
+                room = self.bytes_per_shard - self._shard_bytes
+                cum = np.cumsum(self._sizes[:take])
+                k = max(1, int(np.searchsorted(cum, room, side="right")))
+                room -= int(cum[k - 1])
                 full = full or k < take or room <= 0
                 take = k
-            chunk, self._buf = self._buf[:take], self._buf[take:]
             if self._sizes:
                 done, self._sizes = sum(self._sizes[:take]), self._sizes[take:]
                 self._shard_bytes += done
                 self._buf_bytes -= done
-            self._writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
+            self._writer.write_table(buf.slice(start, take))
+            start += take
             self._in_shard += take
             if full:
                 self._writer.close()
                 self._writer = None
+
+    def _buffered_table(self) -> pa.Table:
+        """The buffered rows as one table in the schema, in one chunk per column (as `Table.from_pylist` of
+        the rows would give: Parquet pages are cut per chunk)."""
+        parts: list[pa.Table] = []
+        rows: list[dict[str, Any]] = []
+        for item in self._buf:
+            if isinstance(item, dict):
+                rows.append(item)
+                continue
+            if rows:
+                parts.append(pa.Table.from_pylist(rows, schema=self.schema))
+                rows = []
+            parts.append(item.select(self.schema.names).cast(self.schema))
+        if rows:
+            parts.append(pa.Table.from_pylist(rows, schema=self.schema))
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts).combine_chunks()
 
     def close(self) -> None:
         self._flush()
@@ -305,6 +362,10 @@ class StageWriter:
         """Count a row read from the inputs (call once per input row)."""
         self.rows_in[source] += n
 
+    def count_in_table(self, table: pa.Table) -> None:
+        """`count_in` of every row of a table of rows (by its `source` column)."""
+        self.rows_in.update(_value_counts(table, "source"))
+
     def quarantine(self, record: Quarantined) -> None:
         """Count a malformed input record and send it to `removed/` with its `malformed: ...` reason."""
         row = record.to_row()
@@ -314,6 +375,13 @@ class StageWriter:
     def keep(self, row: dict[str, Any]) -> None:
         self.kept.write(row)
         self.kept_by_source[row["source"]] += 1
+
+    def keep_rows(self, table: pa.Table, sizes: np.ndarray | None = None) -> None:
+        """`keep` of each row of `table` in order (`ShardWriter.write_rows`: the same shards as row by row);
+        `sizes`, each row's `budget.row_bytes`, where the kept writer cuts by bytes."""
+        if table.num_rows:
+            self.kept.write_rows(table, sizes)
+            self.kept_by_source.update(_value_counts(table, "source"))
 
     def keep_table(self, table: pa.Table) -> None:
         """`keep` for a whole Arrow table of rows (counted per source without per-row Python)."""

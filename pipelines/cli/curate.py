@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,9 @@ from cotforge.curate.io.inputs import resolve_inputs
 from cotforge.curate.io.lock import RunLocked
 from cotforge.curate.io.readers import InputError, InputSpec
 from cotforge.pipelines.cli.fields import FlagSet, GroupedCommand, grouped_options
+from cotforge.pipelines.cli.lazy import LazyGroup
 from cotforge.pipelines.lineage import LineageError, check_one_run, history, upstream, write_lineage
-from cotforge.pipelines.stages import group
+from cotforge.pipelines.stages import get_stage, stage_names
 from cotforge.pipelines.stages.spec import Stage, make_generator
 
 log = logging.getLogger(__name__)
@@ -201,15 +204,57 @@ def empty_result(stats: dict[str, Any]) -> str | None:
     return None
 
 
-CURATE_STAGES = {name: st for name, st in group("cotforge.pipelines.stages.curate").items() if st.kind == "curate"}
+CURATE_MODULE = "cotforge.pipelines.stages.curate"
 
 
-@click.group()
+class _CurateStages(Mapping[str, Stage]):
+    """The curation stages (kind `curate`) by name, each built (its code imported) on first access."""
+
+    def __init__(self) -> None:
+        self._names = stage_names(CURATE_MODULE, "curate")
+
+    def __getitem__(self, name: str) -> Stage:
+        if name not in self._names:
+            raise KeyError(name)
+        return get_stage(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+CURATE_STAGES: Mapping[str, Stage] = _CurateStages()
+
+
+def _command_of(name: str) -> click.Command:
+    return stage_command(get_stage(name))
+
+
+# each stage's command (and the stage's code) is built when that command is used or listed
+@click.group(cls=LazyGroup, lazy={name: partial(_command_of, name) for name in CURATE_STAGES})
 def curate() -> None:
     """Curation stages. Each reads raw files or an earlier stage's folder and writes
     OUT/kept/*.parquet, OUT/removed/*.parquet (with `reason`) and OUT/stats.json."""
 
 
-COMMANDS: dict[str, click.Command] = {name: stage_command(st) for name, st in CURATE_STAGES.items()}
-for _command in COMMANDS.values():
-    curate.add_command(_command)
+
+
+class _Commands(Mapping[str, click.Command]):
+    """`cotforge curate`'s stage commands by name, each built on first access."""
+
+    def __getitem__(self, name: str) -> click.Command:
+        command = curate.get_command(click.Context(curate), name) if name in curate.lazy else None
+        if command is None:
+            raise KeyError(name)
+        return command
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(curate.lazy)
+
+    def __len__(self) -> int:
+        return len(curate.lazy)
+
+
+COMMANDS: Mapping[str, click.Command] = _Commands()

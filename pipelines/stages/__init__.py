@@ -1,6 +1,7 @@
 """The stage registry: every pipeline stage in order, as `Stage` objects (see `spec.py`).
 
-Stage objects live in three modules, loaded by module when a stage of theirs is asked for: `curate.py`
+Stage objects live in three modules, loaded by module when a stage of theirs is asked for (and in `curate.py`
+each stage's own code only when that stage is): `curate.py`
 (data + curation: datatrove, polars), `model.py` (the base model) and `train.py` (SFT, RL, evaluation:
 torch and TRL). So planning a curation-only recipe, and every `cotforge curate` command, never imports
 torch; `tests/test_pipeline.py` checks that this index and the modules agree.
@@ -16,7 +17,7 @@ from typing import Any
 from cotforge.curate.context import StageContext
 from cotforge.curate.engine import ExecutorConfig
 from cotforge.curate.io.readers import InputSpec
-from cotforge.pipelines.stages.spec import Stage
+from cotforge.pipelines.stages.spec import LazyStages, Stage
 
 # module -> its stages, in pipeline order
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -38,8 +39,18 @@ def get_stage(name: str) -> Stage:
 
 
 def group(module: str) -> dict[str, Stage]:
-    """All stages of one module (e.g. the curation stages for `cotforge curate`)."""
+    """All stages of one module, built (e.g. every curation stage)."""
     return dict(importlib.import_module(module).STAGES)
+
+
+def stage_names(module: str, kind: str | None = None) -> list[str]:
+    """The names of one module's stages (of one kind), in order, without building them where the module's
+    registry is lazy (`LazyStages`: no stage code imported)."""
+    stages = importlib.import_module(module).STAGES
+    if kind is None:
+        return list(stages)
+    kind_of = stages.kind if isinstance(stages, LazyStages) else (lambda name: stages[name].kind)
+    return [name for name in stages if kind_of(name) == kind]
 
 
 def run_stage(name: str, inputs: Iterable[InputSpec | str | Path], out: str | Path, cfg: Any = None,

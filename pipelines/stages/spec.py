@@ -7,7 +7,7 @@ Everything stage-specific is a field here, so the planner and the runner treat e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,3 +82,32 @@ def make_generator(model: str, backend: str = "auto") -> Any:
     from cotforge.train.rollout import make_generator as build
 
     return build(model, backend=backend)
+
+
+class LazyStages(Mapping[str, Stage]):
+    """A registry module's stages, each built on first access by its factory, which imports that stage's own
+    code: running one stage imports no other stage's modules (the verify stage's math-verify and sympy alone
+    took ~0.5 s of every dedup or decontamination run). Names and kinds are known without building."""
+
+    def __init__(self, factories: dict[str, tuple[str, Callable[[], Stage]]]):
+        self._factories = dict(factories)
+        self._built: dict[str, Stage] = {}
+
+    def __getitem__(self, name: str) -> Stage:
+        if name not in self._built:
+            kind, factory = self._factories[name]
+            stage = factory()
+            if (stage.name, stage.kind) != (name, kind):
+                raise RuntimeError(f"stage registry: {name!r} ({kind}) built {stage.name!r} ({stage.kind})")
+            self._built[name] = stage
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._factories)
+
+    def __len__(self) -> int:
+        return len(self._factories)
+
+    def kind(self, name: str) -> str:
+        """The stage's kind (data | curate | ...), without importing its code."""
+        return self._factories[name][0]
