@@ -46,14 +46,55 @@ def verdicts(path: Path, workers: int = 2) -> tuple[dict[str, list], dict]:
         for f in sorted((Path(d) / "o" / "removed").glob("*.parquet")):
             for r in pq.read_table(f, columns=list(KEY_COLUMNS)).to_pylist():
                 out[r["id"]] = [r[k] for k in KEY_COLUMNS[1:]]
-    return out, {**stats.get("timings", {}), "wall_s": round(wall, 2), "removed": len(out)}
+        out[DIGESTS] = digests(Path(d) / "o")
+    return out, {**stats.get("timings", {}), "wall_s": round(wall, 2), "removed": len(out) - 1}
+
+
+DIGESTS = "__digests__"
+
+
+def digests(folder: Path) -> list[str]:
+    """sha256 of what a user reads from a finished folder: the kept and removed rows (all columns, in file
+    order), every contamination_matches record, the report JSON without its config, the md and html bytes.
+    Shard file names and Parquet encoding are left out: a change may re-cut files, not change rows."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    def rows(sub: str) -> str:
+        h = hashlib.sha256()
+        for f in sorted((folder / sub).glob("*.parquet")):
+            for r in pq.read_table(f).to_pylist():
+                h.update(json.dumps(r, sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    def file_bytes(name: str, drop: str | None = None) -> str:
+        p = folder / name
+        if not p.exists():
+            return f"{name}: missing"
+        if drop is None:
+            return hashlib.sha256(p.read_bytes()).hexdigest()
+        doc = json.loads(p.read_text())
+        doc.pop(drop, None)
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    matches = folder / "contamination_matches.parquet"
+    match_digest = (hashlib.sha256(json.dumps(pq.read_table(matches).to_pylist(), sort_keys=True, default=str)
+                                   .encode()).hexdigest() if matches.exists() else "missing")
+    return [f"kept {rows('kept')}", f"removed {rows('removed')}", f"matches {match_digest}",
+            f"report.json {file_bytes('contamination_report.json', drop='config')}",
+            f"report.md {file_bytes('contamination_report.md')}",
+            f"report.html {file_bytes('contamination_report.html')}"]
 
 
 def diff(ref: dict[str, list], got: dict[str, list], show: int = 10) -> list[str]:
     """Differences between two verdict maps, as readable lines."""
     lines = [f"only in reference: {i} {ref[i]}" for i in sorted(set(ref) - set(got))]
     lines += [f"only now: {i} {got[i]}" for i in sorted(set(got) - set(ref))]
-    lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]]
+    lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]
+              and i != DIGESTS]
+    lines += [f"changed: {a} -> {b}" for a, b in zip(ref.get(DIGESTS, []), got.get(DIGESTS, []), strict=False)
+              if a != b]
     return lines[:show] + ([f"... {len(lines) - show} more"] if len(lines) > show else [])
 
 

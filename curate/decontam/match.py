@@ -54,7 +54,44 @@ from cotforge.curate.text.hashing import affine_perms, minhash_matrix, sorted_lo
 log = logging.getLogger(__name__)
 
 MAX_GAP = 4  # words a substitution may change on either side
-_NO_MATCH: tuple[list, None] = ([], None)  # prompt_side's verdict of a prompt without matches (never mutated)
+
+
+class SharedMatches(list):
+    """The Match list of a prompt-side verdict, built once per distinct prompt and shared (read-only) by every
+    row holding that prompt; `described` keeps `stage.describe_matches`' result for it with the text it was
+    made from (a removed row repeats it instead of locating the span and writing the JSON again)."""
+
+    __slots__ = ("described",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.described: tuple[str, dict[str, Any]] | None = None
+
+
+class PromptVerdict:
+    """One prompt's cached verdict: `found` [(entry, kind, score, span)], its normalised text (None when it has
+    no match), and the rows' shared Match list, made at first use (`Matcher.match_batch`)."""
+
+    __slots__ = ("found", "text", "_matches")
+
+    def __init__(self, found: list[tuple[int, str, float, tuple[int, int]]], text: str | None):
+        self.found, self.text = found, text
+        self._matches: SharedMatches | None = None
+
+    def matches(self, index: DecontamIndex) -> SharedMatches:
+        """The Match list of this verdict, sorted as match_batch sorts every row's (built once)."""
+        if self._matches is None:
+            words = self.text.split(" ") if self.text else []
+            ms = SharedMatches()
+            for e, kind, sc, span in self.found:
+                en = index.entries[e]
+                ms.append(Match(en.benchmark, en.item_id, en.part, kind, "prompt", sc, e, span, words))
+            ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
+            self._matches = ms
+        return self._matches
+
+
+_NO_MATCH = PromptVerdict([], None)  # prompt_side's verdict of a prompt without matches (never mutated)
 
 
 @dataclass
@@ -279,7 +316,7 @@ class Matcher:
 
     def __init__(self, index: DecontamIndex):
         self.index = index
-        self._cache: dict[int, tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]] = {}
+        self._cache: dict[int, PromptVerdict] = {}
         self._cache_cfg: DecontamConfig | None = None
         self._rare: dict[int, np.ndarray] = {}
         self._numbers: dict[int, Counter] = {}
@@ -367,10 +404,9 @@ class Matcher:
             got = self._numbers[e] = Counter(w for w in self.index.entries[e].norm.split(" ") if w.isdigit())
         return got
 
-    def prompt_side(self, prompts, cfg: DecontamConfig
-                    ) -> list[tuple[list[tuple[int, str, float, tuple[int, int]]], str | None]]:
-        """Prompt-side matches [(entry, kind, score, span)] per prompt, with the normalised prompt when it has
-        any (the report locates the span with it; None otherwise). Each distinct prompt is matched once per
+    def prompt_side(self, prompts, cfg: DecontamConfig) -> list[PromptVerdict]:
+        """Prompt-side verdict per prompt: matches [(entry, kind, score, span)], with the normalised prompt when
+        it has any (the report locates the span with it; None otherwise). Each distinct prompt is matched once per
         batch, and (with `prompt_cache`) once per task: verdicts are remembered by a 64-bit hash of the prompt
         for a copy of the config (a config changed in place starts a new cache)."""
         import polars as pl
@@ -388,7 +424,8 @@ class Matcher:
             found = self.side(hb, cfg, prompt=True)
             self._cache.update(dict.fromkeys(keys[sub].tolist(), _NO_MATCH))  # most prompts: one shared value
             for j, d in found.items():
-                self._cache[klist[sub[j]]] = ([(e, kind, sc, span) for e, (kind, sc, span) in d.items()], hb.text(j))
+                self._cache[klist[sub[j]]] = PromptVerdict([(e, kind, sc, span) for e, (kind, sc, span) in d.items()],
+                                                           hb.text(j))
         out = [self._cache[k] for k in klist]
         if not cfg.prompt_cache:
             self._cache = {}
@@ -414,33 +451,28 @@ class Matcher:
         did not flag. `prompts`/`responses`: lists or Arrow/polars string columns."""
         import polars as pl
 
-        words: dict[tuple[int, str], list[str]] = {}
+        words: dict[int, list[str]] = {}
         found = self.prompt_side(prompts, cfg)
-        res: dict[int, dict[tuple[int, str], tuple[str, float, tuple[int, int]]]] = {}
-        for i, (lst, text) in enumerate(found):
-            if lst:
-                res[i] = {(e, "prompt"): (kind, sc, span) for e, kind, sc, span in lst}
-                words[(i, "prompt")] = text.split(" ") if text else []
+        out: list[list[Match]] = [v.matches(self.index) if v.found else [] for v in found]
+        res: dict[int, dict[int, tuple[str, float, tuple[int, int]]]] = {}  # response-side matches
         if cfg.check_response and responses is not None:
             rs = pl.Series("r", responses, dtype=pl.String)
             if cfg.response_chars:
                 rs = rs.str.slice(0, cfg.response_chars)
-            todo = [i for i in (rs.str.len_bytes() > 0).fill_null(False).arg_true().to_list() if i not in res]
+            todo = [i for i in (rs.str.len_bytes() > 0).fill_null(False).arg_true().to_list() if not out[i]]
             todo = self._coarse_filter(rs, todo, cfg)
             part = rs.gather(todo) if todo else rs.clear()
             for lo, hi in _byte_batches(part, cfg):
                 sub = todo[lo:hi]
                 hb = HashedBatch(part.slice(lo, hi - lo), cfg, self.index.defined_names)
                 for j, d in self.side(hb, cfg, prompt=False).items():
-                    words[(sub[j], "response")] = hb.words(j)
-                    for e, (kind, sc, span) in d.items():
-                        res.setdefault(sub[j], {})[(e, "response")] = (kind, sc, span)
-        out: list[list[Match]] = [[] for _ in range(len(found))]
+                    words[sub[j]] = hb.words(j)
+                    res[sub[j]] = d
         for i, d in res.items():
-            ms = out[i]
-            for (e, side), (kind, sc, span) in d.items():
+            ms = out[i] = []
+            for e, (kind, sc, span) in d.items():
                 en = self.index.entries[e]
-                ms.append(Match(en.benchmark, en.item_id, en.part, kind, side, sc, e, span, words.get((i, side))))
+                ms.append(Match(en.benchmark, en.item_id, en.part, kind, "response", sc, e, span, words[i]))
             ms.sort(key=lambda m: (m.side != "prompt", -m.score, m.entry))
         if cfg.semantic:
             self.semantic_matches(prompts, responses, out, cfg)

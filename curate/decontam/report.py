@@ -152,18 +152,23 @@ class ReportParts:
     def add(self, rows: list[dict[str, Any]], side_texts: list[str | None] | None = None) -> None:
         """Count contaminated `rows` (removed-row dicts, output order); `side_texts[i]`: the text of the side
         row i matched on (None: the view is filled later from the removed shards, `fill_views`)."""
+        seen: dict[int, tuple[list[str], str]] = {}  # per matches list (rows of one prompt share it): its facts
         for i, r in enumerate(rows):
             ms = _matches(r)
-            for b in sorted({m["benchmark"] for m in ms}):
+            facts = seen.get(id(ms))
+            if facts is None:
+                for m in ms:
+                    self.items_hit[m["benchmark"]].add(m["benchmark_id"])
+                facts = seen[id(ms)] = (sorted({m["benchmark"] for m in ms}),
+                                        "prompt" if any(m["side"] == "prompt" for m in ms) else "response_only")
+            for b in facts[0]:
                 self.rows_by_bench[b] += 1
                 self.cell[(r["source"], b)] += 1
-            for m in ms:
-                self.items_hit[m["benchmark"]].add(m["benchmark_id"])
             self.primary_by_bench[r["benchmark"]] += 1
             self.kinds[r.get("match_kind") or "?"] += 1
             s = self.by_source[r["source"]]
             s["contaminated"] += 1
-            s["prompt" if any(m["side"] == "prompt" for m in ms) else "response_only"] += 1
+            s[facts[1]] += 1
             self.rows += 1
             self.no_offset += r.get("match_start") is None
             self._records(r, ms)
@@ -181,16 +186,19 @@ class ReportParts:
     def _records(self, r: dict[str, Any], ms: list[dict[str, Any]]) -> None:
         """contamination_matches.parquet's records of one row (item_text is added when the file is written)."""
         rec = self.records
-        for rank, m in enumerate(ms):
-            primary = rank == 0
-            for k, v in (("id", r["id"]), ("source", r["source"]), ("rank", rank), ("benchmark", m["benchmark"]),
-                         ("benchmark_id", m["benchmark_id"]), ("part", m.get("part")),
-                         ("match_kind", m["match_kind"]), ("side", m["side"]), ("score", float(m["score"])),
-                         ("match_start", r.get("match_start") if primary else None),
-                         ("match_end", r.get("match_end") if primary else None),
-                         ("match_share", r.get("match_share") if primary else None),
-                         ("matched_text", r.get("matched_text") if primary else None)):
-                rec[k].append(v)
+        n = len(ms)
+        if not n:
+            return
+        rec["id"].extend([r["id"]] * n)
+        rec["source"].extend([r["source"]] * n)
+        rec["rank"].extend(range(n))
+        for k in ("benchmark", "benchmark_id", "match_kind", "side"):
+            rec[k].extend([m[k] for m in ms])
+        rec["part"].extend([m.get("part") for m in ms])
+        rec["score"].extend([float(m["score"]) for m in ms])
+        for k in ("match_start", "match_end", "match_share", "matched_text"):  # the primary match's (rank 0) only
+            rec[k].append(r.get(k))
+            rec[k].extend([None] * (n - 1))
 
     def matches_table(self):
         """This part's contamination_matches records as an Arrow table (without item_text)."""

@@ -41,7 +41,7 @@ from cotforge.curate.core.benchmarks import (
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, load_index
 from cotforge.curate.decontam.indexcache import cached_build
-from cotforge.curate.decontam.match import Match, Matcher
+from cotforge.curate.decontam.match import Match, Matcher, SharedMatches
 from cotforge.curate.decontam.report import ReportParts
 from cotforge.curate.decontam.spans import locate
 from cotforge.curate.engine import (
@@ -91,16 +91,24 @@ def describe_matches(found: list[list[Match]], prompts: list[str | None], respon
     out = []
     for i, ms in enumerate(found):
         best, text = ms[0], texts[i]
+        # a prompt's shared Match list (match.SharedMatches) described before from the same text: the same row
+        memo = ms.described if isinstance(ms, SharedMatches) else None
+        if memo is not None and memo[0] == text:
+            out.append(dict(memo[1]))
+            continue
         words = best.words if best.words is not None else (again[i].split(" ") if again[i] else [])
         span = (0, len(text)) if best.match_kind == "semantic" else locate(text, words, *best.span)
         start, end = span if span else (None, None)
         shown = text[start:end] if span else " ".join(words[best.span[0]:best.span[1]])  # no anchor: the words
         listed = [m.as_dict() for m in ms]
-        out.append({"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
-                    "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
-                    "match_start": start, "match_end": end,
-                    "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
-                    "matches": json.dumps(listed, ensure_ascii=False), "_matches": listed})
+        row = {"benchmark": best.benchmark, "benchmark_id": best.benchmark_id, "match_kind": best.match_kind,
+               "side": best.side, "score": float(best.score), "matched_text": shown[:SPAN_CHARS],
+               "match_start": start, "match_end": end,
+               "match_share": round(start / max(len(text), 1), 4) if start is not None else None,
+               "matches": json.dumps(listed, ensure_ascii=False), "_matches": listed}
+        if isinstance(ms, SharedMatches) and best.words is not None:  # described from the text and ms alone
+            ms.described = (text, row)
+        out.append(dict(row))
     return out
 
 
@@ -140,10 +148,11 @@ class DecontamSplit(PipelineStep):
                 out.keep_table(_conform(table.filter(pa.array(~drop)), self.schema))
                 if len(flagged):
                     removed = table.take(pa.array(flagged))
+                    hits = [found[i] for i in flagged.tolist()]
                     prompts = removed.column("prompt").to_pylist()
-                    resps = removed.column("response").to_pylist() if resp is not None else [None] * len(flagged)
-                    rows = describe_matches([found[i] for i in flagged.tolist()], prompts, resps, self.cfg.norm,
-                                            index.defined_names, self.cfg.text_kernel)
+                    resps = _response_texts(removed, hits) if resp is not None else [None] * len(flagged)
+                    rows = describe_matches(hits, prompts, resps, self.cfg.norm, index.defined_names,
+                                            self.cfg.text_kernel)
                     removed = removed.append_column("reason", pa.array([REASON] * len(rows), pa.string()))
                     for f in REMOVED_FIELDS:
                         removed = removed.append_column(f.name, pa.array([r[f.name] for r in rows], f.type))
@@ -168,6 +177,18 @@ class DecontamSplit(PipelineStep):
         out.close(extra)
         return
         yield
+
+
+def _response_texts(removed: pa.Table, hits: list[list[Match]]) -> list[str | None]:
+    """The responses of removed rows whose primary match is on the response side, None for the others: only
+    those are read as Python strings (describe_matches and the report look at the matched side's text; on
+    long-CoT rows a response is ~60 KB)."""
+    want = [k for k, ms in enumerate(hits) if ms[0].side != "prompt"]
+    out: list[str | None] = [None] * len(hits)
+    if want:
+        for k, text in zip(want, removed.column("response").take(pa.array(want)).to_pylist(), strict=True):
+            out[k] = text
+    return out
 
 
 _MATCHERS: dict[int, Matcher] = {}

@@ -88,3 +88,24 @@ def word_and_ngram_hashes(norm, n: int, kernel: str = "auto") -> tuple[np.ndarra
 
     wh, rows, _ = hash_words_arrow(norm)
     return (wh, rows, *ngram_hashes(wh, rows, n))
+
+
+def ngram_hashes(wh: np.ndarray, rows: np.ndarray, n: int, kernel: str = "auto") -> tuple[np.ndarray, ...]:
+    """`hashing.ngram_hashes` (hashes, text index, start word of each word n-gram inside one text), compiled
+    when `kernel` runs (text/lookup.py; the same bits)."""
+    if use_kernel(kernel):
+        from cotforge.curate.text import lookup
+
+        return lookup.ngram_hashes(wh, rows, n)
+    from cotforge.curate.text.hashing import ngram_hashes as numpy_ngram_hashes
+
+    return numpy_ngram_hashes(wh, rows, n)
+
+
+def prefilter_maybe(prefilter, h: np.ndarray, kernel: str = "auto") -> np.ndarray:
+    """`prefilter.maybe(h)` (a `hashing.BitPrefilter`), compiled when `kernel` runs (text/lookup.py)."""
+    if use_kernel(kernel):
+        from cotforge.curate.text import lookup
+
+        return lookup.maybe(prefilter, h)
+    return prefilter.maybe(h)

@@ -185,9 +185,26 @@ def _jit(fn):
     return njit(cache=True, nogil=True)(fn) if njit is not None else fn
 
 
+def compiled(fn):
+    """`fn` compiled as this module's kernels are (numba, machine code cached on disk, no GIL); `fn` itself
+    when numba is missing. For other compiled passes over the same buffers (`text/literals.py`)."""
+    return _jit(fn)
+
+
 def _jit_inline(fn):
     """A small helper inlined into its callers at numba's IR level (a call per byte costs more than the work)."""
     return njit(cache=True, nogil=True, inline="always")(fn) if njit is not None else fn
+
+
+@_jit_inline
+def push_pair(a, b, n, x, y):
+    """a[n], b[n] = x, y for compiled passes that collect pairs into preallocated arrays: n + 1, or -1 when
+    the arrays are full (the caller returns -1 and its Python side retries with larger ones)."""
+    if n >= len(a):
+        return -1
+    a[n] = x
+    b[n] = y
+    return n + 1
 
 
 def _space_rule_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -564,6 +581,14 @@ def _buffers(arr) -> tuple[np.ndarray, np.ndarray]:
     offs = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
     data = arr.buffers()[2]
     return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)), offs
+
+
+def utf8_buffers(texts) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(UTF-8 bytes as uint8, int64 offsets per text, rows Arrow could not hold, read as "") of a list / Arrow
+    / polars string column (nulls -> ""); the arrays view Arrow's buffers, no copy of the text."""
+    arr, bad = _as_arrow(texts)
+    data, offs = _buffers(arr)
+    return data, offs, bad
 
 
 @lru_cache(maxsize=1)
