@@ -45,6 +45,17 @@ def test_batch_keys_equal_row_keys():
         assert (int(kb.pkey[i]), int(kb.pair[i]), int(kb.num[i])) == (pkey, pair, num)
 
 
+def test_batch_keys_of_repeated_prompts_equal_row_keys():
+    rng = random.Random(4)
+    prompts = [rng.choice(TEXTS) for _ in range(60)]  # each prompt many times, with other responses
+    responses = [rng.choice(RESPONSES) for _ in prompts]
+    kb = batch_keys(prompts, responses)
+    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
+        norm_p, pkey, pair, num = row_keys(p, r)
+        assert kb.norm_prompts[i] == norm_p
+        assert (int(kb.pkey[i]), int(kb.pair[i]), int(kb.num[i])) == (pkey, pair, num)
+
+
 def test_shingles_short_and_empty_texts():
     norms = [normalize(t) for t in TEXTS]
     sh, rows = batch_shingles(norms, 3)

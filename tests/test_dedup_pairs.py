@@ -153,3 +153,85 @@ def test_tokens_views_and_ambiguous_letters():
     assert judge.verdict(t, t.replace("with a sum", "with the sum")) is None  # "a" the article
     assert judge.verdict(t, t.replace("maximum of $ab$", "maximum of $bb$")) == "math_changed"
     assert judge.verdict(t, t.replace("Let $a$ and $b$", "Let $a$ and $c$")) == "math_changed"
+
+
+def test_math_and_prose_shortcut_equals_the_scan_on_real_and_marked_prompts() -> None:
+    import gzip
+    import json
+    import os
+    from pathlib import Path
+
+    from cotforge.curate.dedup.pairs.text import _math_and_prose, _math_and_prose_scan
+    from cotforge.curate.text.normalize import NormConfig
+
+    prompts = ["Ava has 3 apples. How many?", "", "Costs $5 and $6 for pears", "Let \\(x\\) be 2", "a [asy]draw;[/asy] b",
+               "Use \\cdot here", "Plain [brackets] and \\ alone", "Price: 5$", "ÅNGSTRÖM “Quoted” Words"]
+    shared = Path(os.environ.get("COTFORGE_SHARED_DATA", "/nonexistent")) / "sft_sources"
+    for f in sorted(shared.glob("*.jsonl.gz"))[:4]:
+        with gzip.open(f, "rt") as fh:
+            for _, line in zip(range(300), fh, strict=False):
+                row = json.loads(line)
+                prompts += [str(v) for k, v in row.items() if k in ("prompt", "problem", "question") and v]
+    norm = NormConfig()
+    plain = 0
+    for p in prompts:
+        assert _math_and_prose(p, norm) == _math_and_prose_scan(p, norm), p[:80]
+        plain += "$" not in p and "\\" not in p and "[asy]" not in p
+    assert plain >= 3 and len(prompts) - plain >= 4  # both paths taken
+
+
+def _names_as_first_written(prose: str) -> tuple[set[str], set[str]]:
+    """`_names` as it was first written: case decided by counting every letter, then every token visited."""
+    from cotforge.curate.dedup.pairs.text import _QUOTES, _names_scan
+
+    letters = "".join(filter(str.isalpha, prose))
+    by_case = bool(letters) and sum(map(str.isupper, letters)) <= 0.5 * len(letters)
+    if not by_case and not _QUOTES.intersection(prose):
+        return set(), set()
+    return _names_scan(prose, by_case)
+
+
+def test_names_from_capitalised_tokens_equal_the_token_scan_on_fuzzed_and_real_prose() -> None:
+    import gzip
+    import json
+    import os
+    import random
+    import re
+    from pathlib import Path
+
+    from cotforge.curate.dedup.pairs.text import _names, prose_words
+
+    rng = random.Random(7)
+    pieces = ["Ava", "ava", "AVA", "I", "i", "Find", "Sarah", "McDonald", "mcDonald", "x", "X", "É", "ë", "İ", "ß",
+              "Σ", "σ", "Zoë", "NASA's", "3", " ", "  ", "\n", "\u00a0", "\u2003", "\x1c", ".", "?", "!", ":", ";",
+              ",", "'", "-", '"', "“", "”", "$", "\\", "(", "Ünal", "ÉCOLE"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))) for _ in range(4000)]
+    texts = [t for t in texts if '"' not in t or rng.random() < 0.2]  # most without quotes: the fast path
+    shared = Path(os.environ.get("COTFORGE_SHARED_DATA", "/nonexistent")) / "sft_sources"
+    for f in sorted(shared.glob("*.jsonl.gz"))[:6]:
+        with gzip.open(f, "rt") as fh:
+            texts += [json.loads(line).get("problem") or "" for _, line in zip(range(300), fh, strict=False)]
+    ascii_pieces = [p for p in pieces if p.isascii()]
+    texts += ["".join(rng.choice(ascii_pieces) for _ in range(rng.randint(0, 30))) for _ in range(2000)]
+    fast = 0
+    for t in texts:
+        assert _names(t) == _names_as_first_written(t), repr(t[:120])
+        assert prose_words(t) == frozenset(w.lower() for w in re.findall(r"(?<!\\)\b[A-Za-z]{2,}\b", t)), repr(t[:120])
+        fast += not any(q in t for q in '"“”')
+    assert fast > 1000
+
+
+def test_dedup_tokens_shortcut_equals_the_rules_applied_token_by_token() -> None:
+    import random
+
+    from cotforge.curate.dedup.pairs.lexicon import PRONOUN_ONE
+    from cotforge.curate.dedup.pairs.text import _rewrite_tokens
+
+    rng = random.Random(3)
+    words = ["one", "t", "non", "negative", "every", "no", "each", "don", "can", "won", "box", "3", "", "x", "nonzero"]
+    for _ in range(3000):
+        norm = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        assert dedup_tokens(norm) == _rewrite_tokens(norm.split(" ") if norm else []), norm
+    assert dedup_tokens("don t count every one non negative") == ["do", "not", "count", "every", PRONOUN_ONE,
+                                                                  "nonnegative"]
+    assert dedup_tokens("a b c") == ["a", "b", "c"] and dedup_tokens("") == []

@@ -132,3 +132,84 @@ def test_candidate_pairs_merged_band_by_band_equal_one_unique_of_all(tmp_path) -
     got = _read_pairs(tmp_path)
     assert got.dtype == np.uint32 and np.array_equal(got, want)
     assert _read_pairs(tmp_path / "none").shape == (0, 4)
+
+
+def test_band_file_cuts_from_one_read_equal_a_bisect_of_the_file(tmp_path) -> None:
+    from bisect import bisect_left
+
+    from cotforge.curate.dedup.buckets import band_dtype, file_cuts
+
+    rng = np.random.default_rng(11)
+    dtype = band_dtype(3)
+    for trial, n in enumerate([0, 1, 5, 700]):
+        rec = np.zeros(n, dtype)
+        for i in range(3):
+            rec[f"h{i}"] = rng.integers(0, 1 << 61, size=n, dtype=np.uint64)
+        rec["h0"][: n // 3] = 12345  # a run of equal first hashes
+        rec.sort(order=["h0", "h1", "h2", "doc"])
+        path = tmp_path / f"{trial:05d}.minhash.sig"
+        rec.tofile(path)
+        edges = np.array([0, 12345, 12346, *sorted(rng.integers(0, 1 << 61, size=6).tolist()), 1 << 61],
+                         dtype=np.uint64)
+        want = [bisect_left(rec["h0"].tolist(), int(e)) for e in edges]
+        assert file_cuts(path, dtype, edges).tolist() == want, trial
+
+
+def _report_by_one_dict_join(out) -> tuple[dict, list[dict]]:
+    """The report's pairs as the first version built them: every removed row joined in one dict of kept rows."""
+    from collections import defaultdict
+
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup.report import REASONS, similarity
+
+    kept = {r["id"]: r for r in pq.read_table(out / "kept").to_pylist()}
+    counts: dict = defaultdict(int)
+    pairs = []
+    for r in pq.read_table(out / "removed").to_pylist():
+        if r["reason"] not in REASONS or not r["duplicate_of"]:
+            continue
+        k = kept.get(r["duplicate_of"], {})
+        counts[(r["reason"], r["source"])] += 1
+        pairs.append({"reason": r["reason"], "id": r["id"], "source": r["source"], "prompt": r["prompt"] or "",
+                      "kept_id": r["duplicate_of"], "kept_source": k.get("source", ""),
+                      "kept_prompt": k.get("prompt") or "", "response": r["response"] or "",
+                      "kept_response": k.get("response") or "",
+                      "score": round(similarity(r["prompt"], k.get("prompt") or ""), 4)})
+    return dict(counts), pairs
+
+
+def test_report_by_arrow_join_equals_one_dict_join_with_a_missing_kept_row(tmp_path, monkeypatch) -> None:
+    import heapq
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import report
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    _corpus(tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    stats = run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(), ExecutorConfig(workers=1))
+    shard = sorted((out / "removed").glob("*.parquet"))[0]
+    t = pq.read_table(shard)
+    dup = t.column("duplicate_of").to_pylist()
+    dup[0] = "no-such-kept-row"  # a removed row naming a row that is not kept: joined with nothing
+    pq.write_table(t.set_column(t.schema.get_field_index("duplicate_of"), "duplicate_of",
+                                pa.array(dup, t.schema.field("duplicate_of").type)), shard)
+    want_cell, want_pairs = _report_by_one_dict_join(out)
+    for join_rows, batch in ((report.JOIN_ROWS, report.JOIN_BATCH), (3, 2)):
+        monkeypatch.setattr(report, "JOIN_ROWS", join_rows)
+        monkeypatch.setattr(report, "JOIN_BATCH", batch)
+        cell, pairs = report.merged_pairs(out)
+        assert cell == want_cell
+        assert report.render_markdown(pairs, stats, cell) == report.render_markdown(want_pairs, stats, want_cell)
+        assert report.render_html(pairs, stats, cell) == report.render_html(want_pairs, stats, want_cell)
+        assert any(p["kept_prompt"] == "" and p["kept_id"] == "no-such-kept-row" for p in pairs)
+        _, two = report.merged_pairs(out, keep=2)  # each (reason, source) bounded: its 2 lowest (score, id)
+        for key in want_cell:
+            group = [p for p in want_pairs if (p["reason"], p["source"]) == key]
+            lowest = heapq.nsmallest(2, group, key=lambda p: (p["score"], p["id"]))
+            assert [p for p in two if (p["reason"], p["source"]) == key] == lowest, key

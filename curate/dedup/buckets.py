@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from pathlib import Path
 
 import numpy as np
@@ -47,23 +46,23 @@ class ArrayBuckets(PipelineStep):
 
     def _band(self, band: int) -> None:
         r = self.cfg.rows_per_band
-        dtype = np.dtype([(f"h{i}", "<u8") for i in range(r)] + [("doc", "<u4")])
+        dtype = band_dtype(r)
         files = sorted(Path(self.sig_folder, f"bucket_{band:03d}").glob("*.minhash.sig"))
-        maps = [np.memmap(f, dtype=dtype, mode="r") if f.stat().st_size else np.zeros(0, dtype) for f in files]
         ranks = [int(f.name.split(".")[0]) for f in files]
-        total = sum(len(m) for m in maps)
+        total = sum(f.stat().st_size for f in files) // dtype.itemsize
         n_chunks = max(1, -(-total // BUCKET_CHUNK))
-        edges = [int(x) for x in np.linspace(0, 1 << 61, n_chunks + 1)]
+        edges = np.array([int(x) for x in np.linspace(0, 1 << 61, n_chunks + 1)], dtype=np.uint64)
+        cuts = [file_cuts(f, dtype, edges) for f in files]  # one read per file, then only its cut positions
         out = Path(self.out_folder)
         out.mkdir(parents=True, exist_ok=True)
         n_pairs = 0
         with open(out / f"{band:05d}_00.dups", "wb") as fo:
-            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            for c in range(n_chunks):
                 parts, fids = [], []
-                for m, rk, f in zip(maps, ranks, files, strict=True):
-                    a, b = _cut(m, lo), _cut(m, hi)
-                    if b > a:  # read, not sliced from the map: mapped pages stay resident (RSS ~ band file size)
-                        parts.append(np.fromfile(f, dtype=dtype, count=int(b - a), offset=int(a) * dtype.itemsize))
+                for cut, rk, f in zip(cuts, ranks, files, strict=True):
+                    a, b = int(cut[c]), int(cut[c + 1])
+                    if b > a:
+                        parts.append(np.fromfile(f, dtype=dtype, count=b - a, offset=a * dtype.itemsize))
                         fids.append(np.full(b - a, rk, dtype=np.uint32))
                 if not parts:
                     continue
@@ -78,15 +77,20 @@ class ArrayBuckets(PipelineStep):
                 pairs = np.stack([fid[a], rec["doc"][a], fid[b], rec["doc"][b]], axis=1).astype("<u4")
                 fo.write(pairs.tobytes())
                 n_pairs += len(pairs)
-        del maps
         self.stat_update("total_matches", value=n_pairs)
 
 
-def _cut(m: np.ndarray, value: int) -> int:
-    """First record of the sorted band file `m` (a memmap) whose first hash is >= value, by a binary search
-    that touches ~log2(len) records: np.searchsorted would copy the strided column, reading every page."""
-    h0 = m["h0"]
-    return bisect_left(h0, value) if len(m) else 0
+def band_dtype(rows_per_band: int) -> np.dtype:
+    """One record of a datatrove band file: the band's `rows_per_band` hashes and the document index."""
+    return np.dtype([(f"h{i}", "<u8") for i in range(rows_per_band)] + [("doc", "<u4")])
+
+
+def file_cuts(path: Path, dtype: np.dtype, edges: np.ndarray) -> np.ndarray:
+    """For each value of `edges`, the first record of the sorted band file `path` whose first hash is >= it,
+    from one plain read of the file (no memmap: searching a mapped file makes its pages resident, so RSS
+    would follow the band's size). Memory: one file at a time."""
+    rec = np.fromfile(path, dtype=dtype)
+    return np.searchsorted(np.ascontiguousarray(rec["h0"]), edges, side="left").astype(np.int64)
 
 
 def record_order(keys: list[np.ndarray]) -> np.ndarray:
@@ -130,4 +134,4 @@ def _run_pairs(same: np.ndarray, all_pairs_upto: int = ALL_PAIRS_RUN) -> tuple[n
     return np.concatenate(a_parts), np.concatenate(b_parts)
 
 
-__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN", "record_order"]
+__all__ = ["QuietBuckets", "ArrayBuckets", "BUCKET_CHUNK", "ALL_PAIRS_RUN", "band_dtype", "file_cuts", "record_order"]

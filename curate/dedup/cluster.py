@@ -21,28 +21,53 @@ from cotforge.curate.io.budget import release_arrow_memory
 from cotforge.curate.text.columns import normalize_list
 from cotforge.curate.text.hashing import sorted_lookup
 
-CHECK_PAIRS = 100_000  # candidate pairs whose prompts are held at once in the cluster step
+CHECK_PAIRS = 25_000  # candidate pairs whose prompts are held at once in the cluster step (~30 MB)
 
 
-def _read_pairs(folder: Path) -> np.ndarray:
-    """All (rank1, idx1, rank2, idx2) candidate pairs from datatrove's `.dups` files, deduplicated and sorted.
-    Merged one band file at a time: a pair found in many bands is held once, so memory follows the distinct
-    candidate pairs (16 B each), not the raw ones (one per band that matched: ~15x more on near copies)."""
+def read_pair_ends(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct candidate pairs of datatrove's `.dups` files (rank1, idx1, rank2, idx2) as two arrays of
+    packed ends (rank << 32 | idx), sorted by (end 1, end 2). Merged one band file at a time: a pair found in
+    many bands is held once, so memory follows the distinct pairs (16 B each), not the raw ones (one per band
+    that matched: ~15x more on near copies)."""
     a_all, b_all = np.zeros(0, np.uint64), np.zeros(0, np.uint64)
     for f in sorted(folder.glob("*.dups")):
         if not f.stat().st_size:
             continue
-        p = np.fromfile(f, dtype="<u4").reshape(-1, 4).astype(np.uint64)
-        a = np.concatenate([a_all, (p[:, 0] << np.uint64(32)) | p[:, 1]])
-        b = np.concatenate([b_all, (p[:, 2] << np.uint64(32)) | p[:, 3]])
-        del p
+        p = np.fromfile(f, dtype="<u4").reshape(-1, 4)
+        a = np.concatenate([a_all, _pack(p[:, 0], p[:, 1])])
+        b = np.concatenate([b_all, _pack(p[:, 2], p[:, 3])])
+        del p, a_all, b_all
         order = np.lexsort((b, a))
         a, b = a[order], b[order]
-        first = np.concatenate(([True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])))
+        del order
+        first = np.ones(len(a), dtype=bool)
+        first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
         a_all, b_all = a[first], b[first]
+        del a, b, first
+    return a_all, b_all
+
+
+def _pack(rank: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """One uint64 per (rank, idx) end: rank << 32 | idx (the order of (rank, idx) tuples)."""
+    return (rank.astype(np.uint64) << np.uint64(32)) | idx.astype(np.uint64)
+
+
+def _read_pairs(folder: Path) -> np.ndarray:
+    """`read_pair_ends` as (rank1, idx1, rank2, idx2) rows (uint32)."""
+    a, b = read_pair_ends(folder)
     mask = np.uint64(0xFFFFFFFF)
-    return np.stack([a_all >> np.uint64(32), a_all & mask, b_all >> np.uint64(32), b_all & mask],
-                    axis=1).astype(np.uint32)
+    return np.stack([a >> np.uint64(32), a & mask, b >> np.uint64(32), b & mask], axis=1).astype(np.uint32)
+
+
+def _head_keys(work: Path, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(problem key, number key) of each packed end (rank << 32 | idx), from the head records of one task at a
+    time (heads/RRRRR.npy, sorted by idx)."""
+    pkey, num = np.zeros(len(ends), np.uint64), np.zeros(len(ends), np.uint64)
+    for r, sel in key_groups(ends >> np.uint64(32)):
+        head = np.load(work / "heads" / f"{r:05d}.npy")
+        pos = np.searchsorted(head["idx"], (ends[sel] & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        pkey[sel], num[sel] = head["pkey"][pos], head["num"][pos]
+    return pkey, num
 
 
 def cut_bridges(lo: np.ndarray, hi: np.ndarray, partial: np.ndarray, clo: np.ndarray,
@@ -119,68 +144,76 @@ class ProblemCluster(PipelineStep):
         return out
 
     def _checked_edges(self, work: Path, stats: Counter) -> tuple[np.ndarray, np.ndarray]:
-        """Problem-key pairs (lo, hi) of the LSH candidates that pass the guards (one check per problem pair)."""
-        pairs = _read_pairs(work / "buckets").astype(np.int64)
-        ends = np.concatenate([pairs[:, :2], pairs[:, 2:]])
-        pkey, num = np.zeros(len(ends), np.uint64), np.zeros(len(ends), np.uint64)
-        for r, sel in key_groups(ends[:, 0]):
-            head = np.load(work / "heads" / f"{r:05d}.npy")
-            pos = np.searchsorted(head["idx"], ends[sel, 1])
-            pkey[sel], num[sel] = head["pkey"][pos], head["num"][pos]
-        n = len(pairs)
-        ka, kb = pkey[:n], pkey[n:]
-        diff = np.flatnonzero(ka != kb)
-        swap = ka[diff] > kb[diff]
-        a = np.where(swap, n + diff, diff)  # endpoint (row into `ends`) with the smaller problem key
-        b = np.where(swap, diff, n + diff)
-        _, first = np.unique(np.stack([pkey[a], pkey[b]], axis=1), axis=0, return_index=True)
-        a, b = a[first], b[first]
-        stats["candidate_pairs"] = len(a)
-        ok = num[a] == num[b] if self.cfg.number_guard else np.ones(len(a), dtype=bool)
+        """Problem-key pairs (lo, hi) of the LSH candidates that pass the guards (one check per problem pair).
+
+        Held per distinct candidate pair: its packed ends and problem keys and three flags (~36 B); the head
+        records of one task at a time map ends to keys; prompts are read CHECK_PAIRS pairs at a time."""
+        ea, eb = read_pair_ends(work / "buckets")
+        ka, num_a = _head_keys(work, ea)
+        kb, num_b = _head_keys(work, eb)
+        same_num = num_a == num_b
+        del num_a, num_b
+        diff = ka != kb  # two heads of one problem (an exact copy in another task) are no candidate
+        ea, eb, ka, kb, same_num = ea[diff], eb[diff], ka[diff], kb[diff], same_num[diff]
+        del diff
+        swap = ka > kb  # end a: the one with the smaller problem key
+        ea, eb = np.where(swap, eb, ea), np.where(swap, ea, eb)
+        ka, kb = np.where(swap, kb, ka), np.where(swap, ka, kb)
+        del swap
+        order = np.lexsort((kb, ka))  # stable: the first head pair (in end order) of each problem pair
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (ka[order][1:] != ka[order][:-1]) | (kb[order][1:] != kb[order][:-1])
+        keep = order[first]
+        del order, first
+        ea, eb, ka, kb, same_num = ea[keep], eb[keep], ka[keep], kb[keep], same_num[keep]
+        del keep
+        stats["candidate_pairs"] = len(ea)
+        ok = same_num if self.cfg.number_guard else np.ones(len(ea), dtype=bool)
         stats["pairs_rejected_number_guard"] = int((~ok).sum())
-        partial, conflict = np.zeros(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
+        partial, conflict = np.zeros(len(ea), dtype=bool), np.zeros(len(ea), dtype=bool)
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
-            idx = idx[np.lexsort((ends[b[idx], 0], ends[a[idx], 0]))]  # by task: a chunk reads few shards
+            idx = idx[np.lexsort((eb[idx] >> np.uint64(32), ea[idx] >> np.uint64(32)))]  # by task: few shards
             for c in range(0, len(idx), CHECK_PAIRS):  # prompts of one chunk at a time: bounded memory
-                self._check(work, ends, a, b, idx[c:c + CHECK_PAIRS], ok, conflict, partial, stats)
-        lo, hi, part = pkey[a[ok]], pkey[b[ok]], partial[ok]
+                self._check(work, ea, eb, idx[c:c + CHECK_PAIRS], ok, conflict, partial, stats)
+        lo, hi, part = ka[ok], kb[ok], partial[ok]
         if self.cfg.semantic:  # embedding-neighbour pairs beside the LSH ones (dedup/semantic.py)
             from cotforge.curate.dedup.semantic import semantic_edges
 
             slo, shi = semantic_edges(work, self.tasks, self.cfg, stats)
             lo, hi = np.concatenate([lo, slo]), np.concatenate([hi, shi])
             part = np.concatenate([part, np.zeros(len(slo), dtype=bool)])
-        lo, hi, cut = cut_bridges(lo, hi, part, pkey[a[conflict]], pkey[b[conflict]])
+        lo, hi, cut = cut_bridges(lo, hi, part, ka[conflict], kb[conflict])
         stats["pairs_accepted"] = len(lo)
         stats["pairs_cut_as_bridges"] = cut
         return lo, hi
 
-    def _check(self, work: Path, ends: np.ndarray, a: np.ndarray, b: np.ndarray, idx: np.ndarray, ok: np.ndarray,
+    def _check(self, work: Path, ea: np.ndarray, eb: np.ndarray, idx: np.ndarray, ok: np.ndarray,
                conflict: np.ndarray, partial: np.ndarray, stats: Counter) -> None:
-        """The graded check of candidate pairs `idx` (endpoints a[i], b[i] into `ends`), with the prompts of
-        their endpoints read once for the chunk; marks ok / conflict / partial in place and counts reasons."""
-        texts = self._prompts(work, ends, np.concatenate([a[idx], b[idx]]))
+        """The graded check of candidate pairs `idx` (packed ends ea[i], eb[i]), with the prompts of their
+        ends read once for the chunk; marks ok / conflict / partial in place and counts reasons."""
+        texts = self._prompts(work, np.concatenate([ea[idx], eb[idx]]))
         for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
-            ea, eb = int(a[i]), int(b[i])
-            why = candidate_verdict(texts[ea][0], texts[eb][0], self.cfg, texts[ea][1], texts[eb][1])
+            ta, tb = texts[int(ea[i])], texts[int(eb[i])]
+            why = candidate_verdict(ta[0], tb[0], self.cfg, ta[1], tb[1])
             if why:
                 ok[i] = False
                 conflict[i] = why in CONFLICT_REASONS
                 stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
                 stats["pairs_rejected_edit_guard"] += why != "below_threshold"
             else:
-                partial[i] = partial_agreement(texts[ea][1], texts[eb][1], self.cfg)
+                partial[i] = partial_agreement(ta[1], tb[1], self.cfg)
 
-    def _prompts(self, work: Path, ends: np.ndarray, which: np.ndarray) -> dict[int, tuple[str, str]]:
-        """(normalised, raw) prompts of the given endpoints, read task by task (only the `prompt` column)."""
-        which = np.unique(which)
+    def _prompts(self, work: Path, ends: np.ndarray) -> dict[int, tuple[str, str]]:
+        """(normalised, raw) prompts of the given packed ends, read task by task (only the `prompt` column)."""
+        ends = np.unique(ends)
         out: dict[int, tuple[str, str]] = {}
-        for r, at in key_groups(ends[which, 0]):
-            sel = which[at]
+        for r, at in key_groups(ends >> np.uint64(32)):
+            sel = ends[at]
             col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
-            prompts = col.take(pa.array(ends[sel, 1])).to_pylist()
-            out.update(zip(sel.tolist(), zip(normalize_list(prompts, self.cfg.norm, self.cfg.text_kernel), prompts, strict=True), strict=True))
+            prompts = col.take(pa.array(sel & np.uint64(0xFFFFFFFF))).to_pylist()
+            norm = normalize_list(prompts, self.cfg.norm, self.cfg.text_kernel)
+            out.update(zip(sel.tolist(), zip(norm, prompts, strict=True), strict=True))
         return out
 
     def _partition(self, work: Path, p: int) -> np.ndarray:

@@ -114,13 +114,18 @@ class KeyBatch:
 
 def batch_keys(prompts: list[str], responses: list[str | None], norm: NormConfig = DEFAULT_NORM,
                with_numbers: bool = True, kernel: str = "auto") -> KeyBatch:
-    """`row_keys` for a batch of rows (same values), with batch normalisation (`kernel`: text/columns.py).
+    """`row_keys` for a batch of rows (same values), with batch normalisation (`kernel`: text/columns.py) of
+    each distinct prompt once.
     `with_numbers=False` leaves `num` empty (the signature step needs number keys only for new problems)."""
-    ps = normalize_list(prompts, norm, kernel)
+    first: dict[str | None, int] = {}
+    inv = np.fromiter((first.setdefault(p, len(first)) for p in prompts), dtype=np.int64, count=len(prompts))
+    distinct = normalize_list(list(first), norm, kernel)  # a prompt with many responses is normalised once
+    ps = [distinct[i] for i in inv.tolist()]
     rs = normalize_list(responses, _response_norm(norm), kernel)
     h = xxhash.xxh64_intdigest
     n = len(ps)
-    pkey = np.fromiter((h(p.encode("utf-8", "surrogatepass")) for p in ps), dtype=np.uint64, count=n)
+    pkey = np.fromiter((h(p.encode("utf-8", "surrogatepass")) for p in distinct), dtype=np.uint64,
+                       count=len(distinct))[inv]
     pair = np.fromiter((h(f"{p}\x00{r}".encode("utf-8", "surrogatepass")) for p, r in zip(ps, rs, strict=True)),
                        dtype=np.uint64, count=n)
     return KeyBatch(ps, pkey, pair, number_keys(ps) if with_numbers else np.zeros(0, dtype=np.uint64))

@@ -16,6 +16,7 @@ import heapq
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,26 @@ log = logging.getLogger(__name__)
 REASONS = ("exact_duplicate", "near_duplicate")
 MD_ROWS = 100
 HTML_ROWS = 600
-JOIN_ROWS = 200_000  # removed rows joined with their kept rows at a time (the report's memory bound)
+JOIN_ROWS = 100_000  # removed rows joined with their kept rows at a time (the report's memory bound)
+JOIN_BATCH = 8192  # joined rows turned into Python rows at a time
 _WORD = re.compile(r"\S+")
 
 
 def _tables(folder: Path, columns: list[str], where=None):
-    """The shards of `folder` one table at a time (only `columns` the shard has), filtered by `where(table)`."""
+    """The shards of `folder` one table at a time (only `columns` the shard has), filtered by `where(table)`.
+    The unfiltered read is handed back to the OS at once (Arrow's allocator would keep it: ~3x the rows
+    kept, measured on the 1M-row report)."""
     import pyarrow.parquet as pq
+
+    from cotforge.curate.io.budget import release_arrow_memory
 
     for f in sorted(folder.glob("*.parquet")):
         names = set(pq.read_schema(f).names)
         t = pq.read_table(f, columns=[c for c in columns if c in names])
-        yield t.filter(where(t)) if where is not None and t.num_rows else t
+        if where is not None and t.num_rows:
+            t = t.filter(where(t))
+            release_arrow_memory()
+        yield t
 
 
 def _in(column: str, values: set[str]):
@@ -46,6 +55,13 @@ def _in(column: str, values: set[str]):
 
     vs = pa.array(sorted(values), type=pa.string())
     return lambda t: pc.is_in(t.column(column), value_set=vs)
+
+
+def _in_array(column: str, values):
+    """A table filter: rows whose `column` is in the Arrow array `values`."""
+    import pyarrow.compute as pc
+
+    return lambda t: pc.is_in(t.column(column), value_set=values)
 
 
 def similarity(a: str, b: str, n: int = 3) -> float:
@@ -100,38 +116,35 @@ def merged_pairs(out_dir: str | Path, keep: int = HTML_ROWS) -> tuple[dict[tuple
     the kept row each was merged into: prompt, response, source of both, and the score).
 
     Streamed in bounded memory: the removed rows are joined with the kept rows they name one hash partition
-    of `duplicate_of` at a time (~JOIN_ROWS removed rows each, prompts only), so a 10M-row output holds no more
-    than a 1M-row one; responses are read only for the pairs kept for the sample. `keep` >= any sample's share
-    of a (reason, source), so `sample_pairs` of the result equals `sample_pairs` of all pairs."""
+    of `duplicate_of` at a time (~JOIN_ROWS removed rows each, prompts only, held as Arrow tables and turned
+    into Python rows JOIN_BATCH at a time), and each (reason, source) holds at most 2 x `keep` candidates for
+    its sample, so a 10M-row output holds no more than a 1M-row one; responses are read only for the pairs
+    kept for the sample. `keep` >= any sample's share of a (reason, source), so `sample_pairs` of the result
+    equals `sample_pairs` of all pairs. Pairs come sorted by (reason, source, score, id)."""
     out = Path(out_dir)
     import pyarrow.parquet as pq
+
+    from cotforge.curate.io.budget import release_arrow_memory
 
     n_removed = sum(pq.ParquetFile(f).metadata.num_rows for f in (out / "removed").glob("*.parquet"))
     parts = max(1, -(-n_removed // JOIN_ROWS))
     counts: dict[tuple[str, str], int] = defaultdict(int)
     low: dict[tuple[str, str], list[tuple[float, str, dict[str, Any]]]] = defaultdict(list)
     for part in range(parts):
-        removed = [r for t in _tables(out / "removed", ["id", "source", "prompt", "reason", "duplicate_of"],
-                                      _removed_filter(parts, part)) for r in t.to_pylist()]
-        if not removed:
-            continue
-        kept = {r["id"]: r for t in _tables(out / "kept", ["id", "source", "prompt"],
-                                            _in("id", {r["duplicate_of"] for r in removed}))
-                for r in t.to_pylist()}
-        for r in removed:
-            k = kept.get(r["duplicate_of"], {})
+        for r in _joined_rows(out, parts, part):
             key = (r["reason"], r["source"])
             counts[key] += 1
-            score = round(similarity(r["prompt"], k.get("prompt") or ""), 4)
-            low[key].append((score, r["id"], {
+            score = round(similarity(r["prompt"], r["kept_prompt"] or ""), 4)
+            items = low[key]
+            items.append((score, r["id"], {
                 "reason": r["reason"], "id": r["id"], "source": r["source"], "prompt": r["prompt"] or "",
-                "kept_id": r["duplicate_of"], "kept_source": k.get("source", ""),
-                "kept_prompt": k.get("prompt") or "", "score": score}))
-        for key, items in low.items():
-            if len(items) > keep:
+                "kept_id": r["duplicate_of"], "kept_source": r["kept_source"] or "",
+                "kept_prompt": r["kept_prompt"] or "", "score": score}))
+            if len(items) >= 2 * keep:
                 low[key] = heapq.nsmallest(keep, items, key=lambda x: (x[0], x[1]))
-        del removed, kept
-    pairs = [p for items in low.values() for _, _, p in items]
+        release_arrow_memory()  # the partition's Arrow buffers back to the OS before the next one is read
+    pairs = [p for key in sorted(low) for _, _, p in heapq.nsmallest(keep, low[key], key=lambda x: (x[0], x[1]))]
+    del low
     resp_removed = {r["id"]: r["response"] for t in _tables(out / "removed", ["id", "response"],
                                                              _in("id", {p["id"] for p in pairs})) for r in t.to_pylist()}
     resp_kept = {r["id"]: r["response"] for t in _tables(out / "kept", ["id", "response"],
@@ -139,6 +152,34 @@ def merged_pairs(out_dir: str | Path, keep: int = HTML_ROWS) -> tuple[dict[tuple
     for p in pairs:
         p["response"], p["kept_response"] = resp_removed.get(p["id"]) or "", resp_kept.get(p["kept_id"]) or ""
     return dict(counts), pairs
+
+
+def _joined_rows(out: Path, parts: int, part: int) -> Iterator[dict[str, Any]]:
+    """The removed duplicates of hash partition `part` (of `parts`), each with `kept_source` and `kept_prompt`
+    of the kept row it names (None when that row is not among the kept rows), JOIN_BATCH rows at a time: the
+    partition's removed rows and the kept rows they name are held as Arrow tables, the kept ids in one dict."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = list(_tables(out / "removed", ["id", "source", "prompt", "reason", "duplicate_of"],
+                          _removed_filter(parts, part)))
+    removed = pa.concat_tables(tables) if tables else None
+    del tables
+    if removed is None or not removed.num_rows:
+        return
+    want = pc.unique(removed.column("duplicate_of"))
+    kept = pa.concat_tables([t for t in _tables(out / "kept", ["id", "source", "prompt"], _in_array("id", want))]
+                            or [pa.table({c: pa.array([], pa.string()) for c in ("id", "source", "prompt")})])
+    del want
+    at = {k: i for i, k in enumerate(kept.column("id").to_pylist())}  # an id twice: the last, as a dict join
+    for batch in removed.to_batches(max_chunksize=JOIN_BATCH):
+        rows = batch.to_pylist()
+        idx = pa.array([at.get(r["duplicate_of"]) for r in rows], pa.int64())
+        sources = kept.column("source").take(idx).to_pylist()
+        prompts = kept.column("prompt").take(idx).to_pylist()
+        for r, s, p in zip(rows, sources, prompts, strict=True):
+            r["kept_source"], r["kept_prompt"] = s, p
+            yield r
 
 
 def sample_pairs(pairs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

@@ -145,10 +145,11 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
     datatrove Documents (slower; same output).
 
     What grows with the input: on disk, the work folder (shards, ~24 B of keys per row, band files); in
-    memory, ingest's id registry (8 B per row, curate/io/ingest.py), the candidate pairs as numbers (~40 B per
-    pair; their prompts are read CHECK_PAIRS pairs at a time) and the problems they merge (cluster step), and
-    the number of key partitions / band hash ranges (one at a time in memory). The report joins removed and
-    kept rows one hash partition at a time (report.JOIN_ROWS)."""
+    memory, ingest's id registry (8 B per row, curate/io/ingest.py), the distinct candidate pairs as numbers
+    (~36 B per pair: packed ends, problem keys, flags; their prompts are read CHECK_PAIRS pairs at a time) and
+    the problems they merge (cluster step), and the number of key partitions / band hash ranges (one at a time
+    in memory; band files are read, not mapped). The report joins removed and kept rows one hash partition at
+    a time (report.JOIN_ROWS, as Arrow tables)."""
     specs, out_dir, strict, rows_per_shard = ctx.inputs, ctx.out_dir, ctx.strict, ctx.rows_per_shard
     exec_cfg, document_steps = ctx.executor, cfg.document_steps
     t0 = time.time()

@@ -55,6 +55,11 @@ _CMD = re.compile(r"\\([A-Za-z]+)")
 _TEXT_CMDS = frozenset("text textbf textit textrm mbox emph it bf rm tt sf em hbox qquad quad".split())
 _PROSE_RUN = re.compile(r"(?<![\\{A-Za-z])[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{2,}(?![A-Za-z}])")  # 3 words in a row
 _RAW_TOK = re.compile(r"[A-Za-z]+|\n|[^\sA-Za-z]")
+_CAP_TOK = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z]*|[^\sA-Za-z\x00-\x7f]")  # tokens that may be capitalised
+_REWRITTEN = frozenset({"one", "t", "non"})  # the tokens `dedup_tokens` rewrites or joins
+_PROSE_WORD = re.compile(r"(?<!\\)\b[A-Za-z]{2,}\b")
+_ASCII_NON_LETTERS = str.maketrans("", "", "".join(chr(i) for i in range(128) if not chr(i).isalpha()))
+_ASCII_UPPER = str.maketrans("", "", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _QUOTES = frozenset('"“”')
 _SENTENCE_END = frozenset(".?!:;\n")
 _PROSE_LETTERS = frozenset("aistdm")  # single letters that are words or contraction pieces unless seen in math
@@ -76,7 +81,7 @@ class PromptView:
             return frozenset(), frozenset(), frozenset(), frozenset()
         math, prose = _math_and_prose(self._raw, self._norm)
         names, openers = _names(prose)
-        words = frozenset(w.lower() for w in re.findall(r"(?<!\\)\b[A-Za-z]{2,}\b", prose))
+        words = prose_words(prose)
         return frozenset(math), frozenset(names), frozenset(openers), words
 
     @property
@@ -109,8 +114,16 @@ class PromptView:
 def dedup_tokens(norm: str) -> list[str]:
     """Tokens of a normalised prompt with contractions restored, "non X" joined, and the pronoun "one" after a
     determiner ("every one of", "no one", "each one") made PRONOUN_ONE: it counts nothing, unlike "one box"."""
+    tokens = norm.split(" ") if norm else []
+    if _REWRITTEN.isdisjoint(tokens):
+        return tokens  # no token any rule rewrites or joins (most prompts)
+    return _rewrite_tokens(tokens)
+
+
+def _rewrite_tokens(tokens: list[str]) -> list[str]:
+    """`dedup_tokens`' rules applied token by token."""
     out: list[str] = []
-    for t in norm.split(" ") if norm else ():
+    for t in tokens:
         if t == "one" and out and out[-1] in PRONOUN_DETERMINERS:
             out.append(PRONOUN_ONE)
         elif t == "t" and out and out[-1] in CONTRACTION_NOT:
@@ -130,6 +143,13 @@ def plain_norm(norm: NormConfig) -> NormConfig:
 
 def _math_and_prose(raw: str, norm: NormConfig) -> tuple[set[str], str]:
     """Tokens of the math regions, commands and figures of `raw`, and its prose (with \\text{} contents)."""
+    if "$" not in raw and "\\" not in raw and "[asy]" not in raw:
+        return set(), raw  # no math region, command or figure can start: all prose (most word problems)
+    return _math_and_prose_scan(raw, norm)
+
+
+def _math_and_prose_scan(raw: str, norm: NormConfig) -> tuple[set[str], str]:
+    """`_math_and_prose` by scanning `raw` for math regions and figures."""
     math: set[str] = set()
     prose: list[str] = []
     pos = 0
@@ -157,13 +177,67 @@ def _names(prose: str) -> tuple[set[str], set[str]]:
     """(names, capitalised sentence openers) of the prose, lower-cased. Names: capitalised words mid-sentence
     or capitalised twice (not sentence starters), ALL-CAPS words and quoted words. Openers: capitalised
     sentence-initial words that are not known starters ("Sarah", not "Find"). A mostly upper-case text says
-    nothing by its case."""
-    letters = "".join(filter(str.isalpha, prose))  # C-level passes: this runs once per candidate prompt
-    by_case = bool(letters) and sum(map(str.isupper, letters)) <= 0.5 * len(letters)
+    nothing by its case. Without quotes only capitalised tokens can count, so only they are visited (each
+    with the token before it); with quotes every token is (`_names_scan`)."""
+    by_case = _by_case(prose)
+    quotes = bool(_QUOTES.intersection(prose))
+    if not by_case and not quotes:
+        return set(), set()  # only quotes or case can make a name
+    if quotes:
+        return _names_scan(prose, by_case)
     names: set[str] = set()
     starts: Counter[str] = Counter()
-    if not by_case and not _QUOTES.intersection(prose):
-        return names, set()  # only quotes or case can make a name
+    for m in _CAP_TOK.finditer(prose):
+        tok = m.group()
+        if not tok.isascii() and not (tok.isalpha() and tok.isupper()):
+            continue  # a non-ASCII symbol or lower-case letter: one token that makes no name
+        low = tok.lower()
+        if len(tok) >= 2 and tok.isupper():
+            names.add(low)
+        elif low != "i":
+            prev = _token_before(prose, m.start())
+            if prev is None or prev in _SENTENCE_END:
+                starts[low] += 1
+            else:
+                names.add(low)
+    names.update(w for w, n in starts.items() if n >= 2 and w not in STARTERS)
+    return names, {w for w in starts if w not in STARTERS}
+
+
+def prose_words(prose: str) -> frozenset[str]:
+    """The lower-cased words (>= 2 ASCII letters, not a LaTeX command) of the prose. ASCII prose is
+    lower-cased first (the same words: lower-casing ASCII moves no word boundary)."""
+    if prose.isascii():
+        return frozenset(_PROSE_WORD.findall(prose.lower()))
+    return frozenset(w.lower() for w in _PROSE_WORD.findall(prose))
+
+
+def _by_case(prose: str) -> bool:
+    """Case says something: the prose has letters and at most half of them are upper-case."""
+    letters = (prose.translate(_ASCII_NON_LETTERS) if prose.isascii()  # C-level passes: once per candidate prompt
+               else "".join(filter(str.isalpha, prose)))
+    if not letters:
+        return False
+    upper = (len(letters) - len(letters.translate(_ASCII_UPPER)) if letters.isascii()
+             else sum(map(str.isupper, letters)))
+    return upper <= 0.5 * len(letters)
+
+
+def _token_before(prose: str, at: int) -> str | None:
+    """The `_RAW_TOK` token before position `at` as far as `_names` needs it: None at the start, the
+    character of a one-character token (newline, punctuation, a non-ASCII character), "a" for a word."""
+    j = at - 1
+    while j >= 0 and prose[j] != "\n" and prose[j].isspace():
+        j -= 1
+    if j < 0:
+        return None
+    return "a" if prose[j].isascii() and prose[j].isalpha() else prose[j]
+
+
+def _names_scan(prose: str, by_case: bool) -> tuple[set[str], set[str]]:
+    """`_names` by visiting every token (quotes toggle a quoted run whose words are all names)."""
+    names: set[str] = set()
+    starts: Counter[str] = Counter()
     prev, quoted = None, False
     for tok in _RAW_TOK.findall(prose):
         if tok in _QUOTES:
