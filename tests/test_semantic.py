@@ -492,9 +492,11 @@ def test_encoder_settings(tiny_encoder, monkeypatch):
     cfg = DedupConfig(semantic=True, semantic_model=str(tiny_encoder), semantic_device="auto", semantic_threads=1)
     threads = torch.get_num_threads()
     try:
+        torch.set_num_threads(2)
         emb = embedder_for(cfg)
         assert emb.device == "cpu" and emb.precision == ("bf16" if native_bf16("cpu") else "fp32")
-        assert torch.get_num_threads() == 1
+        emb.encode([ITEM])
+        assert torch.get_num_threads() == 2  # one torch thread while encoding only: the process keeps its count
         texts = [ITEM, REPHRASED, CLEAN]
         ref = Embedder(str(tiny_encoder), precision="fp32").encode(texts)
         for precision in ("bf16", "int8"):

@@ -66,6 +66,24 @@ def test_nearest_is_exact_whatever_the_block_and_order():
     assert t3[0, 0] == 17  # itself left out, its copy first
 
 
+def test_nearest_ranks_many_equal_vectors_by_tie_key_not_position():
+    """More equal vectors than the shortlist holds (prompts equal up to the token cap embed alike): the k
+    neighbours are the smallest tie keys among them, however the searched rows are ordered."""
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=(200, 384)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    v[:30] = v[0]
+    key = np.arange(200, dtype=np.uint64)
+    want = None
+    for _ in range(5):
+        perm = rng.permutation(200)
+        at0 = int(np.flatnonzero(perm == 0)[0])
+        top, cos = nearest(v[0:1], v[perm], 3, tie=key[perm], exclude=np.array([at0]))
+        got = sorted(int(k) for k in key[perm][top[0]])
+        want = want or got
+        assert got == want == [1, 2, 3] and np.allclose(cos, 1.0)
+
+
 def _bytes_of(out: Path) -> dict[str, bytes]:
     """Every shard and the report of a stage's output folder (timings and paths aside)."""
     got = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}

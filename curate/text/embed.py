@@ -20,6 +20,7 @@ its batch mates or the thread count).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ import os
 import shutil
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,8 @@ def native_bf16(device: str) -> bool:
 LENGTH_STEP = 16  # a text is padded (alone) to a multiple of this many tokens
 FIXED_SCALE = 2.0 ** 24  # vectors as integers of 2^-24: float16 values exactly, float32 to ~6e-8
 SHORTLIST_MARGIN = 8  # extra neighbours re-scored exactly, so a float rounding cannot swap the k-th one out
+EXACT_BLOCK = 1 << 24  # int64 products held at once while re-scoring (128 MiB)
+TIE_EPS = 1e-4  # float32 cosines of unit vectors err by < ~2.3e-5 (384 dims): a wider band is exact
 
 
 def fixed_point(vecs: np.ndarray) -> np.ndarray:
@@ -132,9 +135,10 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
             exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """([len(q), k'] indices into `vecs`, their exact cosines) of each query's k nearest vectors, best first,
     ties broken by `tie` (default: the index), k' = min(k, candidates). A float matrix product shortlists
-    k + SHORTLIST_MARGIN; the shortlist is re-scored exactly and cut to k, so neither which rows share the
-    product nor the thread count can change the neighbours or their cosines. `exclude`: per query, one index
-    of `vecs` left out (the query itself)."""
+    k + SHORTLIST_MARGIN, widened to every row within TIE_EPS of its last float score (equal vectors, e.g.
+    prompts that differ only past the token cap, all compete by `tie`); the shortlist is re-scored exactly and
+    cut to k, so neither which rows share the product, their order, nor the thread count can change the
+    neighbours or their cosines. `exclude`: per query, one index of `vecs` left out (the query itself)."""
     n, m = len(q), len(vecs)
     avail = m - (exclude is not None)
     if not n or avail <= 0 or k <= 0:
@@ -143,11 +147,35 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
     if exclude is not None:
         sims[np.arange(n), exclude] = -np.inf
     s = min(k + SHORTLIST_MARGIN, avail)
-    short = np.argpartition(-sims, s - 1, axis=1)[:, :s]
-    exact = (fixed_point(q)[:, None, :] * fixed_point(vecs[short])).sum(axis=-1) / FIXED_SCALE ** 2
+    # every row within TIE_EPS of the s-th float score joins the shortlist (so equal vectors beyond it are
+    # ranked by `tie`, not by where they sit): c columns, the most any query needs
+    kth = -np.partition(-sims, s - 1, axis=1)[:, s - 1]
+    c = max(s, int((sims >= (kth - TIE_EPS)[:, None]).sum(axis=1).max()))
+    short = np.argpartition(-sims, c - 1, axis=1)[:, :c] if c < m else np.broadcast_to(np.arange(m), (n, m))
+    exact = np.empty(short.shape)
+    fq, step = fixed_point(q), max(1, EXACT_BLOCK // (c * q.shape[1]))  # query blocks: bounded int64 products
+    for a in range(0, n, step):
+        exact[a:a + step] = (fq[a:a + step, None, :] * fixed_point(vecs[short[a:a + step]])).sum(axis=-1)
+    exact /= FIXED_SCALE ** 2
+    if exclude is not None:
+        exact[short == np.asarray(exclude)[:, None]] = -np.inf
     ties = short if tie is None else tie[short]
     order = np.lexsort((ties, -exact), axis=1)[:, :min(k, s)]
     return np.take_along_axis(short, order, axis=1), np.take_along_axis(exact, order, axis=1)
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch's intra-op thread count held at 1 while texts are embedded (a text's vector must not depend on how
+    many threads the task has), then given back: other torch work in the process keeps its own count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class EmbedModelError(ValueError):
@@ -276,7 +304,6 @@ class Embedder:
             raise EmbedModelError(f"{MISSING_MODEL} ({e})") from e
         self.model_dir = resolve_model_dir(model)
         self.threads = threads or task_threads() or torch.get_num_threads()
-        torch.set_num_threads(1)  # one thread per text: its vector must not depend on how many the task has
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if precision not in PRECISIONS:
@@ -326,12 +353,13 @@ class Embedder:
         ids = self.tokenizer([t or "" for t in texts], truncation=True, max_length=self.max_tokens)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # longest first: the threads end together
         lanes = [order[w::self.threads] for w in range(min(self.threads, len(order)))]
-        if len(lanes) == 1:
-            self._run_lane(lanes[0], ids, out)
-        else:
-            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="embed") as pool:
-                for fut in [pool.submit(self._run_lane, lane, ids, out) for lane in lanes]:
-                    fut.result()
+        with _one_torch_thread():
+            if len(lanes) == 1:
+                self._run_lane(lanes[0], ids, out)
+            else:
+                with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="embed") as pool:
+                    for fut in [pool.submit(self._run_lane, lane, ids, out) for lane in lanes]:
+                        fut.result()
         self.stats.texts += len(texts)
         self.stats.seconds += time.time() - t0
         return out
