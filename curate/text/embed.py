@@ -450,20 +450,26 @@ class StaticEmbedder:
 
 def build_tiny_encoder(out_dir: str | Path, *, corpus: list[str] | None = None, hidden_size: int = 32,
                        layers: int = 2, heads: int = 2, seed: int = 0) -> Path:
-    """Save a tiny random BERT encoder + a WordPiece tokenizer trained on `corpus` as a sentence-transformers
+    """Save a tiny random BERT encoder + a WordPiece tokenizer of `corpus`'s words as a sentence-transformers
     folder (mean pooling, normalise): tests load it through the same `Embedder` path as the real model."""
+    import string
+
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     words = corpus or ["find the sum of the numbers", "how many apples does tom have left", "what is 3 + 4"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    norm, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    # the corpus' whole words + single characters (any other word falls back to them), in sorted order: the
+    # WordPiece trainer breaks ties in hash order, so its vocabulary (and every vector) changed from run to run
+    pieces = {w for text in words for w, _ in pre.pre_tokenize_str(norm.normalize_str(text))}
+    chars = set("".join(pieces)) | set(string.ascii_lowercase + string.digits + string.punctuation)
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(words, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    ordered = specials + sorted(pieces | chars | {"##" + c for c in chars})
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(ordered)}, unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = norm, pre
     tok.post_processor = processors.TemplateProcessing(  # [CLS] text [SEP], as BERT tokenizers do
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
