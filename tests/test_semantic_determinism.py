@@ -84,6 +84,18 @@ def test_nearest_ranks_many_equal_vectors_by_tie_key_not_position():
         assert got == want == [1, 2, 3] and np.allclose(cos, 1.0)
 
 
+def test_nearest_bounds_the_tie_band_and_says_so(caplog):
+    """Thousands of equal vectors: at most TIE_CAP extra rows are re-scored per query (bounded time and memory),
+    with a warning that ties past the cap go by position."""
+    from cotforge.curate.text.embed import SHORTLIST_MARGIN, TIE_CAP
+
+    v = np.tile(np.eye(1, 384, dtype=np.float32), (TIE_CAP + 100, 1))
+    with caplog.at_level("WARNING"):
+        top, cos = nearest(v[:2], v, 3, exclude=np.array([0, 1]))
+    assert top.shape == (2, 3) and np.allclose(cos, 1.0) and "tie" in caplog.text
+    assert len(caplog.records) == 1 and str(3 + SHORTLIST_MARGIN + TIE_CAP) in caplog.text
+
+
 def _bytes_of(out: Path) -> dict[str, bytes]:
     """Every shard and the report of a stage's output folder (timings and paths aside)."""
     got = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}

@@ -112,6 +112,7 @@ FIXED_SCALE = 2.0 ** 24  # vectors as integers of 2^-24: float16 values exactly,
 SHORTLIST_MARGIN = 8  # extra neighbours re-scored exactly, so a float rounding cannot swap the k-th one out
 EXACT_BLOCK = 1 << 24  # int64 products held at once while re-scoring (128 MiB)
 TIE_EPS = 1e-4  # float32 cosines of unit vectors err by < ~2.3e-5 (384 dims): a wider band is exact
+TIE_CAP = 512  # at most this many tied rows beyond the shortlist are re-scored per query
 
 
 def fixed_point(vecs: np.ndarray) -> np.ndarray:
@@ -136,7 +137,7 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
     """([len(q), k'] indices into `vecs`, their exact cosines) of each query's k nearest vectors, best first,
     ties broken by `tie` (default: the index), k' = min(k, candidates). A float matrix product shortlists
     k + SHORTLIST_MARGIN, widened to every row within TIE_EPS of its last float score (equal vectors, e.g.
-    prompts that differ only past the token cap, all compete by `tie`); the shortlist is re-scored exactly and
+    prompts that differ only past the token cap, compete by `tie`; up to TIE_CAP of them); the shortlist is re-scored exactly and
     cut to k, so neither which rows share the product, their order, nor the thread count can change the
     neighbours or their cosines. `exclude`: per query, one index of `vecs` left out (the query itself)."""
     n, m = len(q), len(vecs)
@@ -150,7 +151,11 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
     # every row within TIE_EPS of the s-th float score joins the shortlist (so equal vectors beyond it are
     # ranked by `tie`, not by where they sit): c columns, the most any query needs
     kth = -np.partition(-sims, s - 1, axis=1)[:, s - 1]
-    c = max(s, int((sims >= (kth - TIE_EPS)[:, None]).sum(axis=1).max()))
+    band = int((sims >= (kth - TIE_EPS)[:, None]).sum(axis=1).max())
+    if band > s + TIE_CAP:  # bounded time and memory: past the cap, equal vectors go by position again
+        log.warning("nearest: %d vectors tie within %g of a query's shortlist; only %d are ranked by the tie "
+                    "key", band, TIE_EPS, s + TIE_CAP)
+    c = min(max(s, band), s + TIE_CAP)
     short = np.argpartition(-sims, c - 1, axis=1)[:, :c] if c < m else np.broadcast_to(np.arange(m), (n, m))
     exact = np.empty(short.shape)
     fq, step = fixed_point(q), max(1, EXACT_BLOCK // (c * q.shape[1]))  # query blocks: bounded int64 products
