@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.decontam.corpora import SHARED, ensure_corpora
+from bench.verdicts import load_reference, report, save_and_exit
 
 KEY_COLUMNS = ("id", "benchmark", "benchmark_id", "match_kind", "side", "match_start", "match_end")
 
@@ -87,17 +87,6 @@ def digests(folder: Path) -> list[str]:
             f"report.html {file_bytes('contamination_report.html')}"]
 
 
-def diff(ref: dict[str, list], got: dict[str, list], show: int = 10) -> list[str]:
-    """Differences between two verdict maps, as readable lines."""
-    lines = [f"only in reference: {i} {ref[i]}" for i in sorted(set(ref) - set(got))]
-    lines += [f"only now: {i} {got[i]}" for i in sorted(set(got) - set(ref))]
-    lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]
-              and i != DIGESTS]
-    lines += [f"changed: {a} -> {b}" for a, b in zip(ref.get(DIGESTS, []), got.get(DIGESTS, []), strict=False)
-              if a != b]
-    return lines[:show] + ([f"... {len(lines) - show} more"] if len(lines) > show else [])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", default="short,longcot")
@@ -105,21 +94,14 @@ def main() -> None:
     ap.add_argument("--against", help="compare with verdicts saved by --save")
     args = ap.parse_args()
     corpora = ensure_corpora(which=tuple(args.corpora.split(",")))
-    ref = json.loads(Path(args.against).read_text()) if args.against else {}
+    ref = load_reference(args.against)
     saved, bad = {}, 0
     for name, path in corpora.items():
         got, timings = verdicts(path)
         saved[name] = got
         print(f"{name}: {timings['removed']} removed, timings {json.dumps(timings)}, load {os.getloadavg()[0]:.2f}")
-        if name in ref:
-            d = diff(ref[name], got)
-            bad += len(d)
-            print(f"  {'IDENTICAL to the reference' if not d else 'DIFFERS from the reference:'}")
-            for line in d:
-                print("  " + line)
-    if args.save:
-        Path(args.save).write_text(json.dumps(saved))
-    sys.exit(1 if bad else 0)
+        bad += report(name, got, ref, by_item=(DIGESTS,))
+    save_and_exit(saved, args.save, bad)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench.dedup.speed import generate
 from bench.paths import SHARED
+from bench.verdicts import load_reference, report, save_and_exit
 
 GENERATED = {"gen50k": 50_000, "gen200k": 200_000}
 
@@ -66,14 +67,6 @@ def verdicts(specs: list, workers: int) -> tuple[dict[str, list], dict]:
     return out, {**stats["dedup"].get("timings", {}), "wall_s": round(wall, 2), "removed": len(out) - 1}
 
 
-def diff(ref: dict[str, list], got: dict[str, list], show: int = 10) -> list[str]:
-    """Differences between two verdict maps, as readable lines."""
-    lines = [f"only in reference: {i} {ref[i]}" for i in sorted(set(ref) - set(got))]
-    lines += [f"only now: {i} {got[i]}" for i in sorted(set(got) - set(ref))]
-    lines += [f"changed: {i} {ref[i]} -> {got[i]}" for i in sorted(set(ref) & set(got)) if ref[i] != got[i]]
-    return lines[:show] + ([f"... {len(lines) - show} more"] if len(lines) > show else [])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", default="gen50k,gen200k,real")
@@ -81,7 +74,7 @@ def main() -> None:
     ap.add_argument("--save", help="write the verdicts of this checkout to this JSON file")
     ap.add_argument("--against", help="compare with verdicts saved by --save")
     args = ap.parse_args()
-    ref = json.loads(Path(args.against).read_text()) if args.against else {}
+    ref = load_reference(args.against)
     saved, bad = {}, 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.corpora.split(","):
@@ -89,15 +82,8 @@ def main() -> None:
             saved[name] = got
             print(f"{name}: {timings['removed']} removed, kept {got['#kept'][0]}, timings {json.dumps(timings)}, "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
-            if name in ref:
-                d = diff(ref[name], got)
-                bad += len(d)
-                print(f"  {'IDENTICAL to the reference' if not d else 'DIFFERS from the reference:'}")
-                for line in d:
-                    print("  " + line)
-    if args.save:
-        Path(args.save).write_text(json.dumps(saved))
-    sys.exit(1 if bad else 0)
+            bad += report(name, got, ref)
+    save_and_exit(saved, args.save, bad)
 
 
 if __name__ == "__main__":
