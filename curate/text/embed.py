@@ -137,9 +137,9 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
     """([len(q), k'] indices into `vecs`, their exact cosines) of each query's k nearest vectors, best first,
     ties broken by `tie` (default: the index), k' = min(k, candidates). A float matrix product shortlists
     k + SHORTLIST_MARGIN, widened to every row within TIE_EPS of its last float score (equal vectors, e.g.
-    prompts that differ only past the token cap, compete by `tie`; up to TIE_CAP of them); the shortlist is re-scored exactly and
-    cut to k, so neither which rows share the product, their order, nor the thread count can change the
-    neighbours or their cosines. `exclude`: per query, one index of `vecs` left out (the query itself)."""
+    prompts that differ only past the token cap, compete by `tie`; up to TIE_CAP of them); the shortlist is
+    re-scored exactly and cut to k, so neither which rows share the product, their order, nor the thread count
+    can change the neighbours or their cosines. `exclude`: per query, one index of `vecs` left out (the query itself)."""
     n, m = len(q), len(vecs)
     avail = m - (exclude is not None)
     if not n or avail <= 0 or k <= 0:
@@ -342,8 +342,7 @@ class Embedder:
     def cache_tag(self) -> str:
         """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and "solo16": each
         text embedded alone, padded to a multiple of 16 tokens, so vectors cached by earlier encoders are not
-        reused): part
-        of every on-disk cache key of embeddings."""
+        reused): part of every on-disk cache key of embeddings."""
         return f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}\0solo{LENGTH_STEP}"
 
     def encode(self, texts: list[str]) -> np.ndarray:
