@@ -110,7 +110,7 @@ def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses
         _diag_decontam(rows, idx, cfg, matcher)
     if misses and semantic:
         _print_misses(rows, found, idx, matcher)
-    if semantic:
+    if semantic and part == "tune":  # the held-out part is reported as counts only
         for r, ms in zip(rows, found, strict=True):
             if ms and ms[0].match_kind == "semantic" and not r.contaminated:
                 print(f"  FP [{r.kind}] cos={ms[0].score:.3f} {ms[0].detail}\n")
@@ -229,7 +229,7 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     pos = [by[k] for k in ("light", "moderate", "heavy")]
     print(f"  reworded recall {sum(c['merged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}  "
           f"precision {right / max(len(got), 1):.4f} ({right} right, {len(wrong)} wrong merges)")
-    for i, j in wrong[:20]:
+    for i, j in wrong[:20] if part == "tune" else ():  # the held-out part: counts only
         k = next((n for n, (x, y) in enumerate(zip(texts[i], texts[j], strict=False)) if x != y), 0)
         at = max(0, k - 60)  # where the two texts start to differ (LeetCode problems share long openings)
         print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][at:at + 160], "||",
