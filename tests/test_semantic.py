@@ -56,6 +56,39 @@ def test_numbers_words_and_digits():
     assert not number_verdict("Add 2 and 3.", "Add 2 and 3 and 4.", 0, symmetric=True)[0]
 
 
+def test_numbers_said_in_words():
+    """Fractions, multipliers, compounds and scales said in words are the values their digits would be; an
+    ordinal is its value ("the third day" = "the 3rd day"); "one" and "per second" are no values."""
+    pairs = [("Thirty-three people", "33 people"), ("one third of the calories", "1/3rd of the calories"),
+             ("three quarters of them and one quarter", "3/4 of them and 1/4"), ("four fifths", "4/5"),
+             ("twice as long", "2 times as long"), ("double the time", "two times the time"),
+             ("on the third day", "on the 3rd day"), ("a dozen eggs", "12 eggs"), ("5 thousand", "5,000"),
+             ("half as long", "1/2 as long"), ("the second day", "day 2")]
+    for words, digits in pairs:
+        assert numbers_of(words) == numbers_of(digits), (words, digits)
+    assert not numbers_of("one of them waits a second per second")
+    assert numbers_of("two hundred") == numbers_of("200") != numbers_of("two and a hundred")
+
+
+def test_lenient_numbers_and_the_numbers_rules():
+    """The lenient reading (decontamination's `rules="numbers"`): a 2 said as "squared", small spelled-out
+    counts added by a rewording pass; a replaced value never does, nor a 2 excused by "square root"."""
+    item = "Find the distance between the foci of the hyperbola $y^2 - x^2 = 18$ through $(4, 7)$."
+    reworded = "How far apart are the two foci of the hyperbola y squared minus x squared equals 18 through (4, 7)?"
+    assert not number_verdict(item, reworded, 0)[0]
+    assert number_verdict(item, reworded, 0, lenient=True)[0]
+    assert not number_verdict(item, reworded.replace("18", "19"), 0, lenient=True)[0]
+    root = "The square root of $t$ is greater than $2$ and less than $3.5$."
+    assert not number_verdict(root, root.replace("$2$", "$5$"), 0, lenient=True)[0]
+    th = PairThresholds(0.80, 0.75, 0, rules="numbers", number_cosine=0.70, number_count=4)
+    assert pair_verdict(ITEM, QUESTION_CHANGED, 0.9, 0.2, th) is None  # another question: still the item
+    assert pair_verdict(ITEM, NUMBER_CHANGED, 0.99, 1.0, th) == "number_changed"
+    four = "Points $(5,4)$, $(-5,4)$, $(-5,-4)$, $(5,-4)$ bound a rectangle."
+    assert pair_verdict(four, four, 0.72, None, th) is None  # below the cosine, four values shared
+    assert pair_verdict("Add 2 and 3.", "Add 2 and 3.", 0.72, None, th) == "below_cosine"  # two are too few
+    assert pair_verdict(four, four, 0.65, None, th) == "below_cosine"
+
+
 def test_question_checks():
     assert question_of(ITEM) == "How many dollars did she spend?"
     assert question_of("Let $x = 2$. Find $x^2$. It is small.") == "Find $x^2$."  # no "?": the last instruction

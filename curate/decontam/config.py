@@ -140,6 +140,14 @@ class DecontamConfig:
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_extra_numbers: int = field(default=0, metadata={
         "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
+    semantic_rules: str = field(default="numbers", metadata={
+        "help": "Semantic tier: the pair check -- full (numbers, formulas, terms, conditions, question) or numbers "
+                "(cosine and numbers only: a rephrased item with another question asked also counts)."})
+    semantic_number_cosine: float = field(default=0.70, metadata={
+        "help": "Semantic tier, rules=numbers: the least cosine of a pair that shares semantic_number_count values "
+                "(every value of the item in the row); above 1: off."})
+    semantic_number_count: int = field(default=4, metadata={
+        "help": "Semantic tier, rules=numbers: values a pair below semantic_cosine must share."})
     semantic_encoder: str = field(default="transformer", metadata={
         "help": "Semantic tier: 'transformer' (every row through the model) or 'static+rerank' (a static token "
                 "table distilled from the model proposes candidates; only rows with one go through the model)."})
@@ -168,6 +176,12 @@ class DecontamConfig:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:
             raise ValueError(f"semantic_extra_numbers: must be >= 0 (got {self.semantic_extra_numbers})")
+        if not -1.0 <= self.semantic_number_cosine <= 1.01:
+            raise ValueError(f"semantic_number_cosine: must be in [-1, 1.01] (got {self.semantic_number_cosine})")
+        if self.semantic_number_count < 1:
+            raise ValueError(f"semantic_number_count: must be >= 1 (got {self.semantic_number_count})")
+        if self.semantic_rules not in ("full", "numbers"):
+            raise ValueError(f"semantic_rules: must be 'full' or 'numbers' (got {self.semantic_rules!r})")
         check_text_kernel(self.text_kernel)
         if self.coarse_tier not in ("coarse", "none"):
             raise ValueError(f"coarse_tier: must be 'coarse' or 'none' (got {self.coarse_tier!r})")

@@ -52,7 +52,8 @@ SHOWN_CHARS = 600  # texts kept in a semantic match's detail
 
 def thresholds(cfg: DecontamConfig) -> PairThresholds:
     """The pair-check bounds of a decontamination config."""
-    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers)
+    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers,
+                          cfg.semantic_rules, cfg.semantic_number_cosine, cfg.semantic_number_count)
 
 
 def make_embedder(cfg: DecontamConfig) -> Embedder:
@@ -210,7 +211,7 @@ class SemanticTier:
         cands: list[tuple[int, int, float]] = []
         for i in range(len(texts)):
             for e, c in zip(top[i].tolist(), cos[i].tolist(), strict=True):
-                if c < self.th.min_cosine:
+                if c < min(self.th.min_cosine, self.th.number_cosine):
                     continue
                 # numbers and carriers first (cheap); the question cosine only for what passes them
                 if pair_verdict(self.items[e], texts[i], c, None, self.th) is None:
@@ -223,7 +224,8 @@ class SemanticTier:
         for i, e, c in cands:
             qc = exact_cosine(qv[i], self.qvecs[e])
             if pair_verdict(self.items[e], texts[i], c, qc, self.th) is None:
-                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers)[1]
+                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers,
+                                      lenient=self.th.rules == "numbers")[1]
                 out[i].append(SemanticHit(e, c, qc, nums))
         for hits in out:
             hits.sort(key=lambda h: -h.cosine)
