@@ -89,6 +89,29 @@ def test_lenient_numbers_and_the_numbers_rules():
     assert pair_verdict(four, four, 0.65, None, th) == "below_cosine"
 
 
+def test_an_edited_copy_is_told_from_a_rewording():
+    """Dedup: a look-alike made by one edit that keeps every number and the question ("3 fewer" -> "3 more", a
+    clause added, "$5 each" -> "$5 altogether", "both parents" -> "one parent") is an edited copy whose graded
+    verdict stands; a synonym swap, a framing line or a moved sentence is not."""
+    from cotforge.curate.dedup.semantic import edited_meaning
+
+    base = ("On a quiz, Nicole answered 3 fewer questions correctly than Kim, and Kim answered 8 more questions "
+            "correctly than Cherry. If Nicole answered 22 correctly, how many did Cherry answer correctly?")
+    assert edited_meaning(base, base.replace("3 fewer", "3 more"))
+    tony = "Tony has two fish. Every year, his parents buy him two more. How many fish will he have in five years?"
+    assert edited_meaning(tony, tony.replace("two more.", "two more, but one of them dies."))
+    pizza = "You get the next 3 medium pizzas for $5 each. What are your total savings?"
+    assert edited_meaning(pizza, pizza.replace("$5 each", "$5 altogether"))
+    play = "There are 6 girls and 8 boys. If both parents of each kid attend, how many parents attend?"
+    assert edited_meaning(play, play.replace("both parents", "one parent"))
+    assert not edited_meaning(base, base.replace("answered", "got").replace("quiz", "test"))  # synonyms
+    assert not edited_meaning(tony, tony + " Please work it out.")  # a framing line
+    assert not edited_meaning(tony, "How many fish will he have in five years? Tony has two fish. Every year, "
+                                    "his parents buy him two more.")  # the question put first
+    assert not edited_meaning(base, "Cherry got some answers right. " + base.replace("On a quiz", "In a test")
+                              .replace("answered", "got").replace("correctly", "right"))  # many changes: reworded
+
+
 def test_question_checks():
     assert question_of(ITEM) == "How many dollars did she spend?"
     assert question_of("Let $x = 2$. Find $x^2$. It is small.") == "Find $x^2$."  # no "?": the last instruction

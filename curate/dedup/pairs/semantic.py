@@ -27,7 +27,7 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    numbers?").
 
 `veto_verdict` is what dedup asks of a pair the graded check merged among the tier's candidates (formulas,
-alternatives, conditions). `order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
+alternatives, conditions, the question's closed carrier classes). `order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
 verdicts: numbers per sentence, formula tokens and negations in the same order.
 
 Everything here is per pair, in plain Python: the tier calls it only for the few nearest neighbours that pass
@@ -567,14 +567,21 @@ def veto_verdict(a: str, b: str) -> str | None:
     sources and vetoed two merges in the held-out run (docs/semantic.md, round 6). Dedup applies it to the graded merges
     among the semantic tier's candidates: on real problems the graded check merged "the second number in the
     row with 43 numbers" / "how many rows contain 43" and a formula with a second term added once the tier
-    proposed them (docs/semantic.md, rounds 5-6). The question rules that compare wordings stay out: graded
-    merges are near-copies whose few replaced words those rules read as another question."""
+    proposed them (docs/semantic.md, rounds 5-6). Of the question rules, the closed classes (a carrier category
+    of one question only: sum / count, largest / smallest; a count asked in one question only) veto too: the
+    hand-written look-alikes "the number of integer values of $k$" / "the sum of all integer values of $k$"
+    were graded merges (round 7). The rules that compare wordings (question cosine, another thing of the story
+    asked) stay out: graded merges are near-copies whose few replaced words those rules read as another
+    question."""
     if math_changed(a, b):
         return "math_changed"
     if alternatives_swapped(a, b):
         return "term_changed"
     if condition_changed(a, b):
         return "condition_changed"
+    qa, qb = question_of(a), question_of(b)
+    if carriers_differ(qa, qb) or asks_count(qa) != asks_count(qb):
+        return "question_changed"
     return None
 
 
