@@ -7,16 +7,18 @@ faster. The per-character steps of `normalize._chars` become two lookup tables b
 - stage A, per input code point: the pre-NFKC maps (superscripts, subscripts, vulgar fractions, combining
   accents), NFKC and lower-casing, giving a short string of intermediate code points, plus flags: the code point
   starts a superscript / subscript run (the reference inserts `^` / `_`, a word break), or NFKC may join it with
-  its neighbour (combining marks, second halves of compositions, Hangul vowel / final jamo), which the table
-  cannot express;
+  its neighbour (combining marks, second halves of compositions, Hangul vowel / final jamo), which a
+  per-character table cannot express: such a character's span goes through a compiled NFKC (canonical classes,
+  decompositions, composition pairs and `str.lower` as tables from `unicodedata`, Hangul by arithmetic), from
+  the last character NFKC never joins with what precedes it to the next one;
 - stage B, per intermediate code point: the Unicode-math map and the LaTeX command map of what it inserts
   (`≤` -> ` \\leq ` -> `leq`), then punctuation to a space, as the UTF-8 bytes it contributes.
 
 One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, runs the LaTeX rules
 (`\\frac12`, environments, commands) and the code-fence rule with look-ahead, splits ASCII letters from digits,
-collapses spaces and strips the ends. A text holding a code point NFKC may compose with its neighbour is flagged
-by the same pass and takes `normalize`; instruction wrappers are removed from the kernel's output by the batch
-wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
+collapses spaces and strips the ends. Only a text with a surrogate, a composition span of over `SEG_CAP` code
+points or over `BIG_ROW` bytes takes `normalize`; instruction wrappers are removed from the kernel's output by
+the batch wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
 for every text (tests/test_kernel.py fuzzes it on real corpora and adversarial Unicode).
 
 `hash_words_ngrams` reads the normalised column once more, 8 bytes at a time, and returns the word hashes of
@@ -938,7 +940,8 @@ def _word_buffer(norm) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fallback_share(texts) -> float:
-    """The share of `texts` the kernel hands to `normalize` (LaTeX, code fences, composing Unicode)."""
+    """The share of `texts` the kernel hands to `normalize` (surrogates, composition spans over `SEG_CAP` code
+    points, texts over `BIG_ROW` bytes)."""
     arr, bad = _as_arrow(texts)
     fallback = _run_kernel(arr)[2]
     fallback[bad] = True
