@@ -562,15 +562,46 @@ def _compose_span(data, start, i, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk
 
 
 @_jit
+def _stage_a_composing(data, start, end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off, p_pool, dk, d_off,
+                       d_pool, ck, cv, lk, l_off, l_pool):
+    """Stage A of one text that holds a character NFKC may join with a neighbour: table A as in
+    `_normalize_kernel`, each such character's span through `_compose_span`. Returns the code points written
+    to `mid`, or -1 when the text must take `normalize`. Apart from the main loop, so that loop stays as
+    tight as it is for the texts that need no composition (nearly all)."""
+    m = 0
+    last_run = 0
+    i = start
+    while i < end:
+        cp, ln = _decode(data, i)
+        f = a_flag[cp]
+        if f & 1:
+            i, m, last_run = _compose_span(data, start, i, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk, p_off,
+                                           p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+            if i < 0:
+                return -1
+            continue
+        run = f & 6
+        if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
+            mid[m] = 94 if run == 2 else 95
+            m += 1
+        last_run = run
+        for k in range(a_off[cp], a_off[cp + 1]):
+            mid[m] = a_pool[k]
+            m += 1
+        i += ln
+    return m
+
+
+@_jit
 def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, ascii_out, le, ge, maxper, amax,
                       big_row, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals, seg_cap, ccc, pk, p_off,
                       p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool):
     """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text). `out`:
     the caller's first output buffer (numpy's, see `_hash_outputs`), grown here when a text needs more.
 
-    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"; a
-    character NFKC may join with a neighbour hands its span to `_compose_span`), stage B reads them with
-    look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
+    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"; a text
+    with a character NFKC may join with a neighbour redoes it in `_stage_a_composing`), stage B reads them
+    with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
     n = len(offs) - 1
     mid = np.empty(1024, dtype=np.int32)
     seg = np.empty(seg_cap, dtype=np.int32)
@@ -599,7 +630,6 @@ def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, asc
                 last_run = 0
                 i += 1
                 continue
-            cs = i
             if b0 < 0xE0:
                 cp = (np.int64(b0 & 0x1F) << 6) | np.int64(data[i + 1] & 0x3F)
                 i += 2
@@ -611,13 +641,9 @@ def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, asc
                       | (np.int64(data[i + 2] & 0x3F) << 6) | np.int64(data[i + 3] & 0x3F))
                 i += 4
             f = a_flag[cp]
-            if f & 1:  # NFKC may join it with a neighbour: its span through the composition path
-                i, m, last_run = _compose_span(data, offs[r], cs, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk,
-                                               p_off, p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
-                if i < 0:
-                    bad = True
-                    break
-                continue
+            if f & 1:  # NFKC may join it with a neighbour: the row's stage A again, with composition
+                bad = True
+                break
             run = f & 6
             if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
                 mid[m] = 94 if run == 2 else 95
@@ -627,9 +653,12 @@ def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, asc
                 mid[m] = a_pool[k]
                 m += 1
         if bad:
-            fallback[r] = True
-            out_offs[r + 1] = pos
-            continue
+            m = _stage_a_composing(data, offs[r], end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off,
+                                   p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+            if m < 0:
+                fallback[r] = True
+                out_offs[r + 1] = pos
+                continue
         # stage B
         if pos + maxper * (m + 1) > len(out):
             grown = np.empty(2 * len(out) + maxper * (m + 1), dtype=np.uint8)
