@@ -81,6 +81,9 @@ def test_lenient_numbers_and_the_numbers_rules():
     assert not number_verdict(item, reworded.replace("18", "19"), 0, lenient=True)[0]
     assert not number_verdict("What is $\\frac{9}{2}$ as a decimal?", "What is $\\frac{7}{9}$ rounded to 2 places?",
                               0, lenient=True)[0]
+    senate = "A committee has 5 Democrats, 5 Republicans and 1 Independent. Two seatings are equal if one is a rotation."
+    assert not number_verdict(senate, senate.replace(" and 1 Independent", ""), 0, lenient=True)[0]  # a pronoun
+    assert number_verdict("It takes 1 hour.", "It takes one hour.", 0, lenient=True)[0]
     root = "The square root of $t$ is greater than $2$ and less than $3.5$."
     assert not number_verdict(root, root.replace("$2$", "$5$"), 0, lenient=True)[0]
     th = PairThresholds(0.80, 0.75, 0, rules="numbers", number_cosine=0.88, number_count=3)

@@ -64,6 +64,8 @@ _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|ev
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
+_ONE_COUNT = re.compile(r"\bone\b(?!\s+(?:is|of|another|other|the|who|that|which|can|may|must|should|would)\b)",
+                        re.IGNORECASE)
 _BLOCK_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{([a-z*]+)\}.+?\\end\{\1\}", re.DOTALL)
 _DOLLAR = re.compile(r"(?<!\\)\$")  # an unescaped "$": opens or closes inline math, or is a currency sign
 _TEXT_CMD = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|textit|operatorname|emph|mathbf)\s*\{[^{}]*\}")
@@ -550,7 +552,9 @@ def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
     miss_b, miss_a = na - nb, nb - na
     miss_b["1"] = max(0, miss_b["1"] - _ones(b))
     miss_a["1"] = max(0, miss_a["1"] - _ones(a))
-    if lenient:
+    if lenient:  # "one" as a pronoun ("if one is a rotation of the other") stands for no 1
+        miss_b["1"] = max(0, (na - nb)["1"] - len(_ONE_COUNT.findall(b)))
+        miss_a["1"] = max(0, (nb - na)["1"] - len(_ONE_COUNT.findall(a)))
         miss_b, miss_a = _excused(miss_b, b), _excused(miss_a, a)
         missing_ok = sum(miss_b.values()) == 0
         ok = missing_ok and (sum(miss_a.values()) <= max_extra or _small(miss_a, b))
