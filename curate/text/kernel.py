@@ -561,6 +561,20 @@ def _compose_span(data, start, i, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk
     return (p if m >= 0 else -1), m, last_run
 
 
+@_jit_inline
+def _put_a(mid, m, cp, f, last_run, a_off, a_pool):
+    """Append code point `cp`'s table-A output (flags `f`) to mid[m:], with the reference's "^" / "_" before
+    a superscript / subscript run. Returns (m, run state)."""
+    run = f & 6
+    if run != 0 and run != last_run:
+        mid[m] = 94 if run == 2 else 95
+        m += 1
+    for k in range(a_off[cp], a_off[cp + 1]):
+        mid[m] = a_pool[k]
+        m += 1
+    return m, run
+
+
 @_jit
 def _stage_a_composing(data, start, end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off, p_pool, dk, d_off,
                        d_pool, ck, cv, lk, l_off, l_pool):
@@ -580,14 +594,7 @@ def _stage_a_composing(data, start, end, mid, seg, dbuf, a_off, a_pool, a_flag, 
             if i < 0:
                 return -1
             continue
-        run = f & 6
-        if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
-            mid[m] = 94 if run == 2 else 95
-            m += 1
-        last_run = run
-        for k in range(a_off[cp], a_off[cp + 1]):
-            mid[m] = a_pool[k]
-            m += 1
+        m, last_run = _put_a(mid, m, cp, f, last_run, a_off, a_pool)
         i += ln
     return m
 
@@ -644,14 +651,7 @@ def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, asc
             if f & 1:  # NFKC may join it with a neighbour: the row's stage A again, with composition
                 bad = True
                 break
-            run = f & 6
-            if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
-                mid[m] = 94 if run == 2 else 95
-                m += 1
-            last_run = run
-            for k in range(a_off[cp], a_off[cp + 1]):
-                mid[m] = a_pool[k]
-                m += 1
+            m, last_run = _put_a(mid, m, cp, f, last_run, a_off, a_pool)
         if bad:
             m = _stage_a_composing(data, offs[r], end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off,
                                    p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
