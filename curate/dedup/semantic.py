@@ -13,8 +13,11 @@ many words replaced, too few shared n-grams, content words replaced) or for a ch
 formula found by its sentence-aligned checks (`RECHECK`) goes to the semantic pair check, but only when the two
 texts keep what those checks align up to moving whole sentences (`order_kept`: each sentence's numbers in
 order, each formula's tokens in order, each negation with its word; no figure code), since real look-alikes
-swap two numbers or two formulas. Precision first: the
-bounds are stricter than those of decontamination (a wrong merge loses a training row).
+swap two numbers or two formulas. An edited copy (`edited_meaning`: one or two short runs of words changed,
+where a clause was added or dropped or a comparison carrier or quantifier replaced: "3 fewer" -> "3 more")
+keeps the graded check's reason, and vetoes a graded merge: hand-written look-alikes are such edits (docs/semantic.md,
+round 7). Precision first: the bounds are stricter than those of decontamination (a wrong merge loses a
+training row).
 
 `semantic_encoder: static+rerank` (the fast path): the embed step writes static vectors (`StaticEmbedder`,
 thousands of texts/s), the neighbour search keeps pairs at a static cosine >= `semantic_static_cosine`
@@ -71,14 +74,14 @@ EDIT_TOKENS = 10  # at most this many tokens changed in all: more is a rewording
 
 
 def edited_meaning(a: str, b: str) -> bool:
-    """Whether `b` is `a` edited in one or two places (`EDIT_BLOCKS` runs of differing words) where an edit
-    changes meaning (at most `EDIT_TOKENS` tokens changed in all): a run of three or more words holding a
+    """Whether `b` is `a` edited in one or two places (`EDIT_BLOCKS` runs of differing words, at most
+    `EDIT_TOKENS` tokens changed in all) where an edit changes meaning: a run of three or more words holding a
     content word added or dropped (a clause: "but one of them dies"; not a framing line such as "please work it
-    out"), or a
-    run whose comparison / operation carriers (`lexicon.CARRIERS`: "fewer" -> "more") or quantifiers ("$5 each"
-    -> "$5 altogether", "both parents" -> "one parent") differ from those of the run it replaces. Such look-alikes keep every number and the
-    question, so the semantic check, which reads whole texts, would not see them; on them the graded check's
-    reason stands. A replaced plain word (a synonym) is no such edit."""
+    out"), or a run whose comparison / operation carriers (`lexicon.CARRIERS`: "fewer" -> "more") or
+    quantifiers ("$5 each" -> "$5 altogether", "both parents" -> "one parent") differ from those of the run it
+    replaces. Such look-alikes keep every number and the question, so the semantic check, which reads whole
+    texts, would not see them; on them the graded check's reason stands. A replaced plain word (a synonym) is
+    no such edit."""
     ta, tb = _EDIT_TOKEN.findall(a.lower()), _EDIT_TOKEN.findall(b.lower())
     ops = [op for op in difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(ops) > EDIT_BLOCKS:
