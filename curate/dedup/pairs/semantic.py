@@ -5,8 +5,9 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
 (`curate/text/embed.py`) is decided here, by what embeddings do not see:
 
 1. **cosine** of the whole texts >= `min_cosine`;
-2. **numbers** (`numbers_of`): the numeric values of both texts, digits and number words alike ("three" = 3,
-   "$1,200" = 1200, "20 percent" = "20%" = 20); a pair is `number_changed` when the values of `a` are not all in
+2. **numbers** (`numbers_of`): the numeric values of both texts, digits and numbers said in words alike ("three"
+   = 3, "$1,200" = 1200, "20 percent" = "20%" = 20, "one third" = 1/3, "twice" = 2, "thirty-three" = 33, "the
+   third day" = "the 3rd day"); a pair is `number_changed` when the values of `a` are not all in
    `b` (as often as in `a`), or when `b` has more than `max_extra_numbers` values `a` lacks (symmetric use:
    dedup checks both ways);
 3. **math** (`math_changed`): the tokens of the LaTeX math regions must agree ("$f(f(x))$" vs "$f(f(g(x)))$",
