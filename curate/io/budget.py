@@ -124,6 +124,25 @@ def release_arrow_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
+def trim_process_memory() -> None:
+    """Hand memory this process no longer uses back to the OS: Arrow's cached pages, then the C heap's free
+    pages (glibc `malloc_trim`; nothing elsewhere). Called where a step that read many tables or built many
+    small objects ends, so the next step of the same process does not start on top of that step's leftovers
+    (measured on the dedup cluster step at 3M rows: 546 -> 486 MB once the step returned)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    release_arrow_memory()
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: nothing to trim
+            pass
+
+
 def open_streaming(source: str | Path | IO[bytes]) -> pq.ParquetFile:
     """A Parquet file (path or binary handle) read page by page (1 MiB reads, no pre-buffering). The default
     reader reads each column chunk whole: work shards of long-response rows have row groups of hundreds of MB
