@@ -56,6 +56,71 @@ def test_numbers_words_and_digits():
     assert not number_verdict("Add 2 and 3.", "Add 2 and 3 and 4.", 0, symmetric=True)[0]
 
 
+def test_numbers_said_in_words():
+    """Fractions, multipliers, compounds and scales said in words are the values their digits would be; an
+    ordinal is its value ("the third day" = "the 3rd day"); "one" and "per second" are no values."""
+    pairs = [("Thirty-three people", "33 people"), ("one third of the calories", "1/3rd of the calories"),
+             ("three quarters of them and one quarter", "3/4 of them and 1/4"), ("four fifths", "4/5"),
+             ("twice as long", "2 times as long"), ("double the time", "two times the time"),
+             ("on the third day", "on the 3rd day"), ("a dozen eggs", "12 eggs"), ("5 thousand", "5,000"),
+             ("half as long", "1/2 as long"), ("the second day", "day 2")]
+    for words, digits in pairs:
+        assert numbers_of(words) == numbers_of(digits), (words, digits)
+    assert not numbers_of("one of them waits a second per second")
+    assert numbers_of("two hundred") == numbers_of("200") != numbers_of("two and a hundred")
+
+
+def test_lenient_numbers_and_the_numbers_rules():
+    """The lenient reading (decontamination's `rules="numbers"`): a 2 said as "squared", one small count spelled
+    out by a rewording pass; a replaced value never does, nor a digit added ("9/2" vs "7/9"), nor a 2 excused by
+    "square root". Below `number_cosine` a pair must share `number_count` values."""
+    item = "Find the distance between the foci of the hyperbola $y^2 - x^2 = 18$ through $(4, 7)$."
+    reworded = "How far apart are the two foci of the hyperbola y squared minus x squared equals 18 through (4, 7)?"
+    assert not number_verdict(item, reworded, 0)[0]
+    assert number_verdict(item, reworded, 0, lenient=True)[0]
+    assert not number_verdict(item, reworded.replace("18", "19"), 0, lenient=True)[0]
+    assert not number_verdict("What is $\\frac{9}{2}$ as a decimal?", "What is $\\frac{7}{9}$ rounded to 2 places?",
+                              0, lenient=True)[0]
+    senate = "A committee has 5 Democrats, 5 Republicans and 1 Independent. Two seatings are equal if one is a rotation."
+    assert not number_verdict(senate, senate.replace(" and 1 Independent", ""), 0, lenient=True)[0]  # a pronoun
+    assert number_verdict("It takes 1 hour.", "It takes one hour.", 0, lenient=True)[0]
+    root = "The square root of $t$ is greater than $2$ and less than $3.5$."
+    assert not number_verdict(root, root.replace("$2$", "$5$"), 0, lenient=True)[0]
+    th = PairThresholds(0.80, 0.75, 0, rules="numbers", number_cosine=0.88, number_count=3)
+    assert pair_verdict(ITEM, QUESTION_CHANGED, 0.9, 0.2, th) is None  # another question: still the item
+    assert pair_verdict(ITEM, NUMBER_CHANGED, 0.99, 1.0, th) == "number_changed"
+    assert pair_verdict(ITEM, REPHRASED, 0.85, None, th) is None  # three values shared
+    two = "Three plus the reciprocal of a number equals 7 divided by that number. What is the number?"
+    assert pair_verdict(two, "One more than the reciprocal of a number is 7/3. What is it?", 0.85, None, th) == \
+        "few_numbers"
+    assert pair_verdict(two, two, 0.95, None, th) is None
+    assert pair_verdict("Evaluate $f(2)$ for $f(x) = 5x^2 + 3$.", "Evaluate $g(2)$ for $g(x) = 5x^2 + 3$.", 0.95,
+                        None, th) == "math_changed"
+
+
+def test_an_edited_copy_is_told_from_a_rewording():
+    """Dedup: a look-alike made by one edit that keeps every number and the question ("3 fewer" -> "3 more", a
+    clause added, "$5 each" -> "$5 altogether", "both parents" -> "one parent") is an edited copy whose graded
+    verdict stands; a synonym swap, a framing line or a moved sentence is not."""
+    from cotforge.curate.dedup.semantic import edited_meaning
+
+    base = ("On a quiz, Nicole answered 3 fewer questions correctly than Kim, and Kim answered 8 more questions "
+            "correctly than Cherry. If Nicole answered 22 correctly, how many did Cherry answer correctly?")
+    assert edited_meaning(base, base.replace("3 fewer", "3 more"))
+    tony = "Tony has two fish. Every year, his parents buy him two more. How many fish will he have in five years?"
+    assert edited_meaning(tony, tony.replace("two more.", "two more, but one of them dies."))
+    pizza = "You get the next 3 medium pizzas for $5 each. What are your total savings?"
+    assert edited_meaning(pizza, pizza.replace("$5 each", "$5 altogether"))
+    play = "There are 6 girls and 8 boys. If both parents of each kid attend, how many parents attend?"
+    assert edited_meaning(play, play.replace("both parents", "one parent"))
+    assert not edited_meaning(base, base.replace("answered", "got").replace("quiz", "test"))  # synonyms
+    assert not edited_meaning(tony, tony + " Please work it out.")  # a framing line
+    assert not edited_meaning(tony, "How many fish will he have in five years? Tony has two fish. Every year, "
+                                    "his parents buy him two more.")  # the question put first
+    assert not edited_meaning(base, "Cherry got some answers right. " + base.replace("On a quiz", "In a test")
+                              .replace("answered", "got").replace("correctly", "right"))  # many changes: reworded
+
+
 def test_question_checks():
     assert question_of(ITEM) == "How many dollars did she spend?"
     assert question_of("Let $x = 2$. Find $x^2$. It is small.") == "Find $x^2$."  # no "?": the last instruction

@@ -14,7 +14,14 @@ import pytest
 from click.testing import CliRunner
 from test_semantic import ITEM, NUMBER_CHANGED, REPHRASED
 
-from cotforge.curate.text.embed import Embedder, exact_cosines, nearest
+from cotforge.curate.text.embed import (
+    FIXED_BATCH,
+    LENGTH_STEP,
+    Embedder,
+    exact_cosines,
+    fixed_batches,
+    nearest,
+)
 from cotforge.pipelines.cli.main import main
 
 REAL = pytest.mark.skipif(importlib.util.find_spec("all_minilm_l6_v2") is None,
@@ -36,15 +43,37 @@ def _problems(shared: Path, name: str, n: int) -> list[str]:
 @REAL
 def test_a_vector_does_not_depend_on_its_batch_mates_or_threads(shared_data):
     """bf16 on this kind of CPU moved a vector by ~1e-3 with its batch's padding and shape, and with one vs two
-    threads; now the bits are equal whatever the text is embedded with."""
+    threads; now the bits are equal whatever the text is embedded with: alone, among others, in another order
+    (so at another position of its fixed-shape batch, with other batch mates), on one or two threads, at
+    widths from 16 to 256 tokens."""
     texts = _problems(shared_data, "deepscaler_math_train.jsonl.gz", 40)
+    texts += [t * k for k, t in enumerate(texts[:24], 1)]  # longer texts: every width up to the token cap
     one = Embedder(threads=1)
     ref = one.encode(texts)
+    lengths = [len(x) for x in one.tokenizer(texts, truncation=True, max_length=one.max_tokens)["input_ids"]]
+    widths = {w for w, _ in fixed_batches(lengths)}
+    assert len(widths) >= 8 and max(widths) == 256
     assert np.array_equal(one.encode([texts[7]])[0], ref[7])
     assert np.array_equal(one.encode(texts[5:12][::-1])[::-1], ref[5:12])
+    perm = np.random.default_rng(3).permutation(len(texts))
+    assert np.array_equal(one.encode([texts[i] for i in perm]), ref[perm])
     two = Embedder(threads=2)
     assert two.precision == one.precision
     assert np.array_equal(two.encode(texts[::-1])[::-1], ref)
+    assert np.array_equal(two.encode([texts[i] for i in perm[:31]]), ref[perm[:31]])
+
+
+def test_fixed_batches_cover_every_row_once_by_width():
+    """Every row in exactly one batch of at most FIXED_BATCH rows, all of one width (its token count rounded up
+    to LENGTH_STEP; an empty text has the width of one step), widest first."""
+    lengths = [1, 16, 17, 0, 40, 33, 3, 250, 16, 15, *range(100, 140)]
+    got = fixed_batches(lengths)
+    rows = [i for _, r in got for i in r]
+    assert sorted(rows) == list(range(len(lengths)))
+    for w, r in got:
+        assert 1 <= len(r) <= FIXED_BATCH
+        assert all(w == max(1, -(-lengths[i] // LENGTH_STEP)) * LENGTH_STEP for i in r)
+    assert [w for w, _ in got] == sorted((w for w, _ in got), reverse=True)
 
 
 def test_nearest_is_exact_whatever_the_block_and_order():

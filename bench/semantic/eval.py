@@ -27,6 +27,8 @@ import numpy as np
 from bench.semantic.lookalikes import CLASSES, build_lookalikes
 from bench.semantic.real import encode_cached
 from bench.semantic.sets import SHARED, build_decontam, build_dedup, digest, recorded
+from bench.semantic.written import build_written_decontam, build_written_dedup
+from bench.semantic.written import recorded as written_recorded
 from cotforge.curate.core.benchmarks import load_benchmarks
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
@@ -55,8 +57,26 @@ def _overrides(cfg, opts: list[str]):
     return replace(cfg, **kw)
 
 
-def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses: bool = False) -> None:
-    rows = [r for r in build_decontam(SHARED) if r.part == part]
+def _decontam_rows(source: str, part: str) -> list:
+    """The part's rows: the generated set, or the hand-written set plus the generated set's clean rows (real
+    training problems) of the same part."""
+    gen = [r for r in build_decontam(SHARED) if r.part == part]
+    if source == "generated":
+        return gen
+    return [r for r in build_written_decontam(SHARED) if r.part == part] + [r for r in gen if r.kind == "clean"]
+
+
+def _dedup_pairs(source: str, part: str) -> list:
+    """The part's labelled pairs; the tuning part of the generated set adds the hand-written look-alike classes."""
+    if source == "written":
+        return [p for p in build_written_dedup(SHARED) if p.part == part]
+    pairs = [p for p in build_dedup(SHARED) if p.part == part]
+    return pairs + build_lookalikes(SHARED) if part == "tune" else pairs
+
+
+def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses: bool = False,
+                  source: str = "generated") -> None:
+    rows = _decontam_rows(source, part)
     cfg = _overrides(DecontamConfig(benchmarks=list(BENCHMARKS), semantic=semantic), opts)
     t0 = time.time()
     d = tempfile.mkdtemp(prefix="semantic_eval_")
@@ -78,8 +98,10 @@ def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses
     print(f"decontam part={part} semantic={semantic} encoder={cfg.semantic_encoder} index {t1 - t0:.1f}s match "
           f"{t2 - t1:.1f}s ({len(rows) / max(t2 - t1, 1e-9):.1f} rows/s); rows kept from the transformer by the "
           f"static encoder: {getattr(matcher._semantic, 'skipped', 0)}")
-    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "clean"):
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "condition_changed", "clean"):
         c = by[kind]
+        if not c["n"]:
+            continue
         print(f"  {kind:17s} {c['flagged']:4d}/{c['n']:4d} = {c['flagged'] / max(c['n'], 1):.3f}  "
               f"right item {c['right_item']}  " + " ".join(f"{k}={v}" for k, v in sorted(c.items()) if k.startswith("kind_")))
     pos = [by[k] for k in ("light", "moderate", "heavy")]
@@ -88,9 +110,9 @@ def eval_decontam(part: str, semantic: bool, opts: list[str], diag: bool, misses
         _diag_decontam(rows, idx, cfg, matcher)
     if misses and semantic:
         _print_misses(rows, found, idx, matcher)
-    if semantic:
+    if semantic and part == "tune":  # the held-out part is reported as counts only
         for r, ms in zip(rows, found, strict=True):
-            if ms and ms[0].match_kind == "semantic" and r.kind in ("number_changed", "question_changed", "clean"):
+            if ms and ms[0].match_kind == "semantic" and not r.contaminated:
                 print(f"  FP [{r.kind}] cos={ms[0].score:.3f} {ms[0].detail}\n")
 
 
@@ -133,7 +155,7 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
     sel = [r for r in rows if r.item_id is not None and (r.benchmark, r.item_id) in where]
     v = emb.encode([r.prompt for r in sel])
     qv = emb.encode([question_of(r.prompt) for r in sel])
-    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "condition_changed"):
         cs, qs, why = [], [], Counter()
         for r, a, qa in zip(sel, v, qv, strict=True):
             if r.kind != kind:
@@ -157,10 +179,8 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
                recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None,
-               precision: str = "auto", max_tokens: int = 256) -> None:
-    pairs = [p for p in build_dedup(SHARED) if p.part == part]
-    if part == "tune":  # hand-written look-alikes of the classes the real-source reading found (tuning only)
-        pairs += build_lookalikes(SHARED)
+               precision: str = "auto", max_tokens: int = 256, source: str = "generated") -> None:
+    pairs = _dedup_pairs(source, part)
     th = DEDUP_DEFAULT
     for o in opts:
         k, v = o.split("=", 1)
@@ -201,7 +221,7 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     wrong = [(i, j) for i, j in got if not (label.get((i, j)) and label[(i, j)].duplicate)]
     right = len(got) - len(wrong)
     print(f"dedup part={part} {len(texts)} texts, {dt:.1f}s ({len(texts) / dt:.1f} texts/s) thresholds {th} {stats}")
-    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", *CLASSES):
+    for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "condition_changed", *CLASSES):
         c = by[kind]
         if not c["n"]:
             continue
@@ -209,7 +229,7 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     pos = [by[k] for k in ("light", "moderate", "heavy")]
     print(f"  reworded recall {sum(c['merged'] for c in pos) / max(sum(c['n'] for c in pos), 1):.3f}  "
           f"precision {right / max(len(got), 1):.4f} ({right} right, {len(wrong)} wrong merges)")
-    for i, j in wrong[:20]:
+    for i, j in wrong[:20] if part == "tune" else ():  # the held-out part: counts only
         k = next((n for n, (x, y) in enumerate(zip(texts[i], texts[j], strict=False)) if x != y), 0)
         at = max(0, k - 60)  # where the two texts start to differ (LeetCode problems share long openings)
         print("  WRONG", label.get((i, j)).kind if (i, j) in label else "unlabelled", "|", texts[i][at:at + 160], "||",
@@ -218,7 +238,7 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
         _print_dedup_misses(texts, vecs, emb, label, got, th, DedupConfig())
     if diag:
         q = emb.encode([question_of(t) for t in texts])
-        for kind in ("light", "moderate", "heavy", "number_changed", "question_changed"):
+        for kind in ("light", "moderate", "heavy", "number_changed", "question_changed", "condition_changed"):
             cs, qs, why = [], [], Counter()
             for (i, j), p in label.items():
                 if p.kind == kind:
@@ -226,6 +246,8 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
                     cs.append(c)
                     qs.append(qc)
                     why[pair_verdict(texts[i], texts[j], c, qc, th, symmetric=True) or "match"] += 1
+            if not cs:
+                continue
             print(f"  diag {kind:17s} cos p5/p50 {np.percentile(cs, 5):.3f}/{np.median(cs):.3f} "
                   f"qcos p5/p50 {np.percentile(qs, 5):.3f}/{np.median(qs):.3f} {dict(why)}")
 
@@ -254,6 +276,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", choices=("tune", "held"), default="tune")
+    ap.add_argument("--source", choices=("generated", "written"), default="generated",
+                    help="the rule-generated sets (bench/semantic/sets.py) or the hand-written ones (bench/semantic/written.py)")
     ap.add_argument("--set", dest="which", choices=("decontam", "dedup", "both"), default="both")
     ap.add_argument("--off", action="store_true", help="decontamination without the semantic tier")
     ap.add_argument("--diag", action="store_true")
@@ -270,18 +294,25 @@ def main() -> None:
                     "least static cosine (decontamination: --set-opt semantic_encoder=static+rerank)")
     args = ap.parse_args()
     if args.part == "held":
-        rec = recorded()
-        got = {"decontam": digest([r for r in build_decontam(SHARED) if r.part == "held"]),
-               "dedup": digest([p for p in build_dedup(SHARED) if p.part == "held"])}
+        if args.source == "written":
+            rec = written_recorded()
+            got = {"decontam": digest([r for r in build_written_decontam(SHARED) if r.part == "held"]),
+                   "dedup": digest([p for p in build_written_dedup(SHARED) if p.part == "held"])}
+        else:
+            rec = recorded()
+            got = {"decontam": digest([r for r in build_decontam(SHARED) if r.part == "held"]),
+                   "dedup": digest([p for p in build_dedup(SHARED) if p.part == "held"])}
         if got != rec:
             sys.exit(f"held-out digests {got} differ from the recorded {rec}")
     if args.which in ("decontam", "both"):
         enc = [f"semantic_precision={args.precision}", f"semantic_max_tokens={args.max_tokens}"]
-        eval_decontam(args.part, not args.off, enc + args.set_opt, args.diag, args.misses and args.part == "tune")
+        eval_decontam(args.part, not args.off, enc + args.set_opt, args.diag, args.misses and args.part == "tune",
+                      args.source)
     if args.which in ("dedup", "both"):
         recheck = tuple(RECHECK) if args.recheck == "" else tuple(x for x in args.recheck.split(",") if x != "none")
         eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded, recheck,
-                   args.misses and args.part == "tune", args.dedup_static, args.precision, args.max_tokens)
+                   args.misses and args.part == "tune", args.dedup_static, args.precision, args.max_tokens,
+                   args.source)
 
 
 if __name__ == "__main__":

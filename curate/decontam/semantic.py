@@ -6,9 +6,15 @@ n-grams with the original for them. This tier embeds every benchmark problem onc
 under semantic/ and cached on disk by model and texts), then, for each row no other tier flagged, embeds its
 prompt (the first `semantic_response_chars` characters of the response when the prompt is empty), takes the
 `semantic_top_k` nearest items by cosine (the row vectors shared by the run's tasks through INDEX/semantic/rows/,
-`VectorStore`: a problem repeated across tasks is embedded about once) and lets the numbers- and question-aware pair check decide
-(`curate/dedup/pairs/semantic.py`: every number of the item in the row, the same question). A flagged row gets the
-match kind `semantic`, score = the cosine, and in `matches` the aligned numbers and both texts.
+`VectorStore`: a problem repeated across tasks is embedded about once) and lets the pair check decide
+(`curate/dedup/pairs/semantic.py`). By default (`semantic_rules: numbers`) that is the cosine, the numbers
+and the formulas: every value of the item in the row, read from digits and words alike ("one third" = 1/3),
+one small count the rewording spells out in words allowed; below `semantic_number_cosine` the pair must also
+share `semantic_number_count` values; the formula tokens agree up to restatement in words. An item's story
+and numbers with another question asked count as the item, as for the lexical tiers; a changed number never
+does. `semantic_rules: full` adds dedup's term, condition and question rules (fewer rephrasings caught;
+docs/semantic.md, round 7). A flagged row gets the match kind `semantic`, score = the
+cosine, and in `matches` the aligned numbers and both texts.
 
 Off by default (`--semantic` turns it on): it costs a transformer forward pass per distinct prompt (see
 docs/semantic.md for rows/s on 2 cores). `semantic_encoder: static+rerank` puts a static embedding distilled
@@ -52,7 +58,8 @@ SHOWN_CHARS = 600  # texts kept in a semantic match's detail
 
 def thresholds(cfg: DecontamConfig) -> PairThresholds:
     """The pair-check bounds of a decontamination config."""
-    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers)
+    return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers,
+                          cfg.semantic_rules, cfg.semantic_number_cosine, cfg.semantic_number_count)
 
 
 def make_embedder(cfg: DecontamConfig) -> Embedder:
@@ -223,7 +230,8 @@ class SemanticTier:
         for i, e, c in cands:
             qc = exact_cosine(qv[i], self.qvecs[e])
             if pair_verdict(self.items[e], texts[i], c, qc, self.th) is None:
-                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers)[1]
+                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers,
+                                      lenient=self.th.rules == "numbers")[1]
                 out[i].append(SemanticHit(e, c, qc, nums))
         for hits in out:
             hits.sort(key=lambda h: -h.cosine)

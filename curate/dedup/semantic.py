@@ -25,7 +25,9 @@ the verdicts are those of the transformer path.
 
 from __future__ import annotations
 
+import difflib
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs.lexicon import CARRIERS, FUNCTION_WORDS, INSTRUCTION_WORDS
 from cotforge.curate.dedup.pairs.semantic import (
     PairThresholds,
     order_kept,
@@ -55,6 +58,47 @@ REWORDING_REASONS = frozenset({"reworded_too_much", "below_threshold", "content_
 # formulas and strict carriers over the whole texts and the question sentences by meaning (chosen on
 # bench/semantic/sets.py's tuning part: recall 0.759 -> 0.933 at precision 0.980 -> 0.987)
 RECHECK: frozenset[str] = frozenset({"number_changed", "question_changed", "name_changed", "math_changed"})
+
+
+EDIT_BLOCKS = 2  # two texts that differ in at most this many runs of words may be an edited copy
+_EDIT_TOKEN = re.compile(r"\w+|[^\w\s]")
+# words whose replacement changes what is counted: quantifiers and the sides of a stock
+_QUANTIFIERS = {w: g for g, ws in {"each": "each every per", "both": "both", "either": "either neither",
+                                     "only": "only just", "all": "all", "none": "none", "one": "one",
+                                     "left": "left remaining"}.items() for w in ws.split()}
+_FRAMING = frozenset("word try use facts fact background information info following consider note here".split())
+EDIT_TOKENS = 10  # at most this many tokens changed in all: more is a rewording, not an edit
+
+
+def edited_meaning(a: str, b: str) -> bool:
+    """Whether `b` is `a` edited in one or two places (`EDIT_BLOCKS` runs of differing words) where an edit
+    changes meaning (at most `EDIT_TOKENS` tokens changed in all): a run of three or more words holding a
+    content word added or dropped (a clause: "but one of them dies"; not a framing line such as "please work it
+    out"), or a
+    run whose comparison / operation carriers (`lexicon.CARRIERS`: "fewer" -> "more") or quantifiers ("$5 each"
+    -> "$5 altogether", "both parents" -> "one parent") differ from those of the run it replaces. Such look-alikes keep every number and the
+    question, so the semantic check, which reads whole texts, would not see them; on them the graded check's
+    reason stands. A replaced plain word (a synonym) is no such edit."""
+    ta, tb = _EDIT_TOKEN.findall(a.lower()), _EDIT_TOKEN.findall(b.lower())
+    ops = [op for op in difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(ops) > EDIT_BLOCKS:
+        return False
+    if sum(i2 - i1 + j2 - j1 for _, i1, i2, j1, j2 in ops) > EDIT_TOKENS:
+        return False
+    for tag, i1, i2, j1, j2 in ops:
+        words = ta[i1:i2] + tb[j1:j2]
+        content = [w for w in words if len(w) > 2 and w.isalpha() and w not in FUNCTION_WORDS
+                   and w not in INSTRUCTION_WORDS and w not in _FRAMING]
+        if tag != "replace" and len(words) >= 3 and content:
+            return True
+        if _marks(ta[i1:i2]) != _marks(tb[j1:j2]):
+            return True
+    return False
+
+
+def _marks(words: list[str]) -> set:
+    """The carrier groups and quantifiers among `words` (what an edit may not change)."""
+    return {CARRIERS[w] for w in words if w in CARRIERS} | {_QUANTIFIERS[w] for w in words if w in _QUANTIFIERS}
 
 
 def neighbour_pairs(vecs: np.ndarray, top_k: int, min_cosine: float, block: int = 1024,
@@ -102,12 +146,16 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
                 if x not in norms:
                     norms[x] = normalize(texts[x], cfg.norm)
             graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
-            if graded is None and (veto := veto_verdict(texts[i], texts[j])):
+            if graded is None and (veto := veto_verdict(texts[i], texts[j])
+                                   or ("edited" if edited_meaning(texts[i], texts[j]) else None)):
                 stats[f"vetoed_{veto}"] = stats.get(f"vetoed_{veto}", 0) + 1
                 continue
             if graded is None:
                 merged.append((i, j, c))
                 stats["graded_merged"] = stats.get("graded_merged", 0) + 1
+                continue
+            if graded != "below_threshold" and edited_meaning(texts[i], texts[j]):
+                stats[f"edited_{graded}"] = stats.get(f"edited_{graded}", 0) + 1
                 continue
             if graded_only or (graded not in REWORDING_REASONS and graded not in recheck):
                 stats[f"graded_{graded}"] = stats.get(f"graded_{graded}", 0) + 1

@@ -107,7 +107,8 @@ def native_bf16(device: str) -> bool:
     return any(f() for f in checks if f is not None)
 
 
-LENGTH_STEP = 16  # a text is padded (alone) to a multiple of this many tokens
+LENGTH_STEP = 16  # a text is padded to a multiple of this many tokens (its width)
+FIXED_BATCH = 8  # texts of one width run in batches of exactly this many rows
 FIXED_SCALE = 2.0 ** 24  # vectors as integers of 2^-24: float16 values exactly, float32 to ~6e-8
 SHORTLIST_MARGIN = 8  # extra neighbours re-scored exactly, so a float rounding cannot swap the k-th one out
 EXACT_BLOCK = 1 << 24  # int64 products held at once while re-scoring (128 MiB)
@@ -167,6 +168,16 @@ def nearest(q: np.ndarray, vecs: np.ndarray, k: int, tie: np.ndarray | None = No
     ties = short if tie is None else tie[short]
     order = np.lexsort((ties, -exact), axis=1)[:, :min(k, s)]
     return np.take_along_axis(short, order, axis=1), np.take_along_axis(exact, order, axis=1)
+
+
+def fixed_batches(lengths: list[int]) -> list[tuple[int, list[int]]]:
+    """(width, rows) batches of at most FIXED_BATCH texts of one width (token count rounded up to LENGTH_STEP),
+    widest first so parallel lanes end together; rows in input order within a width."""
+    by: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        by.setdefault(max(1, -(-n // LENGTH_STEP)) * LENGTH_STEP, []).append(i)
+    return [(w, rows[k:k + FIXED_BATCH]) for w in sorted(by, reverse=True)
+            for rows in [by[w]] for k in range(0, len(rows), FIXED_BATCH)]
 
 
 @contextlib.contextmanager
@@ -287,14 +298,18 @@ class EmbedStats:
 class Embedder:
     """Unit-length float32 sentence embeddings of texts with one local encoder model (see the module docstring).
 
-    A text's vector depends on the text alone. Batched, it did not: padding to the longest text of the batch and
-    the matrix kernels torch picks by batch shape and thread count moved bf16 vectors by up to ~1e-3 (fp32 by
-    ~1e-7) between batch compositions and between one and two threads (docs/semantic.md, round 6), enough to
-    move a cosine across a threshold, so the same input could give other shards with other worker counts or
-    another task order. So each text runs alone, padded to a multiple of LENGTH_STEP tokens (a shape fixed by
-    the text itself; few shapes, so oneDNN's per-shape kernels and caches stay small: ~150 MB instead of ~450
-    MB over 800 short prompts), on one torch thread; several texts run at once on Python threads (torch
-    releases the GIL inside its kernels)."""
+    A text's vector depends on the text alone. Batched as usual, it did not: padding to the longest text of the
+    batch and the matrix kernels torch picks by batch shape and thread count moved bf16 vectors by up to ~1e-3
+    (fp32 by ~1e-7) between batch compositions and between one and two threads (docs/semantic.md, round 6),
+    enough to move a cosine across a threshold, so the same input could give other shards with other worker
+    counts or another task order. So every matrix product has a shape fixed by the text itself: a text is
+    padded to a multiple of LENGTH_STEP tokens (its width), and texts of one width run in batches of exactly
+    FIXED_BATCH rows (the last batch of a width filled with copies of its first row), on one torch thread.
+    Within one fixed shape a row's result does not depend on its position or its batch mates (every row's sums
+    run in the same order; checked on shuffled batches at every width in tests/test_semantic_determinism.py),
+    and the few shapes keep oneDNN's per-shape kernels and caches small. Several batches run at once on Python
+    threads (torch releases the GIL inside its kernels). Batches of 8 embed ~1.9x the texts/s of texts run
+    alone on this CPU (bf16, docs/semantic.md)."""
 
     def __init__(self, model: str | None = WHEEL_MODEL, *, device: str = "cpu", max_tokens: int = 256,
                  threads: int | None = None, precision: str = "fp32"):
@@ -340,23 +355,24 @@ class Embedder:
 
     @property
     def cache_tag(self) -> str:
-        """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and "solo16": each
-        text embedded alone, padded to a multiple of 16 tokens, so vectors cached by earlier encoders are not
-        reused): part of every on-disk cache key of embeddings."""
-        return f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}\0solo{LENGTH_STEP}"
+        """What the vectors depend on besides the texts (model folder, token cap, arithmetic, and the fixed shapes:
+        "fixed8w16", batches of 8 texts padded to a multiple of 16 tokens, so vectors cached by earlier encoders
+        are not reused): part of every on-disk cache key of embeddings."""
+        return (f"{self.model_dir.resolve()}\0{self.max_tokens}\0{self.precision}"
+                f"\0fixed{FIXED_BATCH}w{LENGTH_STEP}")
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[len(texts), dim] float32 embeddings (unit length when the model normalises); "" and None embed as
-        the empty text. Batch-invariant: each text runs alone, at a token length fixed by itself, on one torch thread
-        (`threads` texts at a time on as many Python threads), so its vector is the same bits whatever texts
-        it is encoded with and however many threads the task has (see the class docstring)."""
+        the empty text. Batch-invariant: every product has a shape fixed by the text (its width, FIXED_BATCH
+        rows), on one torch thread, so a text's vector is the same bits whatever texts it is encoded with and
+        however many threads the task has (see the class docstring)."""
         t0 = time.time()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         ids = self.tokenizer([t or "" for t in texts], truncation=True, max_length=self.max_tokens)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # longest first: the threads end together
-        lanes = [order[w::self.threads] for w in range(min(self.threads, len(order)))]
+        batches = fixed_batches([len(x) for x in ids])
+        lanes = [batches[w::self.threads] for w in range(min(self.threads, len(batches)))]
         with _one_torch_thread():
             if len(lanes) == 1:
                 self._run_lane(lanes[0], ids, out)
@@ -368,21 +384,24 @@ class Embedder:
         self.stats.seconds += time.time() - t0
         return out
 
-    def _run_lane(self, rows: list[int], ids: list[list[int]], out: np.ndarray) -> None:
-        """Embed `rows` one text at a time into `out` (inference mode and autocast are per thread)."""
+    def _run_lane(self, batches: list[tuple[int, list[int]]], ids: list[list[int]], out: np.ndarray) -> None:
+        """Embed each (width, rows) batch into `out` as FIXED_BATCH x width token ids, rows beyond `rows` filled
+        with copies of its first row (inference mode and autocast are per thread)."""
         import torch
 
         bf16 = torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16")
         with torch.inference_mode(), bf16:
-            for i in rows:
-                n = len(ids[i])
-                width = -(-n // LENGTH_STEP) * LENGTH_STEP  # the text's own length, rounded up: few shapes
-                x = torch.full((1, width), self.pad_id, dtype=torch.long, device=self.device)
-                x[0, :n] = torch.tensor(ids[i], dtype=torch.long)
+            for width, rows in batches:
+                x = torch.full((FIXED_BATCH, width), self.pad_id, dtype=torch.long)
                 mask = torch.zeros_like(x)
-                mask[0, :n] = 1
+                for r, i in enumerate(rows):
+                    x[r, :len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[r, :len(ids[i])] = 1
+                x[len(rows):], mask[len(rows):] = x[0], mask[0]
+                x, mask = x.to(self.device), mask.to(self.device)
                 hidden = self.model(input_ids=x, attention_mask=mask).last_hidden_state
-                out[i] = self._pool(hidden, mask)[0].float().cpu().numpy()
+                vecs = self._pool(hidden, mask).float().cpu().numpy()
+                out[rows] = vecs[:len(rows)]
 
     def _pool(self, hidden, mask):
         import torch

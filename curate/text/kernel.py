@@ -7,16 +7,18 @@ faster. The per-character steps of `normalize._chars` become two lookup tables b
 - stage A, per input code point: the pre-NFKC maps (superscripts, subscripts, vulgar fractions, combining
   accents), NFKC and lower-casing, giving a short string of intermediate code points, plus flags: the code point
   starts a superscript / subscript run (the reference inserts `^` / `_`, a word break), or NFKC may join it with
-  its neighbour (combining marks, second halves of compositions, Hangul vowel / final jamo), which the table
-  cannot express;
+  its neighbour (combining marks, second halves of compositions, Hangul vowel / final jamo), which a
+  per-character table cannot express: such a character's span goes through a compiled NFKC (canonical classes,
+  decompositions, composition pairs and `str.lower` as tables from `unicodedata`, Hangul by arithmetic), from
+  the last character NFKC never joins with what precedes it to the next one;
 - stage B, per intermediate code point: the Unicode-math map and the LaTeX command map of what it inserts
   (`≤` -> ` \\leq ` -> `leq`), then punctuation to a space, as the UTF-8 bytes it contributes.
 
 One compiled pass per text decodes the UTF-8, applies both tables, merges `<=` / `>=`, runs the LaTeX rules
 (`\\frac12`, environments, commands) and the code-fence rule with look-ahead, splits ASCII letters from digits,
-collapses spaces and strips the ends. A text holding a code point NFKC may compose with its neighbour is flagged
-by the same pass and takes `normalize`; instruction wrappers are removed from the kernel's output by the batch
-wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
+collapses spaces and strips the ends. Only a text with a surrogate, a composition span of over `SEG_CAP` code
+points or over `BIG_ROW` bytes takes `normalize`; instruction wrappers are removed from the kernel's output by
+the batch wrapper step of `normalize` (it reads normalised text only). So `normalize_many(texts)[i] == normalize(texts[i])`
 for every text (tests/test_kernel.py fuzzes it on real corpora and adversarial Unicode).
 
 `hash_words_ngrams` reads the normalised column once more, 8 bytes at a time, and returns the word hashes of
@@ -57,11 +59,15 @@ log = logging.getLogger(__name__)
 
 N_CP = 0x110000
 # stage A flags
-FALLBACK = 1  # NFKC may combine this code point with a neighbour: the text takes `normalize`
+COMPOSE = 1  # NFKC may join this code point with a neighbour: its span takes the composition path
 SUP = 2
 SUB = 4
+HARD = 8  # no compiled path (a surrogate): the text takes `normalize`
 BIG_ROW = 1 << 20  # texts over 1 MB take `normalize` (the kernel's buffers are ~20-40x a text's size at worst)
-TABLE_VERSION = 3  # bump when a table rule changes (part of the cache file name)
+SEG_CAP = 1024  # code points of one composition span; a longer one (a letter under 1,000+ marks) -> `normalize`
+TABLE_VERSION = 4  # bump when a table rule changes (part of the cache file name)
+_HANGUL_S, _HANGUL_L, _HANGUL_V, _HANGUL_T = 0xAC00, 0x1100, 0x1161, 0x11A7
+_HANGUL_N, _HANGUL_TN, _HANGUL_COUNT = 588, 28, 11172
 
 
 def _may_compose() -> set[int]:
@@ -95,18 +101,61 @@ def _b_output(d: str) -> str:
     return " " + " ".join(words(s)) + " "  # the whole chain on the math map's LaTeX (no wrappers in it)
 
 
+def _sparse(items: list[tuple[int, list[int]]], key_dtype=np.int32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted keys, offsets, pool) of a map code point -> code points (keys sorted, binary-searched)."""
+    items = sorted(items)
+    keys = np.array([k for k, _ in items], dtype=key_dtype)
+    off = np.cumsum([0] + [len(v) for _, v in items]).astype(np.int32)
+    pool = np.array([c for _, v in items for c in v] or [0], dtype=np.int32)
+    return keys, off, pool
+
+
+def _composition_tables() -> dict[str, np.ndarray]:
+    """What the compiled NFKC of a span needs (Python's `unicodedata` is the source of every entry):
+    canonical combining classes (full table), the NFKD of every code point that has one (Hangul syllables
+    aside: arithmetic), the primary composites keyed by their pair (a << 21 | b; exclusions and singletons
+    left out by asking NFC itself), `str.lower` where it changes a code point, and the pre-NFKC map."""
+    ccc = np.zeros(N_CP, dtype=np.uint8)
+    dec: list[tuple[int, list[int]]] = []
+    low: list[tuple[int, list[int]]] = []
+    pairs: list[tuple[int, list[int]]] = []
+    for i in range(N_CP):
+        if 0xD800 <= i < 0xE000:
+            continue
+        c = chr(i)
+        ccc[i] = unicodedata.combining(c)
+        if not _HANGUL_S <= i < _HANGUL_S + _HANGUL_COUNT:
+            d = unicodedata.normalize("NFKD", c)
+            if d != c:
+                dec.append((i, [ord(x) for x in d]))
+            raw = unicodedata.decomposition(c).split()
+            if len(raw) == 2 and not raw[0].startswith("<"):
+                a, b = int(raw[0], 16), int(raw[1], 16)
+                if unicodedata.normalize("NFC", chr(a) + chr(b)) == c:
+                    pairs.append(((a << 21) | b, [i]))
+        lc = c.lower()
+        if lc != c:
+            low.append((i, [ord(x) for x in lc]))
+    dk, d_off, d_pool = _sparse(dec)
+    lk, l_off, l_pool = _sparse(low)
+    pk, p_off, p_pool = _sparse([(ord(k), [ord(x) for x in v]) for k, v in mathmap.PRE_NFKC.items()])
+    ck, _, cv = _sparse(pairs, key_dtype=np.int64)
+    return {"ccc": ccc, "dk": dk, "d_off": d_off, "d_pool": d_pool, "lk": lk, "l_off": l_off, "l_pool": l_pool,
+            "pk": pk, "p_off": p_off, "p_pool": p_pool, "ck": ck, "cv": cv}
+
+
 def _build_tables() -> dict[str, np.ndarray]:
-    """All four tables (a few seconds: one pass over every code point)."""
+    """All tables (a few seconds: one pass over every code point)."""
     maybe = _may_compose()
     pre = mathmap.PRE_NFKC
     a_off = np.zeros(N_CP + 1, dtype=np.int32)
     a_flag = np.zeros(N_CP, dtype=np.uint8)
     a_pool: list[int] = []
-    b_cache: dict[int, bytes] = {}
+    slow_max = 0  # the most code points one input character can become on the composition path
     for i in range(N_CP):
         a_off[i] = len(a_pool)
         if 0xD800 <= i < 0xE000:
-            a_flag[i] = FALLBACK
+            a_flag[i] = COMPOSE | HARD
             continue
         c = chr(i)
         if c in mathmap.SUPERSCRIPTS:
@@ -114,32 +163,27 @@ def _build_tables() -> dict[str, np.ndarray]:
         if c in mathmap.SUBSCRIPTS:
             a_flag[i] |= SUB
         s = pre.get(c, c)  # the pre-NFKC maps' outputs go through NFKC too ("ẛ" -> "ſ" -> "s")
+        slow_max = max(slow_max, sum(len(x.lower()) for x in unicodedata.normalize("NFKD", s)))
         if any(not ch.isascii() and _unstable(ch, maybe) for ch in s):
-            a_flag[i] |= FALLBACK
+            # the composition path reads such a character as itself: one the pre-NFKC map changes has none
+            a_flag[i] |= COMPOSE if s == c else COMPOSE | HARD
             continue
         s = unicodedata.normalize("NFKC", s)
         s = s.lower()
         a_pool.extend(map(ord, s))
-        for ch in s:
-            if ord(ch) not in b_cache:
-                b_cache[ord(ch)] = _b_output(ch).encode("utf-8")
     a_off[N_CP] = len(a_pool)
     b_off = np.zeros(N_CP + 1, dtype=np.int32)
     b_pool = bytearray()
-    for i in range(N_CP):
+    for i in range(N_CP):  # every code point: the composition path may write any NFKC + lower output
         b_off[i] = len(b_pool)
-        if i in b_cache:
-            b_pool += b_cache[i]
-        elif 0xD800 <= i < 0xE000:
-            b_pool += b" "
-        else:
-            b_pool += _b_output(chr(i)).encode("utf-8") if i < 0x80 or chr(i).isalnum() else b" "
+        b_pool += b" " if 0xD800 <= i < 0xE000 else _b_output(chr(i)).encode("utf-8")
     b_off[N_CP] = len(b_pool)
     le = (" " + " ".join(words("<=")) + " ").encode()
     ge = (" " + " ".join(words(">=")) + " ").encode()
     return {"a_off": a_off, "a_pool": np.array(a_pool, dtype=np.int32), "a_flag": a_flag, "b_off": b_off,
             "b_pool": np.frombuffer(bytes(b_pool), dtype=np.uint8), "le": np.frombuffer(le, dtype=np.uint8),
-            "ge": np.frombuffer(ge, dtype=np.uint8)}
+            "ge": np.frombuffer(ge, dtype=np.uint8), "slow_max": np.array([slow_max], dtype=np.int64),
+            **_composition_tables()}
 
 
 @lru_cache(maxsize=1)
@@ -340,16 +384,235 @@ def _fence_end(mid, j, m):
     return k if k == m or mid[k] == 10 else -1
 
 
+@_jit_inline
+def _decode(data, i):
+    """The code point of the UTF-8 character at data[i] and its length in bytes."""
+    b0 = data[i]
+    if b0 < 0x80:
+        return np.int64(b0), 1
+    if b0 < 0xE0:
+        return (np.int64(b0 & 0x1F) << 6) | np.int64(data[i + 1] & 0x3F), 2
+    if b0 < 0xF0:
+        return ((np.int64(b0 & 0x0F) << 12) | (np.int64(data[i + 1] & 0x3F) << 6)
+                | np.int64(data[i + 2] & 0x3F)), 3
+    return ((np.int64(b0 & 0x07) << 18) | (np.int64(data[i + 1] & 0x3F) << 12)
+            | (np.int64(data[i + 2] & 0x3F) << 6) | np.int64(data[i + 3] & 0x3F)), 4
+
+
+@_jit_inline
+def _find(keys, x):
+    """Index of `x` in the sorted array `keys`, or -1."""
+    k = np.searchsorted(keys, x)
+    return k if k < len(keys) and keys[k] == x else -1
+
+
+@_jit_inline
+def _pair(a, b, ck, cv):
+    """The primary composite of the pair (a, b), or -1 (Hangul by arithmetic, the rest from the pair table)."""
+    if 0x1100 <= a < 0x1113 and 0x1161 <= b < 0x1176:
+        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28
+    if 0xAC00 <= a < 0xAC00 + 11172 and (a - 0xAC00) % 28 == 0 and 0x11A8 <= b < 0x11C3:
+        return a + (b - 0x11A7)
+    k = _find(ck, (np.int64(a) << 21) | np.int64(b))
+    return cv[k] if k >= 0 else -1
+
+
+@_jit
+def _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool):
+    """Append `str.lower(NFKC(seg[:n]))` to mid[m:] (Unicode's algorithm: full compatibility decomposition,
+    canonical ordering of each run of non-starters, canonical composition); returns the new m, or -1 when
+    the span is too long for the buffers (the text then takes `normalize`). `seg` starts at a code point
+    NFKC never joins with what precedes it, and the caller ends it before the next one, so the span's NFKC
+    is independent of its neighbours."""
+    nd = 0
+    for s in range(n):
+        cp = seg[s]
+        if nd + 32 > len(dbuf):
+            return -1
+        if 0xAC00 <= cp < 0xAC00 + 11172:  # Hangul syllable: L V (T) by arithmetic
+            x = cp - 0xAC00
+            dbuf[nd] = 0x1100 + x // 588
+            dbuf[nd + 1] = 0x1161 + (x % 588) // 28
+            nd += 2
+            if x % 28:
+                dbuf[nd] = 0x11A7 + x % 28
+                nd += 1
+            continue
+        k = _find(dk, cp)
+        if k < 0:
+            dbuf[nd] = cp
+            nd += 1
+        else:
+            for q in range(d_off[k], d_off[k + 1]):
+                dbuf[nd] = d_pool[q]
+                nd += 1
+    i = 0
+    while i < nd:  # canonical ordering: a stable insertion sort of each run of non-starters by class
+        if ccc[dbuf[i]] == 0:
+            i += 1
+            continue
+        j = i
+        while j < nd and ccc[dbuf[j]] != 0:
+            j += 1
+        for a in range(i + 1, j):
+            x = dbuf[a]
+            cx = ccc[x]
+            b = a - 1
+            while b >= i and ccc[dbuf[b]] > cx:
+                dbuf[b + 1] = dbuf[b]
+                b -= 1
+            dbuf[b + 1] = x
+        i = j
+    if nd == 0:
+        return m
+    starter = 0
+    last = np.int64(ccc[dbuf[0]])
+    if last != 0:
+        last = 256  # a span starting with a non-starter: nothing composes until a starter
+    w = 1
+    for r in range(1, nd):
+        ch = dbuf[r]
+        cc = np.int64(ccc[ch])
+        if last < cc or last == 0:  # not blocked from the last starter
+            comp = _pair(dbuf[starter], ch, ck, cv)
+            if comp >= 0:
+                dbuf[starter] = comp
+                continue
+        if cc == 0:
+            starter = w
+        last = cc
+        dbuf[w] = ch
+        w += 1
+    if m + 2 * w > len(mid):
+        return -1
+    for r in range(w):
+        cp = dbuf[r]
+        k = _find(lk, cp)
+        if k < 0:
+            mid[m] = cp
+            m += 1
+        else:
+            for q in range(l_off[k], l_off[k + 1]):
+                mid[m] = l_pool[q]
+                m += 1
+    return m
+
+
+@_jit
+def _compose_span(data, start, i, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk, p_off, p_pool, dk, d_off,
+                  d_pool, ck, cv, lk, l_off, l_pool):
+    """Stage A from the character at data[i], which NFKC may join with a neighbour, to the next character it
+    never joins (exclusive), through the composition path: returns (that character's byte index, m,
+    run state), the index -1 when the text must take `normalize`.
+
+    The span starts at the head, the last character before i that wrote something (a dropped combining
+    accent writes nothing and is skipped, as the reference drops it before NFKC): its table-A output in
+    mid is taken back and redone with the span. Each pre-NFKC code point that NFKC never joins with what
+    precedes it starts a new segment; `_nfkc_lower` does each segment."""
+    h = -1
+    j = i
+    while j > start:
+        j -= 1
+        while j > start and (data[j] & 0xC0) == 0x80:
+            j -= 1
+        cp, _ = _decode(data, j)
+        if a_flag[cp] & 1:
+            return -1, m, 0
+        if a_off[cp + 1] > a_off[cp]:
+            h = j
+            break
+    p = i
+    if h >= 0:
+        cp, _ = _decode(data, h)
+        m -= a_off[cp + 1] - a_off[cp]  # its run marker, if any, stays
+        p = h
+    n = 0
+    last_run = 0
+    while p < end:
+        cp, ln = _decode(data, p)
+        f = a_flag[cp]
+        if f & 8:
+            return -1, m, 0
+        if f & 1:  # joins: read as itself (the pre-NFKC map changes no such character)
+            if n >= len(seg):
+                return -1, m, 0
+            seg[n] = cp
+            n += 1
+            last_run = 0
+        elif a_off[cp + 1] > a_off[cp]:
+            if p != h:  # the next character NFKC never joins: the span ends
+                break
+            k = _find(pk, cp)  # the head, as the pre-NFKC map leaves it: each code point starts a segment
+            if k < 0:
+                seg[0] = cp
+                n = 1
+            else:
+                for q in range(p_off[k], p_off[k + 1]):
+                    m = _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+                    if m < 0:
+                        return -1, m, 0
+                    seg[0] = p_pool[q]
+                    n = 1
+            last_run = f & 6
+        else:  # a dropped combining accent
+            last_run = 0
+        p += ln
+    m = _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+    return (p if m >= 0 else -1), m, last_run
+
+
+@_jit_inline
+def _put_a(mid, m, cp, f, last_run, a_off, a_pool):
+    """Append code point `cp`'s table-A output (flags `f`) to mid[m:], with the reference's "^" / "_" before
+    a superscript / subscript run. Returns (m, run state)."""
+    run = f & 6
+    if run != 0 and run != last_run:
+        mid[m] = 94 if run == 2 else 95
+        m += 1
+    for k in range(a_off[cp], a_off[cp + 1]):
+        mid[m] = a_pool[k]
+        m += 1
+    return m, run
+
+
+@_jit
+def _stage_a_composing(data, start, end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off, p_pool, dk, d_off,
+                       d_pool, ck, cv, lk, l_off, l_pool):
+    """Stage A of one text that holds a character NFKC may join with a neighbour: table A as in
+    `_normalize_kernel`, each such character's span through `_compose_span`. Returns the code points written
+    to `mid`, or -1 when the text must take `normalize`. Apart from the main loop, so that loop stays as
+    tight as it is for the texts that need no composition (nearly all)."""
+    m = 0
+    last_run = 0
+    i = start
+    while i < end:
+        cp, ln = _decode(data, i)
+        f = a_flag[cp]
+        if f & 1:
+            i, m, last_run = _compose_span(data, start, i, end, mid, m, seg, dbuf, a_off, a_flag, ccc, pk, p_off,
+                                           p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+            if i < 0:
+                return -1
+            continue
+        m, last_run = _put_a(mid, m, cp, f, last_run, a_off, a_pool)
+        i += ln
+    return m
+
+
 @_jit
 def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, ascii_out, le, ge, maxper, amax,
-                      big_row, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals):
+                      big_row, cmd_hash, cmd_key_off, cmd_keys, cmd_val_off, cmd_vals, seg_cap, ccc, pk, p_off,
+                      p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool):
     """Normalise the UTF-8 texts data[offs[i]:offs[i+1]]: (bytes, offsets, fallback flag per text). `out`:
     the caller's first output buffer (numpy's, see `_hash_outputs`), grown here when a text needs more.
 
-    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"),
-    stage B reads them with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
+    Per text: stage A decodes the UTF-8 into intermediate code points (table A, run markers "^" / "_"; a text
+    with a character NFKC may join with a neighbour redoes it in `_stage_a_composing`), stage B reads them
+    with look-ahead ("<=", LaTeX) and writes the output bytes (table B, space rules)."""
     n = len(offs) - 1
     mid = np.empty(1024, dtype=np.int32)
+    seg = np.empty(seg_cap, dtype=np.int32)
+    dbuf = np.empty(18 * seg_cap + 64, dtype=np.int32)
     out_offs = np.zeros(n + 1, dtype=np.int64)
     fallback = np.zeros(n, dtype=np.bool_)
     pos = 0
@@ -385,21 +648,17 @@ def _normalize_kernel(data, offs, out, a_off, a_pool, a_flag, b_off, b_pool, asc
                       | (np.int64(data[i + 2] & 0x3F) << 6) | np.int64(data[i + 3] & 0x3F))
                 i += 4
             f = a_flag[cp]
-            if f & 1:
+            if f & 1:  # NFKC may join it with a neighbour: the row's stage A again, with composition
                 bad = True
                 break
-            run = f & 6
-            if run != 0 and run != last_run:  # the reference's "^" / "_" before a run
-                mid[m] = 94 if run == 2 else 95
-                m += 1
-            last_run = run
-            for k in range(a_off[cp], a_off[cp + 1]):
-                mid[m] = a_pool[k]
-                m += 1
+            m, last_run = _put_a(mid, m, cp, f, last_run, a_off, a_pool)
         if bad:
-            fallback[r] = True
-            out_offs[r + 1] = pos
-            continue
+            m = _stage_a_composing(data, offs[r], end, mid, seg, dbuf, a_off, a_pool, a_flag, ccc, pk, p_off,
+                                   p_pool, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool)
+            if m < 0:
+                fallback[r] = True
+                out_offs[r + 1] = pos
+                continue
         # stage B
         if pos + maxper * (m + 1) > len(out):
             grown = np.empty(2 * len(out) + maxper * (m + 1), dtype=np.uint8)
@@ -616,8 +875,10 @@ def _ascii_out() -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _max_per_byte() -> int:
-    """The most intermediate code points one input byte can become (table A plus a run marker)."""
-    return int(np.diff(tables()["a_off"]).max()) + 1
+    """The most intermediate code points one input character (so one byte) can become: table A plus a run
+    marker, or its NFKD lower-cased on the composition path."""
+    t = tables()
+    return max(int(np.diff(t["a_off"]).max()) + 1, int(t["slow_max"][0]))
 
 
 def _name_hash(name: bytes) -> int:
@@ -649,7 +910,10 @@ def _run_kernel(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     out = np.empty(max(64, int((offs[-1] - offs[0]) * 1.25) + 64), dtype=np.uint8)
     return _normalize_kernel(data, offs, out, t["a_off"], t["a_pool"], t["a_flag"], t["b_off"], t["b_pool"],
                              _ascii_out(), t["le"], t["ge"], _max_per_char(), _max_per_byte(), BIG_ROW,
-                             *_command_tables())
+                             *_command_tables(), SEG_CAP, *(t[k] for k in _COMPOSE_KEYS))
+
+
+_COMPOSE_KEYS = ("ccc", "pk", "p_off", "p_pool", "dk", "d_off", "d_pool", "ck", "cv", "lk", "l_off", "l_pool")
 
 
 def normalize_many(texts, cfg: NormConfig = DEFAULT_NORM):
@@ -705,7 +969,8 @@ def _word_buffer(norm) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fallback_share(texts) -> float:
-    """The share of `texts` the kernel hands to `normalize` (LaTeX, code fences, composing Unicode)."""
+    """The share of `texts` the kernel hands to `normalize` (surrogates, composition spans over `SEG_CAP` code
+    points, texts over `BIG_ROW` bytes)."""
     arr, bad = _as_arrow(texts)
     fallback = _run_kernel(arr)[2]
     fallback[bad] = True

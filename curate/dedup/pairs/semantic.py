@@ -27,7 +27,7 @@ Embeddings put a rephrased problem next to its original, but they put a look-ali
    numbers?").
 
 `veto_verdict` is what dedup asks of a pair the graded check merged among the tier's candidates (formulas,
-alternatives, conditions). `order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
+alternatives, conditions, the question's closed carrier classes). `order_kept` is dedup's extra guard where the semantic check overrules the graded check's sentence-aligned
 verdicts: numbers per sentence, formula tokens and negations in the same order.
 
 Everything here is per pair, in plain Python: the tier calls it only for the few nearest neighbours that pass
@@ -64,6 +64,8 @@ _IMPERATIVE = re.compile(r"(?:find|compute|calculate|determine|what|how|which|ev
                          r"who|when|where|why|is|are|does|do|can)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
 _ONE = re.compile(r"\bone\b", re.IGNORECASE)
+_ONE_COUNT = re.compile(r"\bone\b(?!\s+(?:is|of|another|other|the|who|that|which|can|may|must|should|would)\b)",
+                        re.IGNORECASE)
 _BLOCK_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{([a-z*]+)\}.+?\\end\{\1\}", re.DOTALL)
 _DOLLAR = re.compile(r"(?<!\\)\$")  # an unescaped "$": opens or closes inline math, or is a currency sign
 _TEXT_CMD = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|textit|operatorname|emph|mathbf)\s*\{[^{}]*\}")
@@ -182,10 +184,68 @@ def _value(tok: str) -> str | None:
     return _WORD_NUMBERS.get(tok.lower())
 
 
+# Numbers said in words beyond single number words: a fraction's denominator ("one third" = 1/3, "three
+# quarters" = 3/4; as an ordinal, "the third day" = "the 3rd day", the same value), a multiplier ("twice" =
+# "2 times"), a scale ("thirty-three" = 33, "two hundred" = 200, "5 thousand" = 5000, "a dozen" = 12).
+_DENOMINATORS = {w: str(v) for v, ws in {2: "half halves", 3: "third thirds", 4: "quarter quarters fourth fourths",
+                                          5: "fifth fifths", 6: "sixth sixths", 7: "seventh sevenths",
+                                          8: "eighth eighths", 9: "ninth ninths", 10: "tenth tenths"}.items()
+                 for w in ws.split()}
+_MULTIPLIERS = {w: str(v) for v, ws in {2: "twice double doubled doubles", 3: "thrice triple tripled triples",
+                                        4: "quadruple quadrupled"}.items() for w in ws.split()}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 1000000, "dozen": 12}
+_TENS = frozenset("twenty thirty forty fifty sixty seventy eighty ninety".split())
+_ONE_LIKE = frozenset({"one", "a", "an"})  # a fraction's or a scale's numerator that is not a value on its own
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else _value(f"{x:.6f}") or "0"
+
+
+def number_values(text: str) -> list[str]:
+    """The numeric values of `text` in order as canonical strings: digits, number words, fractions,
+    multipliers and scales said in words (see above). "one" alone is no value (a pronoun or an article as often
+    as a count; `number_verdict` lets it stand for a 1); "the second" is 2, "a second" and "per second" are
+    time."""
+    toks = _NUM.findall(text or "")
+    low = [t.lower() for t in toks]
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        t, w = toks[i], low[i]
+        nxt = low[i + 1] if i + 1 < len(toks) else ""
+        v = _value(t)
+        if v is not None and w in _TENS and nxt in _WORD_NUMBERS and int(_WORD_NUMBERS[nxt]) < 10:
+            v, i = str(int(v) + int(_WORD_NUMBERS[nxt])), i + 1  # "thirty-three"
+            nxt = low[i + 1] if i + 1 < len(toks) else ""
+        if (v is not None or w in _ONE_LIKE) and nxt in _SCALES:
+            out.append(_fmt(float(v or 1) * _SCALES[nxt]))  # "two hundred", "a dozen", "5 thousand"
+            i += 2
+        elif (v is not None or w in _ONE_LIKE) and nxt in _DENOMINATORS and not (w in ("a", "an") and nxt.endswith("s")):
+            out += [v or "1", _DENOMINATORS[nxt]]  # "one third", "a quarter", "three quarters"
+            i += 2
+        elif v is not None:
+            out.append(v)
+            i += 1
+        elif w in _MULTIPLIERS:
+            out.append(_MULTIPLIERS[w])
+            i += 1
+        elif w in _DENOMINATORS and (w not in ("half", "halves", "quarter", "quarters") or i == 0 or low[i - 1] != "the"):
+            # "half" = 1/2; an ordinal ("third") its value, as "3rd"; "the half" / "the quarter" are no values
+            out += ["1", "2"] if w in ("half", "halves") else [_DENOMINATORS[w]]
+            i += 1
+        elif w == "second" and i > 0 and low[i - 1] == "the":
+            out.append("2")
+            i += 1
+        else:
+            i += 1
+    return out
+
+
 def numbers_of(text: str) -> Counter:
-    """The numeric values of `text` as canonical strings (commas and a trailing ".0" dropped, leading zeros
-    stripped), digits and number words ("three") alike."""
-    return Counter(v for tok in _NUM.findall(text or "") if (v := _value(tok)) is not None)
+    """The numeric values of `text` as canonical strings (`number_values`): commas and a trailing ".0" dropped,
+    leading zeros stripped, digits and numbers said in words alike."""
+    return Counter(number_values(text))
 
 
 def question_of(text: str) -> str:
@@ -403,7 +463,7 @@ _NEG_NEXT = re.compile(r"\b(not|no|never|without)\s+([a-z]+)")
 
 
 def _number_seq(text: str) -> tuple[str, ...]:
-    return tuple(v for tok in _NUM.findall(text) if (v := _value(tok)) is not None)
+    return tuple(number_values(text))
 
 
 def _region_seq(region: str) -> tuple[str, ...]:
@@ -444,20 +504,63 @@ class PairThresholds:
     min_cosine: float = 0.80
     min_question_cosine: float = 0.75
     max_extra_numbers: int = 0
+    rules: str = "full"  # "full": every rule below; "numbers": cosine, lenient numbers and formulas
+    number_cosine: float = 0.88  # "numbers": below this cosine a pair must also share ...
+    number_count: int = 3  # ... at least this many values (few shared values are weak evidence)
 
 
 def _ones(text: str) -> int:
     return len(_ONE.findall(text or ""))
 
 
-def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False) -> tuple[bool, list[str]]:
+# Lenient number reading (`number_verdict(lenient=True)`): what a rewriter says without the digit. A 2 or 3 of
+# one text may be an exponent or a pair the other says in words ("$x^2$" -> "x squared"); small counts
+# are often spelled out where the original implies them ("the foci" -> "the two foci").
+_IMPLIED = {"2": re.compile(r"\b(?:squared|pairs?|both)\b", re.IGNORECASE),
+            "3": re.compile(r"\bcubed\b", re.IGNORECASE)}
+SMALL_EXTRA = 10  # lenient: one value up to this, said in words, may appear in one text only
+
+
+def _excused(missing: Counter, other: str) -> Counter:
+    """`missing` less the 2s and 3s `other` says in words (lenient reading)."""
+    out = Counter(missing)
+    for v, pat in _IMPLIED.items():
+        if out[v]:
+            out[v] = max(0, out[v] - len(pat.findall(other)))
+    return +out
+
+
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def _small(extra: Counter, text: str) -> bool:
+    """At most one extra value, small and said in words in `text` ("the two foci"): a rewording spells out a
+    count its original implies; a digit added is a changed problem ("$\\frac{9}{2}$" vs "$\\frac{7}{9}$")."""
+    said = numbers_of(" ".join(_LETTERS.findall(text)))
+    return sum(extra.values()) <= 1 and all(v.isdigit() and int(v) <= SMALL_EXTRA and said[v] for v in extra)
+
+
+def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
+                   lenient: bool = False) -> tuple[bool, list[str]]:
     """(numbers agree, the values both hold): every value of `a` is in `b` as often, and `b` adds at most
     `max_extra` values (`symmetric`: or the same with a and b swapped -- one holds the other's values). The word
-    "one" is not a value of its own, but it may stand for a 1 the other text writes as a digit."""
+    "one" is not a value of its own, but it may stand for a 1 the other text writes as a digit. `lenient`: a
+    missing 2 or 3 said in words in the other text ("squared", "both", "cubed") is no miss, and one small value
+    (<= SMALL_EXTRA) said in words may be added: a number-changed look-alike replaces a value, so it still
+    misses one."""
     na, nb = numbers_of(a), numbers_of(b)
     miss_b, miss_a = na - nb, nb - na
     miss_b["1"] = max(0, miss_b["1"] - _ones(b))
     miss_a["1"] = max(0, miss_a["1"] - _ones(a))
+    if lenient:  # "one" as a pronoun ("if one is a rotation of the other") stands for no 1
+        miss_b["1"] = max(0, (na - nb)["1"] - len(_ONE_COUNT.findall(b)))
+        miss_a["1"] = max(0, (nb - na)["1"] - len(_ONE_COUNT.findall(a)))
+        miss_b, miss_a = _excused(miss_b, b), _excused(miss_a, a)
+        missing_ok = sum(miss_b.values()) == 0
+        ok = missing_ok and (sum(miss_a.values()) <= max_extra or _small(miss_a, b))
+        if symmetric:
+            ok = ok or (sum(miss_a.values()) == 0 and (sum(miss_b.values()) <= max_extra or _small(miss_b, a)))
+        return ok, sorted((na & nb).elements(), key=lambda v: (len(v), v))
     missing, extra = sum(miss_b.values()), sum(miss_a.values())
     ok = missing == 0 and extra <= max_extra
     if symmetric:
@@ -474,14 +577,21 @@ def veto_verdict(a: str, b: str) -> str | None:
     sources and vetoed two merges in the held-out run (docs/semantic.md, round 6). Dedup applies it to the graded merges
     among the semantic tier's candidates: on real problems the graded check merged "the second number in the
     row with 43 numbers" / "how many rows contain 43" and a formula with a second term added once the tier
-    proposed them (docs/semantic.md, rounds 5-6). The question rules that compare wordings stay out: graded
-    merges are near-copies whose few replaced words those rules read as another question."""
+    proposed them (docs/semantic.md, rounds 5-6). Of the question rules, the closed classes (a carrier category
+    of one question only: sum / count, largest / smallest; a count asked in one question only) veto too: the
+    hand-written look-alikes "the number of integer values of $k$" / "the sum of all integer values of $k$"
+    were graded merges (round 7). The rules that compare wordings (question cosine, another thing of the story
+    asked) stay out: graded merges are near-copies whose few replaced words those rules read as another
+    question."""
     if math_changed(a, b):
         return "math_changed"
     if alternatives_swapped(a, b):
         return "term_changed"
     if condition_changed(a, b):
         return "condition_changed"
+    qa, qb = question_of(a), question_of(b)
+    if carriers_differ(qa, qb) or asks_count(qa) != asks_count(qb):
+        return "question_changed"
     return None
 
 
@@ -489,12 +599,19 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
                  symmetric: bool = False) -> str | None:
     """None when `b` is `a` in other words, else the reason it is not: `below_cosine`, `number_changed`,
     `math_changed`, `term_changed`, `condition_changed`, `question_changed` (see the module docstring). `question_cosine`: the cosine of `question_of(a)` and
-    `question_of(b)` (None: not computed; only the carrier words are compared)."""
+    `question_of(b)` (None: not computed; only the carrier words are compared). `th.rules == "numbers"`: the
+    cosine, the lenient number reading and the formulas only (an item's story and numbers with another question
+    asked count as the item, as for the lexical tiers); below `th.number_cosine` the pair must share at least
+    `th.number_count` values (`few_numbers`: two shared values are weak evidence on real corpora)."""
     if cosine < th.min_cosine:
         return "below_cosine"
-    ok, _ = number_verdict(a, b, th.max_extra_numbers, symmetric)
+    ok, shared = number_verdict(a, b, th.max_extra_numbers, symmetric, lenient=th.rules == "numbers")
     if not ok:
         return "number_changed"
+    if th.rules == "numbers":
+        if cosine < th.number_cosine and len(shared) < th.number_count:
+            return "few_numbers"
+        return "math_changed" if math_changed(a, b) else None
     if math_changed(a, b):
         return "math_changed"
     if term_dropped(a, b) or (symmetric and term_dropped(b, a)) or alternatives_swapped(a, b):
