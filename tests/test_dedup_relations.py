@@ -144,3 +144,17 @@ def test_math_word_evidence_does_not_undo_a_wordnet_relation():
 def test_instruction_nouns_at_the_edge_are_wrapper_text():
     a = "Find the remainder when 2^{100} is divided by 7."
     assert verdict(a, "Task: Determine the remainder when 2^{100} is divided by 7.") is None
+
+
+def test_release_word_tables_drops_the_tables_and_verdicts_stay():
+    from cotforge.curate.dedup.pairs import synonyms
+    from cotforge.curate.dedup.pairs.verdict import release_word_tables
+
+    pairs = [(shop(), shop(gives="hands")), (shop(), shop(store="shop")), (shop(), shop(money="cash"))]
+    before = [verdict(a, b, "wordnet") for a, b in pairs]
+    assert relations._table.cache_info().currsize == 1 and synonyms._table.cache_info().currsize == 1
+    release_word_tables()
+    assert relations._table.cache_info().currsize == 0 and synonyms._table.cache_info().currsize == 0
+    assert relations.senses.cache_info().currsize == 0
+    assert [verdict(a, b, "wordnet") for a, b in pairs] == before  # loaded again on the next check
+    assert relations._table.cache_info().currsize == 1

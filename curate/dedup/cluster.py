@@ -15,9 +15,9 @@ from datatrove.pipeline.base import PipelineStep
 from cotforge.curate.dedup.config import DedupConfig
 from cotforge.curate.dedup.core import unpack_order
 from cotforge.curate.dedup.pairs.code import CONFLICT_REASONS, partial_agreement
-from cotforge.curate.dedup.pairs.verdict import REJECT_REASONS, candidate_verdict
+from cotforge.curate.dedup.pairs.verdict import REJECT_REASONS, candidate_verdict, release_word_tables
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
-from cotforge.curate.io.budget import release_arrow_memory
+from cotforge.curate.io.budget import release_arrow_memory, trim_process_memory
 from cotforge.curate.text.columns import normalize_list
 from cotforge.curate.text.hashing import sorted_lookup
 
@@ -122,7 +122,8 @@ class ProblemCluster(PipelineStep):
         assert world_size == 1, "ProblemCluster runs as a single task"
         with self.track_time():
             stats = self._cluster(Path(self.work))
-            release_arrow_memory()
+            release_word_tables()  # the step runs once: the filter step after it (same process) needs none
+            trim_process_memory()
         for k, v in stats.items():
             self.stat_update(k, value=v)
         return
@@ -176,6 +177,7 @@ class ProblemCluster(PipelineStep):
             idx = idx[np.lexsort((eb[idx] >> np.uint64(32), ea[idx] >> np.uint64(32)))]  # by task: few shards
             for c in range(0, len(idx), CHECK_PAIRS):  # prompts of one chunk at a time: bounded memory
                 self._check(work, ea, eb, idx[c:c + CHECK_PAIRS], ok, conflict, partial, stats)
+                release_arrow_memory()  # the chunk's prompt columns
         lo, hi, part = ka[ok], kb[ok], partial[ok]
         if self.cfg.semantic:  # embedding-neighbour pairs beside the LSH ones (dedup/semantic.py)
             from cotforge.curate.dedup.semantic import semantic_edges

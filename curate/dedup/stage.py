@@ -66,6 +66,7 @@ from cotforge.curate.engine import (
     schema_writer,
     start_stage,
 )
+from cotforge.curate.io.budget import trim_process_memory
 from cotforge.curate.io.remote import remote_output
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
                                "executor": exec_cfg.executor, "workers": exec_cfg.workers,
                                "rows_per_task": exec_cfg.rows_per_task})
     with area:  # a failed or pending (Slurm) stage releases the lock and keeps its work folder for a rerun
+        trim_process_memory()  # ingest's id registry and read buffers: the steps below start without them
         work = area.work
         cluster_stats: dict[str, Any] = {}
         timings: dict[str, float] = {"ingest_s": round(time.time() - t0, 3)}
@@ -175,6 +177,7 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
             timings["datatrove_s"] = round(time.time() - t1, 3)
             cluster_stats = json.loads((work / "cluster_stats.json").read_text())
             t2 = time.time()
+            trim_process_memory()
             collect_tables(area.writer, work, area.tasks, area.exec_cfg.budget().batch_bytes)
             timings["collect_s"] = round(time.time() - t2, 3)
         timings["total_s"] = round(time.time() - t0, 3)

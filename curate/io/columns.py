@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from cotforge.curate.core.schema import dump_meta, make_id, normalize_domain
 from cotforge.curate.io import fs
+from cotforge.curate.io.budget import open_streaming
 from cotforge.curate.io.codetests import normalize_tests
 from cotforge.curate.io.formats import Format
 from cotforge.curate.io.mapping import CHAT_KEYS, detect_mapping, parse_meta, to_row
@@ -130,7 +131,7 @@ def open_parquet_unit(unit: InputSpec, report: dict[str, Any] | None) -> Iterato
     except (OSError, fs.StorageError):
         return None
     try:
-        pf = pq.ParquetFile(fh)
+        pf = open_streaming(fh)  # page by page: memory does not grow with the file
         if pf.metadata.num_rows == 0:
             raise ValueError("empty")
         first_batch = next(pf.iter_batches(batch_size=1), None)

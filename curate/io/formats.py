@@ -388,9 +388,9 @@ def iter_arrow(raw: IO[bytes]) -> Iterator[tuple[int, dict[str, Any] | Break]]:
 
 def iter_parquet(raw: IO[bytes]) -> Iterator[tuple[int, dict[str, Any] | Break]]:
     """(0-based row, record) of a Parquet file, batch by batch; a corrupt row group ends it with a Break."""
-    import pyarrow.parquet as pq
+    from cotforge.curate.io.budget import open_streaming
 
-    pf = pq.ParquetFile(raw)  # a broken footer raises: the caller reports the file as unreadable
+    pf = open_streaming(raw)  # page by page; a broken footer raises: the caller reports the file as unreadable
     i = 0
     try:
         for batch in pf.iter_batches(batch_size=2048):

@@ -4,6 +4,7 @@ for code problems, else the graded text check (`text.py`); None means near-dupli
 from __future__ import annotations
 
 from cotforge.curate.dedup.config import DedupConfig
+from cotforge.curate.dedup.pairs import relations, synonyms
 from cotforge.curate.dedup.pairs.code import code_verdict
 from cotforge.curate.dedup.pairs.sections import code_sections
 from cotforge.curate.dedup.pairs.text import PromptView, graded_verdict, jaccard_ok, prompt_view
@@ -24,6 +25,15 @@ def candidate_verdict(norm_a: str, norm_b: str, cfg: DedupConfig, raw_a: str | N
     if views is None:
         views = prompt_view(norm_a, raw_a, cfg.norm), prompt_view(norm_b, raw_b, cfg.norm)
     return graded_verdict(*views, cfg)
+
+
+def release_word_tables() -> None:
+    """Drop the WordNet tables and the per-word caches built on them (~55 MB once a content-word check has
+    loaded them); the next check loads them again. For a process whose checks are done."""
+    for mod in (relations, synonyms):
+        for f in vars(mod).values():
+            if callable(getattr(f, "cache_clear", None)):
+                f.cache_clear()
 
 
 REJECT_REASONS = ("number_changed", "math_changed", "name_changed", "question_changed", "content_changed",
