@@ -26,8 +26,9 @@ import numpy as np
 
 from bench.semantic.lookalikes import CLASSES, build_lookalikes
 from bench.semantic.real import encode_cached
-from bench.semantic.sets import SHARED, build_decontam, build_dedup, digest, recorded
+from bench.semantic.sets import SHARED, build_decontam, build_dedup, held_digests, recorded
 from bench.semantic.written import build_written_decontam, build_written_dedup
+from bench.semantic.written import held_digests as written_held
 from bench.semantic.written import recorded as written_recorded
 from cotforge.curate.core.benchmarks import load_benchmarks
 from cotforge.curate.decontam.config import DecontamConfig
@@ -294,14 +295,7 @@ def main() -> None:
                     "least static cosine (decontamination: --set-opt semantic_encoder=static+rerank)")
     args = ap.parse_args()
     if args.part == "held":
-        if args.source == "written":
-            rec = written_recorded()
-            got = {"decontam": digest([r for r in build_written_decontam(SHARED) if r.part == "held"]),
-                   "dedup": digest([p for p in build_written_dedup(SHARED) if p.part == "held"])}
-        else:
-            rec = recorded()
-            got = {"decontam": digest([r for r in build_decontam(SHARED) if r.part == "held"]),
-                   "dedup": digest([p for p in build_dedup(SHARED) if p.part == "held"])}
+        rec, got = (written_recorded(), written_held()) if args.source == "written" else (recorded(), held_digests())
         if got != rec:
             sys.exit(f"held-out digests {got} differ from the recorded {rec}")
     if args.which in ("decontam", "both"):

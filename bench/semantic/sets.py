@@ -343,23 +343,34 @@ def digest(records: list) -> str:
     return h.hexdigest()
 
 
+def held_digests_of(decontam: list, dedup: list) -> dict[str, str]:
+    """{"decontam": digest, "dedup": digest} of the held-out rows of two sets."""
+    return {"decontam": digest([r for r in decontam if r.part == "held"]),
+            "dedup": digest([p for p in dedup if p.part == "held"])}
+
+
 def held_digests(shared: Path = SHARED) -> dict[str, str]:
-    """{"decontam": digest, "dedup": digest} of the held-out parts."""
-    return {"decontam": digest([r for r in build_decontam(shared) if r.part == "held"]),
-            "dedup": digest([p for p in build_dedup(shared) if p.part == "held"])}
+    """The held-out parts' digests of this module's sets."""
+    return held_digests_of(build_decontam(shared), build_dedup(shared))
+
+
+def read_digests(path: Path) -> dict[str, str]:
+    """The digests recorded in `path` ({} when absent)."""
+    if not path.exists():
+        return {}
+    return {line.split()[1]: line.split()[0] for line in path.read_text().splitlines() if line.strip()}
 
 
 def recorded() -> dict[str, str]:
-    """The digests recorded in HASH_FILE ({} when absent)."""
-    if not HASH_FILE.exists():
-        return {}
-    return {line.split()[1]: line.split()[0] for line in HASH_FILE.read_text().splitlines() if line.strip()}
+    """The digests recorded in HASH_FILE."""
+    return read_digests(HASH_FILE)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shared", default=str(SHARED))
     ap.add_argument("--write-hash", action="store_true")
+    ap.add_argument("--check", action="store_true", help="exit 1 when the held-out digests differ from the recorded")
     ap.add_argument("--show", type=int, default=0, help="print N examples per kind (tuning part only)")
     args = ap.parse_args()
     shared = Path(args.shared)
@@ -379,6 +390,8 @@ def main() -> None:
     if args.write_hash:
         HASH_FILE.write_text("".join(f"{v} {k} held-out part of bench/semantic/sets.py (sha256(item text) odd)\n"
                                      for k, v in got.items()))
+    elif args.check and got != recorded():
+        raise SystemExit("error: the held-out digests differ from bench/records/semantic_heldout.sha256")
 
 
 if __name__ == "__main__":

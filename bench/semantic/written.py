@@ -1,7 +1,7 @@
 """Hand-written labelled sets for the semantic tier (issue 34): rephrasings and look-alikes written by hand
 (not by bench/semantic/sets.py's rules), the kind of text an LLM rewriting a problem produces.
 
-    python -m bench.semantic.written [--write-hash]   # load every file, print counts per part / kind
+    python -m bench.semantic.written [--check] [--write-hash]   # load every file, print counts per part / kind
 
 Files: bench/semantic/written/decontam_*.jsonl and dedup_*.jsonl, one JSON object a line. Only the written
 text is stored: the base problem is read from ../shared/data by its id, so no benchmark or training text is
@@ -28,12 +28,13 @@ import argparse
 import gzip
 import hashlib
 import json
+import sys
 from collections import Counter
 from functools import cache
 from pathlib import Path
 
 from bench.paths import RECORDS, SHARED
-from bench.semantic.sets import DecontamRow, DedupPair, digest
+from bench.semantic.sets import DecontamRow, DedupPair, held_digests_of, read_digests
 
 WRITTEN = Path(__file__).parent / "written"
 HASH_FILE = RECORDS / "semantic_written_heldout.sha256"
@@ -80,9 +81,9 @@ def _text(row: dict, base: str, where: str) -> str:
     return out
 
 
-def _rows(prefix: str, kinds: tuple[str, ...], key: str, folder: str, shared: Path):
-    """(base text, written text, kind, ref) for every row of the files `prefix`_*.jsonl, checked."""
-    for path in sorted(WRITTEN.glob(f"{prefix}_*.jsonl")):
+def _rows(prefix: str, kinds: tuple[str, ...], key: str, folder: str, shared: Path, files: Path):
+    """(base text, written text, kind, ref) for every row of the files `files`/`prefix`_*.jsonl, checked."""
+    for path in sorted(files.glob(f"{prefix}_*.jsonl")):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -96,45 +97,51 @@ def _rows(prefix: str, kinds: tuple[str, ...], key: str, folder: str, shared: Pa
             yield base, _text(row, base, where), row["kind"], f"{row[key]}/{row['id']}", row[key], row["id"]
 
 
-def build_written_decontam(shared: Path = SHARED) -> list[DecontamRow]:
+def build_written_decontam(shared: Path = SHARED, files: Path = WRITTEN) -> list[DecontamRow]:
     """Rows to check against the benchmark index; `item_id` is the benchmark item rephrased or imitated."""
     out = []
-    for _base, text, kind, ref, bench, item in _rows("decontam", DECON_KINDS, "benchmark", "benchmarks", shared):
+    for _base, text, kind, ref, bench, item in _rows("decontam", DECON_KINDS, "benchmark", "benchmarks", shared,
+                                                     files):
         out.append(DecontamRow(text, kind, kind in POSITIVE, bench, item, part_of_ref(ref)))
     return out
 
 
-def build_written_dedup(shared: Path = SHARED) -> list[DedupPair]:
+def build_written_dedup(shared: Path = SHARED, files: Path = WRITTEN) -> list[DedupPair]:
     """Pairs (training problem, written text); `duplicate` for the rewordings."""
     return [DedupPair(base, text, kind, kind in POSITIVE, part_of_ref(ref))
-            for base, text, kind, ref, _s, _i in _rows("dedup", DEDUP_KINDS, "source", "sft_sources", shared)]
+            for base, text, kind, ref, _s, _i in _rows("dedup", DEDUP_KINDS, "source", "sft_sources", shared, files)]
 
 
-def held_digests(shared: Path = SHARED) -> dict[str, str]:
-    """{"decontam": digest, "dedup": digest} of the held-out parts."""
-    return {"decontam": digest([r for r in build_written_decontam(shared) if r.part == "held"]),
-            "dedup": digest([p for p in build_written_dedup(shared) if p.part == "held"])}
+def held_digests(shared: Path = SHARED, files: Path = WRITTEN) -> dict[str, str]:
+    """The held-out parts' digests of the written sets."""
+    return held_digests_of(build_written_decontam(shared, files), build_written_dedup(shared, files))
 
 
 def recorded() -> dict[str, str]:
-    """The digests recorded in HASH_FILE ({} when absent)."""
-    if not HASH_FILE.exists():
-        return {}
-    return {line.split()[1]: line.split()[0] for line in HASH_FILE.read_text().splitlines() if line.strip()}
+    """The digests recorded in HASH_FILE."""
+    return read_digests(HASH_FILE)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default=str(WRITTEN), help="folder of the decontam_*.jsonl / dedup_*.jsonl files")
+    ap.add_argument("--check", action="store_true", help="exit 1 when the held-out digests differ from the recorded")
     ap.add_argument("--write-hash", action="store_true", help="record the held-out digests (once, before any run)")
     args = ap.parse_args()
-    dec, ded = build_written_decontam(), build_written_dedup()
+    files = Path(args.dir)
+    try:
+        dec, ded = build_written_decontam(SHARED, files), build_written_dedup(SHARED, files)
+    except WrittenSetError as e:
+        sys.exit(f"error: {e}")
     print("decontam", sorted(Counter((r.part, r.kind) for r in dec).items()))
     print("dedup", sorted(Counter((p.part, p.kind) for p in ded).items()))
-    got = held_digests()
+    got = held_digests_of(dec, ded)
     print("held digests", got, "recorded", recorded())
     if args.write_hash:
         HASH_FILE.write_text("".join(f"{v} {k} held-out part of bench/semantic/written (sha256(ref) odd)\n"
                                      for k, v in got.items()))
+    elif args.check and got != recorded():
+        sys.exit("error: the held-out digests differ from bench/records/semantic_written_heldout.sha256")
 
 
 if __name__ == "__main__":
