@@ -417,6 +417,20 @@ def _pair(a, b, ck, cv):
     return cv[k] if k >= 0 else -1
 
 
+@_jit_inline
+def _put_mapped(cp, keys, off, pool, out, n):
+    """Write the mapping of `cp` (pool[off[k]:off[k + 1]] where keys[k] == cp, else `cp` itself) at out[n:];
+    returns the new n. The decomposition and the lower-case tables share this layout."""
+    k = _find(keys, cp)
+    if k < 0:
+        out[n] = cp
+        return n + 1
+    for q in range(off[k], off[k + 1]):
+        out[n] = pool[q]
+        n += 1
+    return n
+
+
 @_jit
 def _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off, l_pool):
     """Append `str.lower(NFKC(seg[:n]))` to mid[m:] (Unicode's algorithm: full compatibility decomposition,
@@ -438,14 +452,7 @@ def _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off,
                 dbuf[nd] = 0x11A7 + x % 28
                 nd += 1
             continue
-        k = _find(dk, cp)
-        if k < 0:
-            dbuf[nd] = cp
-            nd += 1
-        else:
-            for q in range(d_off[k], d_off[k + 1]):
-                dbuf[nd] = d_pool[q]
-                nd += 1
+        nd = _put_mapped(cp, dk, d_off, d_pool, dbuf, nd)
     i = 0
     while i < nd:  # canonical ordering: a stable insertion sort of each run of non-starters by class
         if ccc[dbuf[i]] == 0:
@@ -486,15 +493,7 @@ def _nfkc_lower(seg, n, dbuf, mid, m, ccc, dk, d_off, d_pool, ck, cv, lk, l_off,
     if m + 2 * w > len(mid):
         return -1
     for r in range(w):
-        cp = dbuf[r]
-        k = _find(lk, cp)
-        if k < 0:
-            mid[m] = cp
-            m += 1
-        else:
-            for q in range(l_off[k], l_off[k + 1]):
-                mid[m] = l_pool[q]
-                m += 1
+        m = _put_mapped(dbuf[r], lk, l_off, l_pool, mid, m)
     return m
 
 
