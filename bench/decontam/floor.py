@@ -13,6 +13,13 @@ the baseline does):
   normalised by the same kernel, as the stage's index looks them up; a plain binary search of every 8-gram
   cost 2.5x the kernel on short rows);
   a row whose prompt or response has a hit goes to removed.
+- `bare`: `lookup` with the text kernel and the lookup replaced by the issue's bare byte kernel, fused with the
+  lookup (`bare_flags` below: ASCII lower-case of the UTF-8 bytes, words split at every byte that is not an
+  ASCII letter or digit or >= 0x80, FNV-1a word hashes, one multiply-add hash per word 8-gram, each tested
+  against the benchmark set's bit table as it is made, straight from Arrow's string buffers). It gives
+  other verdicts (no Unicode, LaTeX or number canonicalisation), so it is not a stage: it bounds from below
+  what any kernel with these verdicts can cost, since such a kernel reads the same bytes and writes the same
+  8-grams with more work per byte.
 The benchmark set of `lookup` is built once in the parent and sent to the processes (spawned, as datatrove's
 workers are started fresh); each process loads the kernel's tables and machine code (numba's disk cache), all
 in the time. No canonicalisation
@@ -29,6 +36,7 @@ Run it under the CPU lock (both corpora: ~3 minutes on a quiet machine):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -41,7 +49,7 @@ from bench.decontam.corpora import ensure_corpora
 from bench.decontam.measure import measure
 from bench.paths import REPO, SHARED
 
-LEVELS = ("io", "kernel", "lookup")
+LEVELS = ("io", "bare", "kernel", "lookup")
 BATCH_BYTES = 32 << 20  # text per record batch (about the stage's matcher batches)
 
 
@@ -72,10 +80,131 @@ def _batches(path: str, lo: int, hi: int, rows_per_batch: int):
             break
 
 
-def benchmark_ngrams() -> tuple:
+@functools.cache
+def _bare_kernel():
+    """The bare byte kernel (numba, compiled once and cached on disk like the text kernel; built once per
+    process: each build would load it from the disk cache again)."""
+    import numba
+    import numpy as np
+
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def is_word(c):  # pragma: no cover - compiled
+        return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c >= 128
+
+    @numba.njit(cache=True, nogil=True)
+    def bare_ngrams(data, offsets, n):  # pragma: no cover - compiled
+        """(n-gram hashes, their row) of every row of an Arrow string array's (data, offsets) buffers: one pass
+        counts the words of each row, a second writes the n-gram hashes into arrays of the exact size."""
+        rows = len(offsets) - 1
+        total = 0
+        for r in range(rows):
+            words = 0
+            prev = False
+            for i in range(offsets[r], offsets[r + 1]):
+                w = is_word(data[i])
+                if w and not prev:
+                    words += 1
+                prev = w
+            total += max(words - n + 1, 0)
+        out = np.empty(total, dtype=np.uint64)
+        row_of = np.empty(total, dtype=np.int64)
+        ring = np.zeros(n, dtype=np.uint64)
+        k = 0
+        for r in range(rows):
+            words = 0
+            h = np.uint64(14695981039346656037)
+            inword = False
+            end = offsets[r + 1]
+            for i in range(offsets[r], end + 1):
+                c = data[i] if i < end else 32
+                if is_word(c):
+                    if 65 <= c <= 90:
+                        c += 32
+                    h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
+                    inword = True
+                elif inword:
+                    ring[words % n] = h
+                    words += 1
+                    if words >= n:
+                        g = np.uint64(0)
+                        for j in range(words - n, words):
+                            g = g * np.uint64(0x9E3779B97F4A7C15) + ring[j % n]
+                        out[k] = g
+                        row_of[k] = r
+                        k += 1
+                    h = np.uint64(14695981039346656037)
+                    inword = False
+        return out, row_of
+
+    @numba.njit(cache=True, nogil=True)
+    def bare_flags(data, offsets, n, table, shift, keys):  # pragma: no cover - compiled
+        """Per row: whether any of its n-grams (as `bare_ngrams` hashes them) is one of the sorted `keys`, tested
+        as it is hashed (the bit table of `hashing.BitPrefilter` first, a binary search only on a set bit)."""
+        rows = len(offsets) - 1
+        hit = np.zeros(rows, dtype=np.bool_)
+        ring = np.zeros(n, dtype=np.uint64)
+        for r in range(rows):
+            words = 0
+            h = np.uint64(14695981039346656037)
+            inword = False
+            end = offsets[r + 1]
+            for i in range(offsets[r], end + 1):
+                c = data[i] if i < end else 32
+                if is_word(c):
+                    if 65 <= c <= 90:
+                        c += 32
+                    h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
+                    inword = True
+                elif inword:
+                    ring[words % n] = h
+                    words += 1
+                    if words >= n and not hit[r]:
+                        g = np.uint64(0)
+                        for j in range(words - n, words):
+                            g = g * np.uint64(0x9E3779B97F4A7C15) + ring[j % n]
+                        slot = g >> shift
+                        if (table[slot >> np.uint64(3)] >> (slot & np.uint64(7))) & np.uint64(1):
+                            pos = np.searchsorted(keys, g)
+                            hit[r] = pos < len(keys) and keys[pos] == g
+                    h = np.uint64(14695981039346656037)
+                    inword = False
+        return hit
+
+    return bare_ngrams, bare_flags
+
+
+def _buffers(col):
+    """(UTF-8 bytes, int64 offsets) of a pyarrow string array, from its buffers (no Python strings)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    col = col.cast(pa.large_string())
+    _, off_buf, data_buf = col.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[col.offset:col.offset + len(col) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+def _bare_hashes(col, n: int = 8):
+    """`bare_ngrams` of a pyarrow string array."""
+    return _bare_kernel()[0](*_buffers(col), n)
+
+
+def _bare_flag_column(col, keys, n: int = 8):
+    """`bare_flags` of a pyarrow string array against `benchmark_ngrams(bare=True)`."""
+    import numpy as np
+
+    sorted_keys, pre = keys
+    return _bare_kernel()[1](*_buffers(col), n, pre.table, np.uint64(pre.shift), sorted_keys)
+
+
+def benchmark_ngrams(bare: bool = False) -> tuple:
     """Sorted unique 8-gram hashes of every shared benchmark problem, normalised by the kernel, and the bit-array
     prefilter of them (hashing.BitPrefilter, as the stage's index has)."""
     import numpy as np
+    import pyarrow as pa
 
     from cotforge.curate.core.benchmarks import load_benchmarks, local_benchmark_names
     from cotforge.curate.text import kernel
@@ -83,17 +212,23 @@ def benchmark_ngrams() -> tuple:
 
     bm = load_benchmarks(local_benchmark_names(SHARED / "benchmarks"), SHARED / "benchmarks")
     problems = [it.problem for items in bm.values() for it in items]
-    keys = np.unique(kernel.hash_words_ngrams(kernel.normalize_many(problems), 8)[3])
+    if bare:
+        keys = np.unique(_bare_hashes(pa.array(problems, pa.large_string()))[0])
+    else:
+        keys = np.unique(kernel.hash_words_ngrams(kernel.normalize_many(problems), 8)[3])
     return keys, BitPrefilter(keys)
 
 
-def _flag_column(col, keys):
-    """Per row of a string column: whether any of its 8-grams is in `keys` (`benchmark_ngrams`; None: hash only)."""
+def _flag_column(col, keys, bare: bool = False):
+    """Per row of a string column: whether any of its 8-grams is in `keys` (`benchmark_ngrams`; None: hash only);
+    `bare`: hashed by the bare byte kernel instead of the text kernel."""
     import numpy as np
 
     from cotforge.curate.text import kernel
     from cotforge.curate.text.hashing import sorted_lookup
 
+    if bare:
+        return _bare_flag_column(col, keys)
     norm = kernel.normalize_many(col)
     _, _, _, gh, grow, _ = kernel.hash_words_ngrams(norm, 8)
     if keys is None:
@@ -117,8 +252,8 @@ def work(level: str, path: str, out: str, k: int, procs: int, n_rows: int, rows_
         for b in _batches(path, lo, hi, rows_per_batch):
             flags = None
             if level != "io":
-                fp = _flag_column(b.column("prompt"), keys)
-                fr = _flag_column(b.column("response"), keys)
+                fp = _flag_column(b.column("prompt"), keys, level == "bare")
+                fr = _flag_column(b.column("response"), keys, level == "bare")
                 flags = None if fp is None else pa.array(fp | fr)
             if kept_w is None:
                 kept_w = pq.ParquetWriter(Path(out) / f"kept-{k}.parquet", b.schema, compression="zstd")
@@ -147,7 +282,7 @@ def _child(level: str, path: str, procs: int) -> None:
     n_rows = md.num_rows
     avg = max(md.row_group(0).total_byte_size / max(md.row_group(0).num_rows, 1), 1.0)
     rows_per_batch = max(16, int(BATCH_BYTES / avg))
-    keys = benchmark_ngrams() if level == "lookup" else None
+    keys = benchmark_ngrams(bare=level == "bare") if level in ("lookup", "bare") else None
     with tempfile.TemporaryDirectory() as out:
         if procs == 1:
             removed = work(level, path, out, 0, 1, n_rows, rows_per_batch, keys)
@@ -178,6 +313,7 @@ def main() -> None:
     ap.add_argument("--corpora", default="short,longcot", help="comma list of short, longcot")
     ap.add_argument("--rows-short", type=int, default=200_000)
     ap.add_argument("--rows-long", type=int, default=10_000)
+    ap.add_argument("--levels", default=",".join(LEVELS), help=f"comma list of {', '.join(LEVELS)}")
     ap.add_argument("--child", nargs=2, metavar=("LEVEL", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--procs", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -196,7 +332,7 @@ def main() -> None:
         budget = base["wall_s"] / 5
         print(f"| {name} | {base['rows']} | lean baseline | 1 | {base['wall_s']:.1f} | {base['flagged']} | 1.00x | "
               f"{base['wall_s'] / budget:.2f} | {os.getloadavg()[0]:.2f} |", flush=True)
-        for level in LEVELS:
+        for level in args.levels.split(","):
             for procs in (1, 2):
                 r = run_level(level, path, procs)
                 print(f"| {name} | {r['rows']} | floor: {level} | {procs} | {r['wall_s']:.1f} | {r['removed']} | "

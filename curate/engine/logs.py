@@ -26,6 +26,31 @@ def quiet_datatrove(drop: str = "") -> None:
         pass
 
 
+def memoise_loguru_lib_dirs() -> None:
+    """Every `logger.add` builds a loguru ExceptionFormatter, which lists the library folders through
+    `sysconfig` for every install scheme (~5 ms). datatrove adds two sinks per task and the quiet wrappers below
+    two more, so a run of many short tasks spent seconds there. The list depends only on `sys.path`, so it is
+    kept per `sys.path` and the same folders result."""
+    try:
+        from loguru import _better_exceptions as better
+    except ImportError:
+        return
+    formatter = getattr(better, "ExceptionFormatter", None)
+    original = getattr(formatter, "_get_lib_dirs", None)
+    if original is None or getattr(original, "_cotforge_memo", False):
+        return
+    cache: dict[tuple[str, ...], list[str]] = {}
+
+    def lib_dirs() -> list[str]:
+        key = tuple(sys.path)
+        if key not in cache:
+            cache[key] = original()
+        return list(cache[key])
+
+    lib_dirs._cotforge_memo = True  # type: ignore[attr-defined]
+    formatter._get_lib_dirs = staticmethod(lib_dirs)
+
+
 def install_quiet_task_logger() -> None:
     """datatrove's `add_task_logger` sends INFO to stderr for every task (pipeline listing, progress);
     wrap it so stderr gets WARNING+ only (per-task log files are untouched). Runs at import, so it also
@@ -34,6 +59,7 @@ def install_quiet_task_logger() -> None:
         import datatrove.executor.base as base
     except ImportError:
         return
+    memoise_loguru_lib_dirs()
     original = base.add_task_logger
     if getattr(original, "_cotforge_quiet", False):
         return
