@@ -153,10 +153,25 @@ def make_executor(pipeline: list, tasks: int, logging_dir: str | Path, cfg: Exec
                                logging_dir=str(logging_dir), depends=depends, skip_completed=True)
 
 
+# imported by the fork server the local executor starts its task processes from (curate/engine/warm.py)
+FORKSERVER_PRELOAD = ("cotforge.curate.engine.warm",)
+
+
 class SharedCoresExecutor(LocalPipelineExecutor):
     """datatrove's local executor telling each task its share of the cores (DATATROVE_CPUS_PER_TASK = usable
     cores / workers, as its Slurm and Ray executors tell theirs cpus_per_task; the local one says -1), so a task
-    running a torch model (the semantic tier) uses that many threads instead of one per core in every task."""
+    running a torch model (the semantic tier) uses that many threads instead of one per core in every task.
+
+    With several workers, datatrove starts each step's task processes from a fork server (started once per
+    process); `run` asks it to preload `FORKSERVER_PRELOAD` first, so the text kernel is loaded once, not in
+    every task process of every step. The preload cannot change results: it only loads code."""
+
+    def run(self):
+        if self.workers != 1 and self.start_method == "forkserver":
+            import multiprocess
+
+            multiprocess.get_context("forkserver").set_forkserver_preload(list(FORKSERVER_PRELOAD))
+        return super().run()
 
     def get_distributed_env(self, node_rank: int = -1):
         env = super().get_distributed_env(node_rank)
