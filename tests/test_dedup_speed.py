@@ -213,3 +213,43 @@ def test_report_by_arrow_join_equals_one_dict_join_with_a_missing_kept_row(tmp_p
             group = [p for p in want_pairs if (p["reason"], p["source"]) == key]
             lowest = heapq.nsmallest(2, group, key=lambda p: (p["score"], p["id"]))
             assert [p for p in two if (p["reason"], p["source"]) == key] == lowest, key
+
+
+def test_cluster_checks_in_a_pool_give_the_same_verdicts(tmp_path, monkeypatch) -> None:
+    """The candidate checks spread over a pool of the task's CPUs (fork server) give the same removed rows, reasons
+    and pair counts as in the task's own process, with accepted and rejected pairs in every chunk."""
+    import json
+    import random
+
+    import pyarrow.parquet as pq
+
+    from cotforge.curate.dedup import cluster
+    from cotforge.curate.engine import ExecutorConfig
+    from cotforge.curate.io.readers import InputSpec
+    from cotforge.pipelines.stages import run_stage
+
+    rng, rows = random.Random(1), []
+    for i in range(300):
+        a, b = rng.randint(2, 40), rng.randint(2, 40)
+        name = rng.choice(["Mia", "Leo"])  # another name with the same numbers: a rejected candidate
+        base = f"{name} has {a} apples and buys {b} more apples at the market. How many apples does {name} have now?"
+        rows.append({"id": f"r{i}", "problem": base + (" Show your work." if rng.random() < 0.4 else ""),
+                     "response": f"The answer is {a + b}."})
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    def removed(name: str, cpus: int) -> tuple[list, dict]:
+        monkeypatch.setattr(cluster, "task_threads", lambda: cpus)
+        out = tmp_path / name
+        run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(),
+                  ExecutorConfig(workers=1, rows_per_task=70))
+        got = sorted(tuple(r.values()) for r in
+                     pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
+        stats = json.loads((out / "stats.json").read_text())["dedup"]
+        return got, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
+
+    monkeypatch.setattr(cluster, "CHECK_PAIRS", 7)
+    monkeypatch.setattr(cluster, "POOL_PAIRS", 1)
+    one = removed("one", 1)
+    assert one[1]["pairs_rejected_name_changed"] > 0 and one[1]["pairs_accepted"] > 0 and one[0]
+    assert removed("pool", 2) == one
+    assert len(cluster._chunks(np.arange(30), 2)) == 5 and len(cluster._chunks(np.arange(8), 2)) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,11 @@ from cotforge.curate.dedup.pairs.verdict import REJECT_REASONS, candidate_verdic
 from cotforge.curate.dedup.workdir import DECISION_DTYPE, KEY_DTYPE, input_file, key_groups
 from cotforge.curate.io.budget import release_arrow_memory, trim_process_memory
 from cotforge.curate.text.columns import normalize_list
+from cotforge.curate.text.embed import task_threads
 from cotforge.curate.text.hashing import sorted_lookup
 
 CHECK_PAIRS = 25_000  # candidate pairs whose prompts are held at once in the cluster step (~30 MB)
+POOL_PAIRS = 10_000  # fewer candidate pairs are checked in the task's own process (a pool costs ~0.5 s to start)
 
 
 def read_pair_ends(folder: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -99,12 +102,87 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return connected_components(m, directed=False)[1]
 
 
+def read_prompts(work: Path, ends: np.ndarray, cfg: DedupConfig) -> dict[int, tuple[str, str]]:
+    """(normalised, raw) prompts of the given packed ends, read task by task (only the `prompt` column)."""
+    ends = np.unique(ends)
+    out: dict[int, tuple[str, str]] = {}
+    for r, at in key_groups(ends >> np.uint64(32)):
+        sel = ends[at]
+        col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
+        prompts = col.take(pa.array(sel & np.uint64(0xFFFFFFFF))).to_pylist()
+        norm = normalize_list(prompts, cfg.norm, cfg.text_kernel)
+        out.update(zip(sel.tolist(), zip(norm, prompts, strict=True), strict=True))
+    return out
+
+
+def check_pairs(work: Path, cfg: DedupConfig, a: np.ndarray, b: np.ndarray) -> tuple[list[str | None], np.ndarray]:
+    """The graded check of candidate pairs (packed ends a[i], b[i]), with their prompts read once: each pair's
+    reason (None: same problem) and, for the accepted ones, whether they agree only partly (code sections)."""
+    texts = read_prompts(work, np.concatenate([a, b]), cfg)
+    whys: list[str | None] = []
+    partial = np.zeros(len(a), dtype=bool)
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
+        ta, tb = texts[x], texts[y]  # views are built per pair, not kept: their tokens would hold O(pairs) memory
+        why = candidate_verdict(ta[0], tb[0], cfg, ta[1], tb[1])
+        whys.append(why)
+        if not why:
+            partial[i] = partial_agreement(ta[1], tb[1], cfg)
+    return whys, partial
+
+
+def _chunks(idx: np.ndarray, cpus: int) -> list[np.ndarray]:
+    """Candidate pairs `idx` in chunks of at most CHECK_PAIRS, and at least `cpus` chunks of about equal size
+    when there are POOL_PAIRS or more, so every CPU of the task gets a share."""
+    per = CHECK_PAIRS if cpus < 2 or len(idx) < POOL_PAIRS else min(CHECK_PAIRS, -(-len(idx) // cpus))
+    return [idx[c:c + per] for c in range(0, len(idx), per)]
+
+
+def _map_checks(work: Path, cfg: DedupConfig, ea: np.ndarray, eb: np.ndarray,
+                chunks: list[np.ndarray]) -> Iterator[tuple[list[str | None], np.ndarray]]:
+    """`check_pairs` of every chunk, in order. With several CPUs for this task (datatrove's cpus per task) and
+    several chunks, a pool of that many processes checks them. The pool's processes come from a fork server
+    that preloads the text kernel: this process has run polars, whose thread pool a forked copy would inherit
+    half-alive. The verdicts are pure functions of the two prompts, so they are the same as in one process."""
+    cpus = min(task_threads() or 1, len(chunks))
+    if cpus < 2:
+        for c in chunks:
+            yield check_pairs(work, cfg, ea[c], eb[c])
+        return
+    import multiprocess
+
+    from cotforge.curate.engine.executor import FORKSERVER_PRELOAD
+
+    ctx = multiprocess.get_context("forkserver")
+    ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    with ctx.Pool(cpus) as pool:
+        yield from pool.imap(_check_args, [(work, cfg, ea[c], eb[c]) for c in chunks])
+
+
+def _check_args(args: tuple) -> tuple[list[str | None], np.ndarray]:
+    """`check_pairs` of one pool job."""
+    return check_pairs(*args)
+
+
+def _apply(chunk: np.ndarray, whys: list[str | None], part: np.ndarray, ok: np.ndarray, conflict: np.ndarray,
+           partial: np.ndarray, stats: Counter) -> None:
+    """Mark the checked pairs of `chunk` ok / conflict / partial in place and count the reasons."""
+    for i, why, p in zip(chunk.tolist(), whys, part.tolist(), strict=True):
+        if why:
+            ok[i] = False
+            conflict[i] = why in CONFLICT_REASONS
+            stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
+            stats["pairs_rejected_edit_guard"] += why != "below_threshold"
+        else:
+            partial[i] = p
+
+
 class ProblemCluster(PipelineStep):
     """One task: check LSH candidates, cluster problems, pick representatives, decide every row.
 
     Candidate pairs (O(candidates) memory, as numbers) are mapped to problem keys through the tasks' head files,
     checked (number guard, graded pair check of curate/dedup/pairs/text.py) once per distinct problem pair, in
-    chunks of CHECK_PAIRS pairs ordered by task whose prompts are read per chunk, and joined into connected
+    chunks of CHECK_PAIRS pairs ordered by task whose prompts are read per chunk (in a pool of the task's CPUs
+    when there are POOL_PAIRS pairs or more: `_map_checks`), and joined into connected
     components. The per-row work then streams over the key partitions (all rows of a problem key
     are in one partition, ~PARTITION_ROWS rows each): pass 1 finds the first row (preference order) of each
     clustered problem, pass 2 marks rows `near_duplicate` (their problem's cluster is represented by another
@@ -175,8 +253,9 @@ class ProblemCluster(PipelineStep):
         if ok.any() and (self.cfg.edit_guard or self.cfg.threshold > 0):
             idx = np.flatnonzero(ok)
             idx = idx[np.lexsort((eb[idx] >> np.uint64(32), ea[idx] >> np.uint64(32)))]  # by task: few shards
-            for c in range(0, len(idx), CHECK_PAIRS):  # prompts of one chunk at a time: bounded memory
-                self._check(work, ea, eb, idx[c:c + CHECK_PAIRS], ok, conflict, partial, stats)
+            chunks = _chunks(idx, task_threads() or 1)  # prompts of one chunk at a time: bounded memory
+            for chunk, (whys, part) in zip(chunks, _map_checks(work, self.cfg, ea, eb, chunks), strict=True):
+                _apply(chunk, whys, part, ok, conflict, partial, stats)
                 release_arrow_memory()  # the chunk's prompt columns
         lo, hi, part = ka[ok], kb[ok], partial[ok]
         if self.cfg.semantic:  # embedding-neighbour pairs beside the LSH ones (dedup/semantic.py)
@@ -189,34 +268,6 @@ class ProblemCluster(PipelineStep):
         stats["pairs_accepted"] = len(lo)
         stats["pairs_cut_as_bridges"] = cut
         return lo, hi
-
-    def _check(self, work: Path, ea: np.ndarray, eb: np.ndarray, idx: np.ndarray, ok: np.ndarray,
-               conflict: np.ndarray, partial: np.ndarray, stats: Counter) -> None:
-        """The graded check of candidate pairs `idx` (packed ends ea[i], eb[i]), with the prompts of their
-        ends read once for the chunk; marks ok / conflict / partial in place and counts reasons."""
-        texts = self._prompts(work, np.concatenate([ea[idx], eb[idx]]))
-        for i in idx:  # views are built per pair, not kept: their tokens would hold O(candidates) memory
-            ta, tb = texts[int(ea[i])], texts[int(eb[i])]
-            why = candidate_verdict(ta[0], tb[0], self.cfg, ta[1], tb[1])
-            if why:
-                ok[i] = False
-                conflict[i] = why in CONFLICT_REASONS
-                stats["pairs_below_threshold" if why == "below_threshold" else f"pairs_rejected_{why}"] += 1
-                stats["pairs_rejected_edit_guard"] += why != "below_threshold"
-            else:
-                partial[i] = partial_agreement(ta[1], tb[1], self.cfg)
-
-    def _prompts(self, work: Path, ends: np.ndarray) -> dict[int, tuple[str, str]]:
-        """(normalised, raw) prompts of the given packed ends, read task by task (only the `prompt` column)."""
-        ends = np.unique(ends)
-        out: dict[int, tuple[str, str]] = {}
-        for r, at in key_groups(ends >> np.uint64(32)):
-            sel = ends[at]
-            col = pq.read_table(work / "input" / input_file(int(r)), columns=["prompt"])["prompt"]
-            prompts = col.take(pa.array(sel & np.uint64(0xFFFFFFFF))).to_pylist()
-            norm = normalize_list(prompts, self.cfg.norm, self.cfg.text_kernel)
-            out.update(zip(sel.tolist(), zip(norm, prompts, strict=True), strict=True))
-        return out
 
     def _partition(self, work: Path, p: int) -> np.ndarray:
         files = sorted((work / "keys" / f"{p:04d}").glob("*.bin"))

@@ -11,7 +11,8 @@ Flow (each arrow is one datatrove executor run; `executor: slurm|ray` swaps the 
                             one hash range at a time; `streaming_buckets=True` uses datatrove's
                             MinhashDedupBuckets heap merge instead)
       -> ProblemCluster     one task: candidate check once per problem pair (number guard, edit guard, exact
-                            n-gram Jaccard >= threshold), connected components, then per key partition:
+                            n-gram Jaccard >= threshold; chunks spread over the task's CPUs), connected
+                            components, then per key partition:
                             representative = first row by (source priority, input order), exact duplicates;
                             per-task decision files
       -> DedupSplit         per task, by column: keep rows of representative problems (all distinct
