@@ -91,30 +91,30 @@ def test_streamed_report_equals_one_join_and_counts_every_removed_row(tmp_path, 
     assert len(report.merged_pairs(out, keep=2)[1]) <= 2 * len(cell)  # memory bound: `keep` per (reason, source)
 
 
-def test_cluster_checks_in_small_chunks_give_the_same_verdicts(tmp_path, monkeypatch) -> None:
+def _dedup_outcome(inp, out, rows_per_task: int) -> tuple[list, dict]:
+    """(removed rows as (id, reason, duplicate_of), the stage's pair counts) of a 1-worker dedup run."""
     import json
 
     import pyarrow.parquet as pq
 
-    from cotforge.curate.dedup import cluster
     from cotforge.curate.engine import ExecutorConfig
     from cotforge.curate.io.readers import InputSpec
     from cotforge.pipelines.stages import run_stage
 
+    run_stage("dedup", [InputSpec(str(inp))], out, DedupConfig(), ExecutorConfig(workers=1, rows_per_task=rows_per_task))
+    rows = sorted(tuple(r.values()) for r in
+                  pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
+    stats = json.loads((out / "stats.json").read_text())["dedup"]
+    return rows, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
+
+
+def test_cluster_checks_in_small_chunks_give_the_same_verdicts(tmp_path, monkeypatch) -> None:
+    from cotforge.curate.dedup import cluster
+
     _corpus(tmp_path / "in.jsonl")
-
-    def removed(name: str) -> tuple[list, dict]:
-        out = tmp_path / name
-        run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(),
-                  ExecutorConfig(workers=1, rows_per_task=90))
-        rows = sorted(tuple(r.values()) for r in
-                      pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
-        stats = json.loads((out / "stats.json").read_text())["dedup"]
-        return rows, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
-
-    whole = removed("whole")
+    whole = _dedup_outcome(tmp_path / "in.jsonl", tmp_path / "whole", 90)
     monkeypatch.setattr(cluster, "CHECK_PAIRS", 2)
-    assert removed("chunks") == whole
+    assert _dedup_outcome(tmp_path / "in.jsonl", tmp_path / "chunks", 90) == whole
     assert whole[1]["candidate_pairs"] > 4 and whole[0]
 
 
@@ -221,12 +221,7 @@ def test_cluster_checks_in_a_pool_give_the_same_verdicts(tmp_path, monkeypatch) 
     import json
     import random
 
-    import pyarrow.parquet as pq
-
     from cotforge.curate.dedup import cluster
-    from cotforge.curate.engine import ExecutorConfig
-    from cotforge.curate.io.readers import InputSpec
-    from cotforge.pipelines.stages import run_stage
 
     rng, rows = random.Random(1), []
     for i in range(300):
@@ -237,19 +232,11 @@ def test_cluster_checks_in_a_pool_give_the_same_verdicts(tmp_path, monkeypatch) 
                      "response": f"The answer is {a + b}."})
     (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
-    def removed(name: str, cpus: int) -> tuple[list, dict]:
-        monkeypatch.setattr(cluster, "task_threads", lambda: cpus)
-        out = tmp_path / name
-        run_stage("dedup", [InputSpec(str(tmp_path / "in.jsonl"))], out, DedupConfig(),
-                  ExecutorConfig(workers=1, rows_per_task=70))
-        got = sorted(tuple(r.values()) for r in
-                     pq.read_table(out / "removed", columns=["id", "reason", "duplicate_of"]).to_pylist())
-        stats = json.loads((out / "stats.json").read_text())["dedup"]
-        return got, {k: v for k, v in stats.items() if k.startswith("pairs_") or k == "candidate_pairs"}
-
     monkeypatch.setattr(cluster, "CHECK_PAIRS", 7)
     monkeypatch.setattr(cluster, "POOL_PAIRS", 1)
-    one = removed("one", 1)
+    monkeypatch.setattr(cluster, "task_threads", lambda: 1)
+    one = _dedup_outcome(tmp_path / "in.jsonl", tmp_path / "one", 70)
     assert one[1]["pairs_rejected_name_changed"] > 0 and one[1]["pairs_accepted"] > 0 and one[0]
-    assert removed("pool", 2) == one
+    monkeypatch.setattr(cluster, "task_threads", lambda: 2)
+    assert _dedup_outcome(tmp_path / "in.jsonl", tmp_path / "pool", 70) == one
     assert len(cluster._chunks(np.arange(30), 2)) == 5 and len(cluster._chunks(np.arange(8), 2)) == 2

@@ -14,7 +14,7 @@ the baseline does):
   cost 2.5x the kernel on short rows);
   a row whose prompt or response has a hit goes to removed.
 - `bare`: `lookup` with the text kernel and the lookup replaced by the issue's bare byte kernel, fused with the
-  lookup (`bare_flags` below: ASCII lower-case of the UTF-8 bytes, words split at every byte that is not an
+  lookup (`bare_scan` below: ASCII lower-case of the UTF-8 bytes, words split at every byte that is not an
   ASCII letter or digit or >= 0x80, FNV-1a word hashes, one multiply-add hash per word 8-gram, each tested
   against the benchmark set's bit table as it is made, straight from Arrow's string buffers). It gives
   other verdicts (no Unicode, LaTeX or number canonicalisation), so it is not a stage: it bounds from below
@@ -92,12 +92,14 @@ def _bare_kernel():
         return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c >= 128
 
     @numba.njit(cache=True, nogil=True)
-    def bare_ngrams(data, offsets, n):  # pragma: no cover - compiled
-        """(n-gram hashes, their row) of every row of an Arrow string array's (data, offsets) buffers: one pass
-        counts the words of each row, a second writes the n-gram hashes into arrays of the exact size."""
+    def bare_scan(data, offsets, n, table, shift, keys, collect):  # pragma: no cover - compiled
+        """One pass over an Arrow string array's (data, offsets) buffers, hashing every word n-gram. `collect`:
+        returns (the n-gram hashes, their row, -), sized by a first pass that counts the words; else (-, -, per
+        row whether any n-gram is one of the sorted `keys`), each tested as it is made (the bit table of
+        `hashing.BitPrefilter` first, a binary search only on a set bit)."""
         rows = len(offsets) - 1
         total = 0
-        for r in range(rows):
+        for r in range(rows if collect else 0):
             words = 0
             prev = False
             for i in range(offsets[r], offsets[r + 1]):
@@ -108,6 +110,7 @@ def _bare_kernel():
             total += max(words - n + 1, 0)
         out = np.empty(total, dtype=np.uint64)
         row_of = np.empty(total, dtype=np.int64)
+        hit = np.zeros(0 if collect else rows, dtype=np.bool_)
         ring = np.zeros(n, dtype=np.uint64)
         k = 0
         for r in range(rows):
@@ -125,52 +128,24 @@ def _bare_kernel():
                 elif inword:
                     ring[words % n] = h
                     words += 1
-                    if words >= n:
+                    if words >= n and (collect or not hit[r]):
                         g = np.uint64(0)
                         for j in range(words - n, words):
                             g = g * np.uint64(0x9E3779B97F4A7C15) + ring[j % n]
-                        out[k] = g
-                        row_of[k] = r
-                        k += 1
+                        if collect:
+                            out[k] = g
+                            row_of[k] = r
+                            k += 1
+                        else:
+                            slot = g >> shift
+                            if (table[slot >> np.uint64(3)] >> (slot & np.uint64(7))) & np.uint64(1):
+                                pos = np.searchsorted(keys, g)
+                                hit[r] = pos < len(keys) and keys[pos] == g
                     h = np.uint64(14695981039346656037)
                     inword = False
-        return out, row_of
+        return out, row_of, hit
 
-    @numba.njit(cache=True, nogil=True)
-    def bare_flags(data, offsets, n, table, shift, keys):  # pragma: no cover - compiled
-        """Per row: whether any of its n-grams (as `bare_ngrams` hashes them) is one of the sorted `keys`, tested
-        as it is hashed (the bit table of `hashing.BitPrefilter` first, a binary search only on a set bit)."""
-        rows = len(offsets) - 1
-        hit = np.zeros(rows, dtype=np.bool_)
-        ring = np.zeros(n, dtype=np.uint64)
-        for r in range(rows):
-            words = 0
-            h = np.uint64(14695981039346656037)
-            inword = False
-            end = offsets[r + 1]
-            for i in range(offsets[r], end + 1):
-                c = data[i] if i < end else 32
-                if is_word(c):
-                    if 65 <= c <= 90:
-                        c += 32
-                    h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
-                    inword = True
-                elif inword:
-                    ring[words % n] = h
-                    words += 1
-                    if words >= n and not hit[r]:
-                        g = np.uint64(0)
-                        for j in range(words - n, words):
-                            g = g * np.uint64(0x9E3779B97F4A7C15) + ring[j % n]
-                        slot = g >> shift
-                        if (table[slot >> np.uint64(3)] >> (slot & np.uint64(7))) & np.uint64(1):
-                            pos = np.searchsorted(keys, g)
-                            hit[r] = pos < len(keys) and keys[pos] == g
-                    h = np.uint64(14695981039346656037)
-                    inword = False
-        return hit
-
-    return bare_ngrams, bare_flags
+    return bare_scan
 
 
 def _buffers(col):
@@ -188,16 +163,19 @@ def _buffers(col):
 
 
 def _bare_hashes(col, n: int = 8):
-    """`bare_ngrams` of a pyarrow string array."""
-    return _bare_kernel()[0](*_buffers(col), n)
+    """(n-gram hashes, their row) of a pyarrow string array by `bare_scan`."""
+    import numpy as np
+
+    none = np.zeros(0, np.uint64)
+    return _bare_kernel()(*_buffers(col), n, np.zeros(1, np.uint8), np.uint64(0), none, True)[:2]
 
 
 def _bare_flag_column(col, keys, n: int = 8):
-    """`bare_flags` of a pyarrow string array against `benchmark_ngrams(bare=True)`."""
+    """Per row of a pyarrow string array: whether `bare_scan` finds one of `benchmark_ngrams(bare=True)`."""
     import numpy as np
 
     sorted_keys, pre = keys
-    return _bare_kernel()[1](*_buffers(col), n, pre.table, np.uint64(pre.shift), sorted_keys)
+    return _bare_kernel()(*_buffers(col), n, pre.table, np.uint64(pre.shift), sorted_keys, False)[2]
 
 
 def benchmark_ngrams(bare: bool = False) -> tuple:
