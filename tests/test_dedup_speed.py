@@ -240,3 +240,26 @@ def test_cluster_checks_in_a_pool_give_the_same_verdicts(tmp_path, monkeypatch) 
     monkeypatch.setattr(cluster, "task_threads", lambda: 2)
     assert _dedup_outcome(tmp_path / "in.jsonl", tmp_path / "pool", 70) == one
     assert len(cluster._chunks(np.arange(30), 2)) == 5 and len(cluster._chunks(np.arange(8), 2)) == 2
+
+
+def test_report_similarity_equals_the_sliced_ngram_jaccard() -> None:
+    """`similarity` (zip-built n-grams, equal texts short-cut) equals the Jaccard of sliced word n-gram sets on
+    random texts of 0-12 words with repeats, case and white-space variants, for n = 1..4."""
+    import random
+
+    from cotforge.curate.dedup.report import similarity
+
+    def sliced(a: str, b: str, n: int) -> float:
+        wa, wb = a.lower().split(), b.lower().split()
+        ga = {tuple(wa[i:i + n]) for i in range(max(len(wa) - n + 1, 1))}
+        gb = {tuple(wb[i:i + n]) for i in range(max(len(wb) - n + 1, 1))}
+        return len(ga & gb) / len(ga | gb) if ga | gb else 1.0
+
+    rng = random.Random(3)
+    vocab = ["a", "B", "cat", "Cat", "dog", "x1", "\u00e9t\u00e9", "7", "s\u00df"]
+    for _ in range(3000):
+        a = rng.choice([" ", "  ", "\t", "\n"]).join(rng.choice(vocab) for _ in range(rng.randint(0, 12)))
+        b = a if rng.random() < 0.2 else " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 12)))
+        for n in (1, 2, 3, 4):
+            assert similarity(a, b, n) == sliced(a, b, n), (a, b, n)
+    assert similarity(None, "", 3) == 1.0 and similarity("", None, 3) == 1.0

@@ -65,11 +65,21 @@ def _in_array(column: str, values):
 
 
 def similarity(a: str, b: str, n: int = 3) -> float:
-    """Word n-gram Jaccard similarity of two texts (lowercased words as written)."""
-    wa, wb = str(a or "").lower().split(), str(b or "").lower().split()
-    ga = {tuple(wa[i:i + n]) for i in range(max(len(wa) - n + 1, 1))}
-    gb = {tuple(wb[i:i + n]) for i in range(max(len(wb) - n + 1, 1))}
-    return len(ga & gb) / len(ga | gb) if ga | gb else 1.0
+    """Word n-gram Jaccard similarity of two texts (lowercased words as written; a text of fewer than n words is
+    one n-gram of all its words). Equal texts score 1.0 without being split (exact duplicates: most pairs)."""
+    if a == b:
+        return 1.0
+    ga, gb = _word_grams(str(a or ""), n), _word_grams(str(b or ""), n)
+    return len(ga & gb) / len(ga | gb)
+
+
+def _word_grams(text: str, n: int) -> set[tuple[str, ...]]:
+    """The word n-grams of `text` (lower-cased, split at white space) as tuples, built by zipping shifted word
+    lists (C-level; the same tuples as slicing each window)."""
+    words = text.lower().split()
+    if len(words) < n:
+        return {tuple(words)}
+    return set(zip(*(words[i:] for i in range(n)), strict=False))
 
 
 def differing_spans(a: str, b: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
