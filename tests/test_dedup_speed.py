@@ -263,3 +263,19 @@ def test_report_similarity_equals_the_sliced_ngram_jaccard() -> None:
         for n in (1, 2, 3, 4):
             assert similarity(a, b, n) == sliced(a, b, n), (a, b, n)
     assert similarity(None, "", 3) == 1.0 and similarity("", None, 3) == 1.0
+
+
+def test_first_new_equals_the_row_loop_with_a_set() -> None:
+    """The signature step's first row of each new problem key (numpy unique + one set lookup per distinct key)
+    equals the row-by-row set loop, batch after batch, keys repeating within and across batches."""
+    from cotforge.curate.dedup.signature import first_new
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        seen_ref: set[int] = set()
+        seen: set[int] = set()
+        for _ in range(4):
+            keys = rng.integers(0, rng.integers(1, 50), size=rng.integers(0, 60)).astype(np.uint64)
+            ref = [i for i, k in enumerate(keys.tolist()) if not (k in seen_ref or seen_ref.add(k))]
+            assert first_new(keys, seen).tolist() == ref
+            assert seen == seen_ref

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datatrove.data import DocumentsPipeline
 from datatrove.io import get_datafolder
@@ -26,6 +28,16 @@ from cotforge.curate.engine import NormTokenizer
 from cotforge.curate.io.budget import MemoryBudget, batch_rows_of, release_arrow_memory
 
 DEFAULT_BATCH_BYTES = MemoryBudget().batch_bytes
+
+
+def first_new(keys: np.ndarray, seen: set[int]) -> np.ndarray:
+    """Positions, in order, of the first row of each key of `keys` that is not in `seen`; adds the keys to `seen`
+    (one set lookup per distinct key of the batch, not per row)."""
+    uniq, first = np.unique(keys, return_index=True)
+    u = uniq.tolist()
+    fresh = np.fromiter((k not in seen for k in u), dtype=bool, count=len(u))
+    seen.update(u)
+    return np.sort(first[fresh]).astype(np.int64)
 
 
 class ProblemSignature(MinhashDedupSignature):
@@ -52,26 +64,34 @@ class ProblemSignature(MinhashDedupSignature):
         return
         yield  # a generator, like every datatrove step
 
-    def _shard_batches(self, rank: int) -> Iterator[tuple[list, list, list]]:
-        """(prompts, responses, sources) of the task's work shard, BATCH_ROWS at a time (fewer when rows are
-        long: `batch_bytes`, set from the memory budget), by column."""
+    def _shard_batches(self, rank: int) -> Iterator[tuple[list, list, pa.Array]]:
+        """(prompts, responses, sources as an Arrow array) of the task's work shard, BATCH_ROWS at a time (fewer
+        when rows are long: `batch_bytes`, set from the memory budget), by column."""
         folder = get_datafolder(self.input_folder)
         with folder.open(input_file(rank), "rb") as f:
             pf = pq.ParquetFile(f)
             rows = batch_rows_of(pf.metadata, getattr(self, "batch_bytes", DEFAULT_BATCH_BYTES), BATCH_ROWS)
             for b in pf.iter_batches(batch_size=rows, columns=["prompt", "response", "source"]):
-                yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()
+                yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2)
 
     @staticmethod
-    def _doc_batches(data: DocumentsPipeline) -> Iterator[tuple[list, list, list]]:
+    def _doc_batches(data: DocumentsPipeline) -> Iterator[tuple[list, list, pa.Array]]:
         """The same batches from datatrove Documents (text = prompt, metadata = the other columns)."""
         for docs in batched(data or [], BATCH_ROWS):
             yield ([d.text for d in docs], [d.metadata.get("response") for d in docs],
-                   [str(d.metadata.get("source", "")) for d in docs])
+                   pa.array([str(d.metadata.get("source", "")) for d in docs], pa.string()))
 
-    def _sign_task(self, batches: Iterator[tuple[list, list, list]], rank: int) -> None:
+    def _priorities(self, sources: pa.Array, prio_of: dict[str, int]) -> np.ndarray:
+        """Source priority of each row (`priority_of`, once per distinct source name: a batch has a few)."""
+        enc = pc.fill_null(sources, "").dictionary_encode()
+        names = enc.dictionary.to_pylist()
+        table = np.fromiter((prio_of.setdefault(s, priority_of(s, self.cfg.source_priority)) for s in names),
+                            dtype=np.uint64, count=len(names))
+        return table[enc.indices.to_numpy(zero_copy_only=False)]
+
+    def _sign_task(self, batches: Iterator[tuple[list, list, pa.Array]], rank: int) -> None:
         """Keys for every row, signatures for new problems; writes the task's key, head and band files."""
-        seen: set[int] = set()
+        seen: set[int] = set()  # problem keys of the task's earlier batches
         prio_of: dict[str, int] = {}
         keys, heads, sigs = [], [], []
         start = 0
@@ -79,16 +99,16 @@ class ProblemSignature(MinhashDedupSignature):
             kb = batch_keys(prompts, responses, self.cfg.norm, with_numbers=False, kernel=self.cfg.text_kernel)
             idx = np.arange(start, start + len(prompts), dtype=np.int64)
             start += len(prompts)
-            prio = np.fromiter((prio_of.setdefault(s, priority_of(s or "", self.cfg.source_priority))
-                                for s in sources), dtype=np.uint64, count=len(sources))
+            prio = self._priorities(sources, prio_of)
             rec = np.empty(len(idx), dtype=KEY_DTYPE)
             rec["pkey"], rec["pair"], rec["order"] = kb.pkey, kb.pair, pack_order(prio, rank, idx)
             keys.append(rec)
-            new = [i for i, k in enumerate(kb.pkey.tolist()) if not (k in seen or seen.add(k))]
-            texts = dedup_texts([prompts[i] for i in new], [kb.norm_prompts[i] for i in new], self.cfg)
+            new = first_new(kb.pkey, seen)
+            texts = dedup_texts([prompts[i] for i in new.tolist()], [kb.norm_prompts[i] for i in new.tolist()],
+                                self.cfg)
             num = number_keys(texts)
             sig, has = band_signatures(texts, num, self.cfg)
-            new_arr = np.asarray(new, dtype=np.int64)[has]
+            new_arr = new[has]
             head = np.empty(len(new_arr), dtype=HEAD_DTYPE)
             head["idx"], head["pkey"], head["num"] = idx[new_arr], kb.pkey[new_arr], num[has]
             heads.append(head)
