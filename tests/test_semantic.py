@@ -16,6 +16,7 @@ from cotforge.curate.dedup.pairs.semantic import (
     alternatives_swapped,
     asks_other_quantity,
     carriers_differ,
+    formula_added,
     math_changed,
     math_of,
     number_verdict,
@@ -134,6 +135,39 @@ def test_question_checks():
     assert not carriers_differ("How many in total?", "How many altogether?")
     assert asks_other_quantity(ITEM, question_of(ITEM), QUESTION_CHANGED, question_of(QUESTION_CHANGED))
     assert not asks_other_quantity(ITEM, question_of(ITEM), REPHRASED, question_of(REPHRASED))
+
+
+def test_decontamination_formulas_one_way():
+    """Decontamination's formula check (item -> row): a rewording may write a formula out in words, drop brackets,
+    an environment or an "=", and name a variable more or less often; a look-alike that drops a variable or a
+    command the row's words do not say, or adds a token, is a change."""
+    item = r"Let $\triangle ABC$ have $\overline{IA}\perp\overline{OI}$, circumradius $13$. Find $AB\cdot AC$."
+    assert not formula_added(item, r"In triangle $ABC$ segment $\overline{IA}$ is perpendicular to segment "
+                                   r"$\overline{OI}$ and the circumradius is $13$. Compute the product $AB\cdot AC$.")
+    pairs = r"How many ordered pairs $(a,b)$ satisfy the equation \[(1+2a)(2+2b)(2a+b) = 32ab?\]"
+    assert not formula_added(pairs, r"Count the pairs $(a,b)$, with $a$ and $b$ positive, for which the product of "
+                                    r"$1+2a$, $2+2b$ and $2a+b$ is $32ab$.")
+    triples = "Triples with \\begin{equation*}\na^2b + b^2a = 6\n\\end{equation*}"
+    assert not formula_added(triples, "Triples where a squared times b plus b squared times a add up to 6.")
+    assert not formula_added("What is the sum of the digits of $x?$", "Find the sum of the digits of $x$.")
+    odd = r"Let $f(x)$ be odd and $g(x)$ even. Is $f(f(g(f(x))))$ even, odd, or neither?"
+    assert formula_added(odd, r"Let $f(x)$ be odd. Is $f(f(f(x)))$ even, odd, or neither?")
+    assert formula_added(r"Let $xyz(x + y + z) = 1.$ Find the minimum of \[(x + y)(y + z).\]",
+                         r"Let $x + y + z = 1.$ Find the minimum of \[\frac{x + y}{xyz}.\]")
+    assert formula_added("Find the maximum of $x - y$.", "Find the maximum of $x + y$.")
+    assert formula_added(r"Find $\sqrt{x}$ when $x = 4$.", r"Find $x$ when $x = 4$.")
+    assert not formula_added(r"Find $\sqrt{x}$ when $x = 4$.", r"Find the square root of $x$ when $x = 4$.")
+
+
+def test_ordinals_read_as_ordinals():
+    """"its second go" is the second (2); "a third with 8 sandwiches" is an ordinal, not one third, so its 1 is
+    not required of a rewording that says "the third"; "a third of the cake" stays a fraction."""
+    assert numbers_of("on its second go") == numbers_of("on the 2nd go")
+    item = "the second with 4 sandwiches for $6, and a third with 8 sandwiches"
+    assert number_verdict(item, "the second has 4 sandwiches for $6, and the third has 8 sandwiches", 0,
+                          lenient=True)[0]
+    assert not number_verdict("She ate a third of the 9 cakes.", "She ate the third of the 9 cakes.", 0,
+                              lenient=True)[0]
 
 
 def test_math_regions_must_match():

@@ -2,7 +2,7 @@
 gsm8k_test + math500: every flag here is a false positive unless a row really rephrases a test item, so each
 printed pair is read by hand.
 
-    python -m bench.semantic.real [--rows N] [--benchmarks gsm8k_test,math500]
+    python -m bench.semantic.real [--rows N] [--benchmarks gsm8k_test,math500] [--set-opt key=value ...]
 
 Only the semantic pair check is run (the lexical tiers are `bench/decontam_sources.py`'s business): each row's
 `semantic_top_k` nearest items by cosine >= `semantic_cosine`, then `pair_verdict` with the question cosine.
@@ -19,6 +19,7 @@ import json
 import logging
 import time
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -92,10 +93,15 @@ def main() -> None:
     ap.add_argument("--benchmarks", default="gsm8k_test,math500")
     ap.add_argument("--dedup", action="store_true", help="instead: the dedup tier's merges within the rows (graded "
                     "check first, as in the stage); each merge the graded check alone would not make is printed")
+    ap.add_argument("--set-opt", action="append", default=[], help="DecontamConfig override key=value "
+                    "(e.g. semantic_cosine=0.75)")
     args = ap.parse_args()
     if args.dedup:
         return dedup_real(_rows(args.rows))
     cfg = DecontamConfig()
+    for opt in args.set_opt:
+        key, value = opt.split("=", 1)
+        cfg = replace(cfg, **{key: type(getattr(cfg, key))(value)})
     th = thresholds(cfg)
     items = [it.problem for its in load_benchmarks(args.benchmarks.split(","), SHARED / "benchmarks").values()
              for it in its]

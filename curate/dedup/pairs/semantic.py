@@ -174,6 +174,50 @@ def math_changed(a: str, b: str) -> bool:
     return any(not _explained(t, wb) for t in ma - mb) or any(not _explained(t, wa) for t in mb - ma)
 
 
+_ENV_NAME = re.compile(r"\\(?:begin|end)\s*\{[^{}]*\}")  # "\begin{equation*}": layout, not letters of a formula
+_DELIMITERS = frozenset("()[]|?!'\"")
+_WRITTEN_OUT = {  # commands a rewording writes as words, beyond `_SPOKEN`
+    "\\perp": "perpendicular", "\\div": "divide divided quotient", "\\parallel": "parallel",
+    "\\overline": "segment conjugate bar", "\\angle": "angle", "\\triangle": "triangle",
+    "\\frac": "over divided ratio fraction quotient per", "\\log": "logarithm log", "\\ldots": "", "\\dots": "",
+    "\\cdots": "",
+}
+
+
+def _formula_tokens(regions: list[str]) -> tuple[set[str], Counter]:
+    """(the variables, the other tokens with their counts) of formulas: environment names and brackets left out."""
+    toks = _tokens([_ENV_NAME.sub(" ", r) for r in regions])
+    letters = {t for t in toks if len(t) == 1 and t.isalpha()}
+    return letters, Counter({t: n for t, n in toks.items() if t not in letters and t not in _DELIMITERS})
+
+
+def formula_added(item: str, row: str) -> bool:
+    """Whether the formulas of `row` differ from `item`'s beyond what a rewording does: the one-way form of
+    `math_changed` for decontamination (item -> row). A rewording writes formulas out in words ("$z^5 =
+    \\overline{z}$" -> "the fifth power of z is equal to its conjugate", "$\\triangle ABC$" -> "triangle ABC"), so
+    an operator or command only the item has is no change when the row's words say it ("=" needs none); brackets
+    and environment names are not compared, and variables count as a set (how often a rewording names $x$ does
+    not matter). A variable only the item has and the row does not name, or a token only the row has and the
+    item's words do not say, is a change ("$f(f(g(x)))$" -> "$f(f(x))$", "$x - y$" -> "$x + y$")."""
+    ra, pa = math_split(item)
+    rb, pb = math_split(row)
+    la, oa = _formula_tokens(ra)
+    lb, ob = _formula_tokens(rb)
+    wa = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pa)}
+    wb = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pb)}
+    if any(not _explained(t, wa) for t in (lb - la) | set(ob - oa)):
+        return True
+    if any(t not in wb for t in la - lb):  # named in the row's prose ("the integers a, b and c")
+        return True
+    return any(t != "=" and not _written_out(t, wb) for t in oa - ob)
+
+
+def _written_out(cmd: str, words: set[str]) -> bool:
+    """Whether a text with prose `words` says the command `cmd` (an ellipsis needs no words)."""
+    said = _WRITTEN_OUT.get(cmd)
+    return _explained(cmd, words) or said == "" or bool(said and set(said.split()) & words)
+
+
 def _value(tok: str) -> str | None:
     """The canonical value of a number token (commas and a trailing ".0" dropped, leading zeros stripped; a
     number word as its digits), None for any other word."""
@@ -203,11 +247,14 @@ def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else _value(f"{x:.6f}") or "0"
 
 
+_ORDINAL_BEFORE = frozenset("the its his her their our my your".split())  # "its second go" is 2; "a second" is time
+
+
 def number_values(text: str) -> list[str]:
     """The numeric values of `text` in order as canonical strings: digits, number words, fractions,
     multipliers and scales said in words (see above). "one" alone is no value (a pronoun or an article as often
-    as a count; `number_verdict` lets it stand for a 1); "the second" is 2, "a second" and "per second" are
-    time."""
+    as a count; `number_verdict` lets it stand for a 1); "the second" and "its second" are 2, "a second" and
+    "per second" are time."""
     toks = _NUM.findall(text or "")
     low = [t.lower() for t in toks]
     out: list[str] = []
@@ -235,7 +282,7 @@ def number_values(text: str) -> list[str]:
             # "half" = 1/2; an ordinal ("third") its value, as "3rd"; "the half" / "the quarter" are no values
             out += ["1", "2"] if w in ("half", "halves") else [_DENOMINATORS[w]]
             i += 1
-        elif w == "second" and i > 0 and low[i - 1] == "the":
+        elif w == "second" and i > 0 and low[i - 1] in _ORDINAL_BEFORE:
             out.append("2")
             i += 1
         else:
@@ -519,6 +566,10 @@ def _ones(text: str) -> int:
 # are often spelled out where the original implies them ("the foci" -> "the two foci").
 _IMPLIED = {"2": re.compile(r"\b(?:squared|pairs?|both)\b", re.IGNORECASE),
             "3": re.compile(r"\bcubed\b", re.IGNORECASE)}
+# "a third with 8 sandwiches" is an ordinal (another one), read as 1/3 by `number_values`: lenient, its 1 is
+# not required of the other text ("the third has 8"); "a third of the cake" stays a fraction.
+_ARTICLE_ORDINAL = re.compile(r"\ban?\s+(?:third|quarter|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\b(?!\s+of\b)",
+                              re.IGNORECASE)
 SMALL_EXTRA = 10  # lenient: one value up to this, said in words, may appear in one text only
 
 
@@ -556,6 +607,8 @@ def number_verdict(a: str, b: str, max_extra: int, symmetric: bool = False,
     if lenient:  # "one" as a pronoun ("if one is a rotation of the other") stands for no 1
         miss_b["1"] = max(0, (na - nb)["1"] - len(_ONE_COUNT.findall(b)))
         miss_a["1"] = max(0, (nb - na)["1"] - len(_ONE_COUNT.findall(a)))
+        miss_b["1"] = max(0, miss_b["1"] - len(_ARTICLE_ORDINAL.findall(a)))
+        miss_a["1"] = max(0, miss_a["1"] - len(_ARTICLE_ORDINAL.findall(b)))
         miss_b, miss_a = _excused(miss_b, b), _excused(miss_a, a)
         missing_ok = sum(miss_b.values()) == 0
         ok = missing_ok and (sum(miss_a.values()) <= max_extra or _small(miss_a, b))
@@ -612,7 +665,7 @@ def pair_verdict(a: str, b: str, cosine: float, question_cosine: float | None, t
     if th.rules == "numbers":
         if cosine < th.number_cosine and len(shared) < th.number_count:
             return "few_numbers"
-        return "math_changed" if math_changed(a, b) else None
+        return "math_changed" if formula_added(a, b) else None
     if math_changed(a, b):
         return "math_changed"
     if term_dropped(a, b) or (symmetric and term_dropped(b, a)) or alternatives_swapped(a, b):
