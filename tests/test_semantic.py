@@ -64,7 +64,8 @@ def test_numbers_said_in_words():
              ("three quarters of them and one quarter", "3/4 of them and 1/4"), ("four fifths", "4/5"),
              ("twice as long", "2 times as long"), ("double the time", "two times the time"),
              ("on the third day", "on the 3rd day"), ("a dozen eggs", "12 eggs"), ("5 thousand", "5,000"),
-             ("half as long", "1/2 as long"), ("the second day", "day 2")]
+             ("half as long", "1/2 as long"), ("the second day", "day 2"), ("one hundred twenty", "120"),
+             ("two thousand five hundred", "2,500"), ("three hundred and twenty-five", "325")]
     for words, digits in pairs:
         assert numbers_of(words) == numbers_of(digits), (words, digits)
     assert not numbers_of("one of them waits a second per second")

@@ -156,6 +156,23 @@ class DecontamConfig:
         "help": "Semantic tier, static+rerank: rows whose nearest item by the static embedding is below this "
                 "cosine skip the transformer (recall-oriented)."})
     semantic_top_k: int = field(default=3, metadata={"help": "Semantic tier: nearest items checked per row."})
+    semantic_judge: str = field(default="", metadata={
+        "help": "Semantic tier: an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1 from `vllm serve`) whose "
+                "model judges the candidates the pair check rejects only for reasons a rewording explains (few "
+                "shared numbers, a formula written out, a cosine below --semantic-cosine); never a pair whose "
+                "numbers disagree. Answers are cached on disk (decontam/judge.py). Empty: no judge."})
+    semantic_judge_model: str = field(default="", metadata={
+        "help": "Semantic judge: the model name sent to the endpoint (an instruct model answering Yes/No)."})
+    semantic_judge_cosine: float = field(default=0.70, metadata={
+        "help": "Semantic judge: least cosine of a candidate sent to the judge."})
+    semantic_judge_timeout_s: float = field(default=60.0, metadata={
+        "help": "Semantic judge: seconds per request (3 tries)."})
+    semantic_judge_numbers: bool = field(default=False, metadata={
+        "help": "Semantic judge: also send candidates whose numbers disagree (a rewording that restates its numbers: "
+                "'246' as '2 x 123'); the judge alone then guards against number-changed look-alikes, and it is "
+                "asked ~100x more often.", "flag": "--semantic-judge-numbers/--no-semantic-judge-numbers"})
+    semantic_judge_workers: int = field(default=8, metadata={
+        "help": "Semantic judge: requests in flight per task."})
     semantic_response_chars: int = field(default=600, metadata={
         "help": "Semantic tier: rows without a prompt are embedded by this many first characters of the response."})
 
@@ -181,6 +198,15 @@ class DecontamConfig:
             raise ValueError(f"semantic_number_cosine: must be in [-1, 1.01] (got {self.semantic_number_cosine})")
         if self.semantic_number_count < 1:
             raise ValueError(f"semantic_number_count: must be >= 1 (got {self.semantic_number_count})")
+        if not -1.0 <= self.semantic_judge_cosine <= 1.0:
+            raise ValueError(f"semantic_judge_cosine: must be in [-1, 1] (got {self.semantic_judge_cosine})")
+        if self.semantic_judge and not self.semantic:
+            raise ValueError("semantic_judge: the judge decides semantic candidates; turn on --semantic")
+        if self.semantic_judge and not self.semantic_judge.startswith(("http://", "https://")):
+            raise ValueError(f"semantic_judge: must be an http(s) URL of an OpenAI-compatible endpoint "
+                             f"(got {self.semantic_judge!r})")
+        if self.semantic_judge_timeout_s <= 0 or self.semantic_judge_workers < 1:
+            raise ValueError("semantic_judge_timeout_s must be > 0 and semantic_judge_workers >= 1")
         if self.semantic_rules not in ("full", "numbers"):
             raise ValueError(f"semantic_rules: must be 'full' or 'numbers' (got {self.semantic_rules!r})")
         check_text_kernel(self.text_kernel)

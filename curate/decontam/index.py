@@ -199,10 +199,10 @@ _LOADED: dict[str, DecontamIndex] = {}  # load_index's one index of this process
 def load_index(index_dir: str | Path) -> DecontamIndex:
     """The index in `index_dir`, loaded once per process: datatrove runs many ranks in one worker process, and
     each would otherwise load the arrays, build the prefilters and the LSH bands and warm the per-entry caches
-    again. Keyed by a digest of entries.json (the arrays follow from it, the config and the code), so another
-    index in the same folder is loaded afresh; only the latest is kept."""
+    again. Keyed by the folder and a digest of entries.json (the arrays follow from it, the config and the code),
+    so another index in the same folder, or another run's folder, is loaded afresh; only the latest is kept."""
     d = Path(index_dir)
-    key = hashlib.sha256((d / "entries.json").read_bytes()).hexdigest()
+    key = f"{d.resolve()}\0{hashlib.sha256((d / 'entries.json').read_bytes()).hexdigest()}"
     if key not in _LOADED:
         _LOADED.clear()
         _LOADED[key] = DecontamIndex(d)

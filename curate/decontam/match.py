@@ -483,7 +483,7 @@ class Matcher:
         score = cosine, the aligned numbers and both texts in `detail`."""
         from cotforge.curate.decontam.semantic import SemanticTier, hit_detail, semantic_hits
 
-        if self._semantic is None:
+        if self._semantic is None or self._semantic.cfg != cfg:  # a process may run stages of other settings
             self._semantic = SemanticTier(self.index.dir, [e.text for e in self.index.entries], cfg)
         for i, side, text, h in semantic_hits(self._semantic, prompts, responses, [bool(ms) for ms in out], cfg):
             en = self.index.entries[h.entry]

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cotforge.curate.decontam.judge import Judge, says_yes
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
 from cotforge.curate.text.embed import (
     Embedder,
@@ -60,6 +61,17 @@ def thresholds(cfg: DecontamConfig) -> PairThresholds:
     """The pair-check bounds of a decontamination config."""
     return PairThresholds(cfg.semantic_cosine, cfg.semantic_question_cosine, cfg.semantic_extra_numbers,
                           cfg.semantic_rules, cfg.semantic_number_cosine, cfg.semantic_number_count)
+
+
+JUDGED = (None, "few_numbers", "math_changed")  # the rules' verdicts a judge may overrule
+
+
+def make_judge(cfg: DecontamConfig) -> Judge | None:
+    """The configured LLM judge (decontam/judge.py), None without `semantic_judge`."""
+    if not cfg.semantic_judge:
+        return None
+    return Judge(cfg.semantic_judge, cfg.semantic_judge_model, cfg.semantic_judge_timeout_s,
+                 cfg.semantic_judge_workers)
 
 
 def make_embedder(cfg: DecontamConfig) -> Embedder:
@@ -99,6 +111,7 @@ class SemanticHit:
     cosine: float
     question_cosine: float
     numbers: list[str]
+    judge: str = ""  # the judge's answer when the judge decided (decontam/judge.py), else ""
 
 
 class VectorStore:
@@ -174,9 +187,11 @@ class SemanticTier:
         tag = hashlib.sha256(self.emb.cache_tag.encode()).hexdigest()[:16]
         self.store = VectorStore(d / "rows" / tag)  # the run's row vectors, shared by its tasks
         self.checked_pairs = 0
+        self.judged_pairs = 0  # candidates sent to the judge (decontam/judge.py), cached answers included
         self.skipped = 0  # rows the static encoder kept away from the transformer (static+rerank)
         self.reused = 0  # texts whose vectors another task of the run had computed
         self._cache: dict[str, list[SemanticHit]] = {}
+        self.judge = make_judge(cfg)
         self.static: StaticEmbedder | None = None
         if cfg.semantic_encoder == "static+rerank":
             self.static = StaticEmbedder(self.emb)
@@ -214,28 +229,49 @@ class SemanticTier:
         if not texts:
             return out
         top, cos = nearest(self._row_vectors(texts), self.vecs, self.cfg.semantic_top_k)
+        floor = min(self.th.min_cosine, self.cfg.semantic_judge_cosine) if self.judge else self.th.min_cosine
         cands: list[tuple[int, int, float]] = []
+        asks: list[tuple[int, int, float]] = []
         for i in range(len(texts)):
             for e, c in zip(top[i].tolist(), cos[i].tolist(), strict=True):
-                if c < self.th.min_cosine:
+                if c < floor:
                     continue
                 # numbers and carriers first (cheap); the question cosine only for what passes them
-                if pair_verdict(self.items[e], texts[i], c, None, self.th) is None:
+                if c >= self.th.min_cosine and pair_verdict(self.items[e], texts[i], c, None, self.th) is None:
                     cands.append((i, e, c))
+                elif self.judge and c >= self.cfg.semantic_judge_cosine and self._judge_may_decide(e, texts[i]):
+                    asks.append((i, e, c))
         self.checked_pairs += len(cands)
-        if not cands:
+        judged = [(i, e, c, a) for (i, e, c), a in zip(asks, self._ask(asks, texts), strict=True) if says_yes(a)]
+        if not cands and not judged:
             return out
-        rows = sorted({i for i, _, _ in cands})
+        rows = sorted({i for i, _, _ in cands} | {i for i, _, _, _ in judged})
         qv = dict(zip(rows, self.emb.encode([question_of(texts[i]) for i in rows]), strict=True))
+        lenient = self.th.rules == "numbers"
         for i, e, c in cands:
             qc = exact_cosine(qv[i], self.qvecs[e])
             if pair_verdict(self.items[e], texts[i], c, qc, self.th) is None:
-                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers,
-                                      lenient=self.th.rules == "numbers")[1]
+                nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers, lenient=lenient)[1]
                 out[i].append(SemanticHit(e, c, qc, nums))
+        for i, e, c, answer in judged:
+            nums = number_verdict(self.items[e], texts[i], self.th.max_extra_numbers, lenient=lenient)[1]
+            out[i].append(SemanticHit(e, c, exact_cosine(qv[i], self.qvecs[e]), nums, judge=answer))
         for hits in out:
             hits.sort(key=lambda h: -h.cosine)
         return out
+
+    def _judge_may_decide(self, entry: int, text: str) -> bool:
+        """Whether the pair check rejects (entry, text) only for a reason a rewording explains: the verdict at the
+        rules' own cosine bound is a pass, `few_numbers` or `math_changed`; `number_changed` only with
+        `semantic_judge_numbers`; never the full rules' condition, term or question changes."""
+        verdict = pair_verdict(self.items[entry], text, self.th.min_cosine, None, self.th)
+        return verdict in JUDGED or (self.cfg.semantic_judge_numbers and verdict == "number_changed")
+
+    def _ask(self, asks: list[tuple[int, int, float]], texts: list[str]) -> list[str]:
+        if not asks or self.judge is None:
+            return []
+        self.judged_pairs += len(asks)
+        return self.judge.answers([(self.items[e], texts[i]) for i, e, _ in asks])
 
 
     def _row_vectors(self, texts: list[str]) -> np.ndarray:
@@ -284,5 +320,8 @@ def semantic_hits(tier: SemanticTier, prompts, responses, flagged: list[bool], c
 
 def hit_detail(tier: SemanticTier, text: str, h: SemanticHit) -> dict:
     """What the report shows of a semantic match: cosines, the aligned numbers, both texts."""
-    return {"cosine": round(h.cosine, 4), "question_cosine": round(h.question_cosine, 4), "numbers": h.numbers,
-            "item_text": tier.items[h.entry][:SHOWN_CHARS], "row_text": text[:SHOWN_CHARS]}
+    d = {"cosine": round(h.cosine, 4), "question_cosine": round(h.question_cosine, 4), "numbers": h.numbers,
+         "item_text": tier.items[h.entry][:SHOWN_CHARS], "row_text": text[:SHOWN_CHARS]}
+    if h.judge and tier.judge is not None:
+        d["judge"] = {"model": tier.judge.model, "answer": h.judge}
+    return d

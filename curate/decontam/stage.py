@@ -136,6 +136,7 @@ class DecontamSplit(PipelineStep):
         read_rows = rows_within_bytes(pf, 2 * self.cfg.batch_bytes, self.cfg.batch_size)
         out = TaskShards(work, rank, self.schema, self.removed_schema, self.rows_per_shard, self.buffer_bytes)
         parts = ReportParts() if self.cfg.report else None
+        judged0 = _judge_counts(matcher)  # the matcher (and its judge) outlives this rank in the worker process
         with self.track_time():
             for batch in pf.iter_batches(batch_size=read_rows):
                 table = pa.Table.from_batches([batch])
@@ -168,8 +169,11 @@ class DecontamSplit(PipelineStep):
                 self.stat_update("removed", value=int(len(flagged)))
                 del table, batch
                 release_arrow_memory()
+            judged = _judge_counts(matcher)
         peak = _peak_rss_mb()  # the task's own high-water mark (stats of forked / exec'd children inherit the parent's)
         extra: dict = {"peak_rss_mb": peak}
+        if judged != judged0:  # pairs the LLM judge decided (cached answers included), and those asked the endpoint
+            extra["judge"] = [judged[0] - judged0[0], judged[1] - judged0[1]]
         if parts is not None:  # the report's share of this task (report.py merges them)
             (work / "report").mkdir(exist_ok=True)
             pq.write_table(parts.matches_table(), work / "report" / f"{rank:05d}.parquet", compression="zstd")
@@ -192,6 +196,14 @@ def _response_texts(removed: pa.Table, hits: list[list[Match]]) -> list[str | No
 
 
 _MATCHERS: dict[int, Matcher] = {}
+
+
+def _judge_counts(matcher: Matcher) -> tuple[int, int]:
+    """(pairs the semantic tier's LLM judge decided, pairs it asked the endpoint) so far in this process."""
+    tier = matcher._semantic
+    if tier is None or tier.judge is None:
+        return 0, 0
+    return tier.judged_pairs, tier.judge.asked
 
 
 def process_matcher(index: DecontamIndex) -> Matcher:
@@ -349,6 +361,10 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     out = Path(out_dir)
     bench_specs: dict[str, BenchmarkSpec] = {}
     benchmarks, bench_specs = load_config_benchmarks(cfg)
+    if cfg.semantic and cfg.semantic_judge:  # an unreachable judge is a usage error here, not a failed task later
+        from cotforge.curate.decontam.semantic import make_judge
+
+        make_judge(cfg).check()
     exec_cfg = _tasks_for_workers(specs, exec_cfg.for_inputs(specs))
     rows_per_shard = _bounded_shard_rows(specs, rows_per_shard)
     index_dir = out / "_work" / "decontaminate_index"  # outside the work folder (start_stage may reset it)
@@ -378,7 +394,12 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
             timings["collect_s"] = round(time.time() - t0 - _spent(timings), 3)
         else:
             report_parts, match_tables = ReportParts(), []
-        stats = finish_stage(area, {"timings": timings})
+        judge = {}
+        if cfg.semantic_judge and area.tasks:
+            counts = [t.get("judge", [0, 0]) for t in tasks]
+            judge = {"semantic_judge": {"model": cfg.semantic_judge_model, "pairs": sum(c[0] for c in counts),
+                                        "asked": sum(c[1] for c in counts)}}
+        stats = finish_stage(area, {"timings": timings, **judge})
     if cfg.report:
         from cotforge.curate.decontam.report import write_contamination_report
 

@@ -250,6 +250,24 @@ def _fmt(x: float) -> str:
 _ORDINAL_BEFORE = frozenset("the its his her their our my your".split())  # "its second go" is 2; "a second" is time
 
 
+def _word_number(low: list[str], i: int) -> tuple[int, int] | None:
+    """(value, next index) of a number said in words from `low[i]` below a thousand ("five", "twenty three",
+    "five hundred", "one hundred and twenty"), None when `low[i]` starts none."""
+    if i >= len(low) or (low[i] not in _WORD_NUMBERS and low[i] != "one"):
+        return None
+    val, i = int(_WORD_NUMBERS.get(low[i], "1")), i + 1
+    if low[i - 1] == "one" and (i >= len(low) or low[i] != "hundred"):
+        return None  # "one" alone is no value (`number_values`)
+    if low[i - 1] in _TENS and i < len(low) and low[i] in _WORD_NUMBERS and int(_WORD_NUMBERS[low[i]]) < 10:
+        val, i = val + int(_WORD_NUMBERS[low[i]]), i + 1
+    if val < 10 and i < len(low) and low[i] == "hundred":
+        val, i = val * 100, i + 1
+        rest = _word_number(low, i + 1 if i < len(low) and low[i] == "and" else i)
+        if rest and rest[0] < 100:
+            val, i = val + rest[0], rest[1]
+    return val, i
+
+
 def number_values(text: str) -> list[str]:
     """The numeric values of `text` in order as canonical strings: digits, number words, fractions,
     multipliers and scales said in words (see above). "one" alone is no value (a pronoun or an article as often
@@ -267,8 +285,12 @@ def number_values(text: str) -> list[str]:
             v, i = str(int(v) + int(_WORD_NUMBERS[nxt])), i + 1  # "thirty-three"
             nxt = low[i + 1] if i + 1 < len(toks) else ""
         if (v is not None or w in _ONE_LIKE) and nxt in _SCALES:
-            out.append(_fmt(float(v or 1) * _SCALES[nxt]))  # "two hundred", "a dozen", "5 thousand"
-            i += 2
+            total, i = float(v or 1) * _SCALES[nxt], i + 2  # "two hundred", "a dozen", "5 thousand"
+            if nxt != "dozen" and not t[0].isdigit():  # "two thousand five hundred", "one hundred and twenty"
+                rest = _word_number(low, i + 1 if i < len(low) and low[i] == "and" else i)
+                if rest and rest[0] < _SCALES[nxt]:
+                    total, i = total + rest[0], rest[1]
+            out.append(_fmt(total))
         elif (v is not None or w in _ONE_LIKE) and nxt in _DENOMINATORS and not (w in ("a", "an") and nxt.endswith("s")):
             out += [v or "1", _DENOMINATORS[nxt]]  # "one third", "a quarter", "three quarters"
             i += 2
