@@ -1,9 +1,10 @@
-"""The semantic tier's LLM judge (`curate/decontam/judge.py`) against a local OpenAI-compatible stand-in server:
+"""The semantic tier's LLM judge (`curate/text/judge.py`) against a local OpenAI-compatible stand-in server:
 which candidates reach it, what its answer does, the on-disk cache, and the errors a user sees."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -13,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from cotforge.curate.decontam.config import DecontamConfig
-from cotforge.curate.decontam.judge import says_yes
 from cotforge.curate.text.embed import build_tiny_encoder
+from cotforge.curate.text.judge import says_yes
 from cotforge.pipelines.cli.main import main
 from tests.test_semantic import CLEAN, ITEM, NUMBER_CHANGED, QUESTION_CHANGED, REPHRASED
 
@@ -23,6 +24,7 @@ class _Endpoint(BaseHTTPRequestHandler):
     """/v1/models lists one model; /v1/chat/completions answers `answer` and records the prompt."""
 
     answer = "Yes"
+    yes_pairs: set[frozenset[str]] = set()  # when set: "Yes" exactly for these (A, B) pairs, in either order
     prompts: list[str] = []
 
     def _send(self, body: dict) -> None:
@@ -39,8 +41,13 @@ class _Endpoint(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         assert body["model"] == "judge-model" and body["temperature"] == 0
-        type(self).prompts.append(body["messages"][0]["content"])
-        self._send({"choices": [{"message": {"content": type(self).answer}}]})
+        prompt = body["messages"][0]["content"]
+        type(self).prompts.append(prompt)
+        answer = type(self).answer
+        if type(self).yes_pairs:
+            a, b = re.search(r"Problem A:\n(.*)\n\nProblem B:\n(.*)\n\nIs Problem B", prompt, re.DOTALL).groups()
+            answer = "Yes" if frozenset((a, b)) in type(self).yes_pairs else "No"
+        self._send({"choices": [{"message": {"content": answer}}]})
 
     def log_message(self, *args) -> None:
         pass
@@ -50,6 +57,7 @@ class _Endpoint(BaseHTTPRequestHandler):
 def endpoint():
     _Endpoint.prompts = []
     _Endpoint.answer = "Yes"
+    _Endpoint.yes_pairs = set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
@@ -120,6 +128,34 @@ def test_the_judge_decides_what_the_rules_leave_and_never_sees_changed_numbers(t
     sent = _Endpoint.prompts[asked:]
     assert len(sent) == 3 and any(NUMBER_CHANGED in p for p in sent) and any(CLEAN in p for p in sent)
     assert not {"r", "n", "c"} & set(_removed(tmp_path / "numbers"))
+
+
+@pytest.mark.slow  # three stage runs (~11 s)
+def test_dedup_merges_what_the_judge_calls_the_same_problem(tmp_path, endpoint, tiny_encoder, monkeypatch):
+    """Dedup with a judge: every candidate pair the graded check does not merge goes to it (the look-alikes too:
+    in dedup the judge replaces the semantic pair check), and its "Yes" merges. REPHRASED is a rewording the
+    rules keep apart (numbers in words, sentences moved)."""
+    monkeypatch.setenv("COTFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    _Endpoint.yes_pairs = {frozenset((ITEM, REPHRASED))}
+    rows = [{"id": "a", "prompt": ITEM, "response": "10"}, {"id": "r", "prompt": REPHRASED, "response": "10"},
+            {"id": "n", "prompt": NUMBER_CHANGED, "response": "14"}, {"id": "c", "prompt": CLEAN, "response": "40"}]
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["curate", "dedup", str(src), "--workers", "1", "--semantic", "--semantic-model", str(tiny_encoder),
+            "--semantic-judge", endpoint, "--semantic-judge-model", "judge-model", "--semantic-judge-cosine", "-1"]
+    res = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    removed = pl.read_parquet(sorted((tmp_path / "out" / "removed").glob("*.parquet")))
+    assert removed["id"].to_list() == ["r"]
+    assert any(NUMBER_CHANGED in p for p in _Endpoint.prompts)  # asked, and said "No"
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())["dedup"]
+    assert stats["semantic_judge_merged"] == 1 and stats["semantic_judge_kept"] >= 1
+    asked = len(_Endpoint.prompts)
+    res = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "again")])
+    assert res.exit_code == 0 and len(_Endpoint.prompts) == asked  # cached answers
+    res = CliRunner().invoke(main, ["curate", "dedup", str(src), "-o", str(tmp_path / "bad"), "--semantic",
+                                    "--semantic-model", str(tiny_encoder), "--semantic-judge", "http://127.0.0.1:9/v1"])
+    assert res.exit_code != 0 and "http://127.0.0.1:9/v1" in res.output and "Traceback" not in res.output
 
 
 def test_an_unreachable_judge_is_a_clear_error(tmp_path, tiny_encoder):

@@ -1,6 +1,7 @@
 """Score the semantic tier on bench/semantic/sets.py's labelled sets (one part at a time).
 
     python -m bench.semantic.eval --part tune [--set decontam|dedup|both] [--off] [--diag] [--misses] [--set-opt k=v ...]
+        [--judge URL MODEL]   # the LLM judge of both stages at an OpenAI-compatible endpoint
 
 decontamination: the sets' rows through `Matcher.match_batch` (every tier; `--off`: without the semantic tier)
 against an index of gsm8k_test, math500, aime2024, amc2023, minerva_math and olympiadbench; per kind the share
@@ -43,6 +44,7 @@ from cotforge.curate.dedup.pairs.semantic import (
 )
 from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, semantic_pairs
 from cotforge.curate.text.embed import StaticEmbedder, embedder_for
+from cotforge.curate.text.judge import make_judge
 
 BENCHMARKS = ("gsm8k_test", "math500", "aime2024", "amc2023", "minerva_math", "olympiadbench")
 DEDUP_DEFAULT = PairThresholds(min_cosine=0.85, min_question_cosine=0.80, max_extra_numbers=0)
@@ -180,7 +182,8 @@ def _diag_decontam(rows, idx, cfg, matcher) -> None:
 
 def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: bool = False,
                recheck: tuple[str, ...] = (), misses: bool = False, static: float | None = None,
-               precision: str = "auto", max_tokens: int = 256, source: str = "generated") -> None:
+               precision: str = "auto", max_tokens: int = 256, source: str = "generated",
+               judge: tuple[str, str] | None = None) -> None:
     pairs = _dedup_pairs(source, part)
     th = DEDUP_DEFAULT
     for o in opts:
@@ -199,7 +202,11 @@ def eval_dedup(part: str, opts: list[str], diag: bool, model: str, graded_off: b
     t0 = time.time()
     vecs = encode_cached(emb, texts, f"dedup-{part}")
 
-    if static is None:
+    if judge is not None:  # the stage's judge gating (curate/text/judge.py) with a real endpoint
+        jcfg = DedupConfig(semantic=True, semantic_judge=judge[0], semantic_judge_model=judge[1])
+        cands = neighbour_pairs(vecs, jcfg.semantic_top_k, min(th.min_cosine, jcfg.semantic_judge_cosine))
+        merged, stats = check_pairs(cands, texts, emb, th, jcfg, frozenset(recheck), judge=make_judge(jcfg))
+    elif static is None:
         merged, stats = semantic_pairs(texts, emb, th, vecs=vecs, cfg=None if graded_off else DedupConfig(),
                                        recheck=frozenset(recheck))
     else:  # the static+rerank path: static neighbours, the transformer's cosine on those pairs only
@@ -291,6 +298,9 @@ def main() -> None:
                     "'none': only the rewording reasons)")
     ap.add_argument("--no-graded", action="store_true", help="dedup: the semantic check alone, without the graded check")
     ap.add_argument("--set-opt", action="append", default=[], help="config override key=value")
+    ap.add_argument("--judge", nargs=2, metavar=("URL", "MODEL"), default=None, help="both sets: the LLM judge "
+                    "at this OpenAI-compatible endpoint (--semantic-judge URL --semantic-judge-model MODEL); "
+                    "decontamination's other judge settings by --set-opt semantic_judge_numbers=true etc.")
     ap.add_argument("--dedup-static", type=float, default=None, help="dedup: the static+rerank path with this "
                     "least static cosine (decontamination: --set-opt semantic_encoder=static+rerank)")
     args = ap.parse_args()
@@ -300,13 +310,14 @@ def main() -> None:
             sys.exit(f"held-out digests {got} differ from the recorded {rec}")
     if args.which in ("decontam", "both"):
         enc = [f"semantic_precision={args.precision}", f"semantic_max_tokens={args.max_tokens}"]
-        eval_decontam(args.part, not args.off, enc + args.set_opt, args.diag, args.misses and args.part == "tune",
-                      args.source)
+        judge = [f"semantic_judge={args.judge[0]}", f"semantic_judge_model={args.judge[1]}"] if args.judge else []
+        eval_decontam(args.part, not args.off, enc + judge + args.set_opt, args.diag,
+                      args.misses and args.part == "tune", args.source)
     if args.which in ("dedup", "both"):
         recheck = tuple(RECHECK) if args.recheck == "" else tuple(x for x in args.recheck.split(",") if x != "none")
         eval_dedup(args.part, args.set_opt, args.diag, args.model, args.no_graded, recheck,
                    args.misses and args.part == "tune", args.dedup_static, args.precision, args.max_tokens,
-                   args.source)
+                   args.source, tuple(args.judge) if args.judge else None)
 
 
 if __name__ == "__main__":

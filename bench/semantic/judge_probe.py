@@ -3,9 +3,11 @@
     python -m bench.semantic.judge_probe --part tune|held [--judge-cosine 0.70]
     python -m bench.semantic.judge_probe --real           # cost on real training rows
     ... --numbers                                         # with --semantic-judge-numbers
+    python -m bench.semantic.judge_probe --dedup --part tune|held [--judge-cosine 0.80]
+    python -m bench.semantic.judge_probe --dedup --real --judge-cosine 0.80   # dedup's asks on the real sources
 
 No judge model runs here: this measures the tier's own gating around the judge, through the stage's code
-(`Matcher.match_batch`, `curate/decontam/judge.py`'s HTTP client). With `--part`, the stand-in answers "Yes" exactly
+(`Matcher.match_batch`, `curate/text/judge.py`'s HTTP client). With `--part`, the stand-in answers "Yes" exactly
 when the row is a labelled rephrasing of that item (an oracle judge): the printed recall is the ceiling of the
 judge tier at this cosine bound (a real judge can only lose from it), and the look-alikes it flags are those the
 gating lets through with a right answer (none, by construction). With `--real`, the stand-in answers "No" to
@@ -24,6 +26,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from bench.semantic.eval import BENCHMARKS, _decontam_rows
 from bench.semantic.real import _rows
@@ -32,7 +35,7 @@ from cotforge.curate.core.benchmarks import load_benchmarks
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.decontam.index import DecontamIndex, build_index
 from cotforge.curate.decontam.match import Matcher
-from cotforge.curate.decontam.semantic import make_judge
+from cotforge.curate.text.judge import make_judge
 
 _PAIR = re.compile(r"Problem A:\n(.*)\n\nProblem B:\n(.*)\n\nIs Problem B", re.DOTALL)
 
@@ -118,16 +121,80 @@ def probe_real(judge_cosine: float, numbers: bool = False) -> None:
           f"{sum(map(bool, found))} rows flagged by any tier (judge says No to all), {time.time() - t0:.0f}s")
 
 
+def probe_dedup(part: str, judge_cosine: float) -> None:
+    """Dedup's judge gating on the written dedup pairs: the graded check first, every other candidate (top 5 by
+    cosine >= judge_cosine) to the oracle stand-in."""
+    from bench.semantic.real import encode_cached
+    from bench.semantic.written import build_written_dedup
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.semantic import RECHECK, check_pairs, neighbour_pairs, thresholds
+    from cotforge.curate.text.embed import embedder_for
+
+    pairs = [p for p in build_written_dedup(SHARED) if p.part == part]
+    texts = list(dict.fromkeys(t for p in pairs for t in (p.a, p.b)))
+    at = {t: i for i, t in enumerate(texts)}
+    server, asked = serve({(p.a, p.b) for p in pairs if p.duplicate} | {(p.b, p.a) for p in pairs if p.duplicate})
+    cfg = DedupConfig(semantic=True, semantic_judge=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                      semantic_judge_model="oracle", semantic_judge_cosine=judge_cosine)
+    judge = make_judge(cfg)
+    judge.cache_path.unlink(missing_ok=True)
+    emb = embedder_for(cfg)
+    cands = neighbour_pairs(encode_cached(emb, texts, f"dedup-{part}"), cfg.semantic_top_k, judge_cosine)
+    merged, stats = check_pairs(cands, texts, emb, thresholds(cfg), cfg, RECHECK, judge=judge)
+    server.shutdown()
+    got = {(i, j) for i, j, _ in merged} | {(at[p.a], at[p.b]) for p in pairs if p.a == p.b}
+    label = {tuple(sorted((at[p.a], at[p.b]))): p for p in pairs}
+    by: dict[str, Counter] = {}
+    for key, p in label.items():
+        by.setdefault(p.kind, Counter())["n"] += 1
+        by[p.kind]["merged"] += key in got
+    right = sum(1 for k in got if k in label and label[k].duplicate)
+    print(f"dedup, written {part} part, judge from cosine {judge_cosine:.2f} (oracle stand-in): {len(asked)} pairs "
+          f"asked for {len(texts)} texts; {stats}")
+    for kind, c in by.items():
+        print(f"  {kind:17s} merged {c['merged']:4d}/{c['n']:4d}")
+    pos = [c for k, c in by.items() if k in ("light", "moderate", "heavy")]
+    print(f"  reworded recall {sum(c['merged'] for c in pos) / sum(c['n'] for c in pos):.3f}, precision "
+          f"{right / max(len(got), 1):.3f} ({len(got) - right} wrong: the graded check's merges)")
+
+
+def probe_dedup_real(judge_cosine: float) -> None:
+    """How many pairs dedup's judge is asked on the 10 real sources (the stand-in says "No" to all)."""
+    import subprocess
+    import sys
+
+    server, asked = serve(None)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    make_judge(DecontamConfig(semantic=True, semantic_judge=url, semantic_judge_model="oracle")
+               ).cache_path.unlink(missing_ok=True)
+    files = sorted(str(p) for p in (SHARED / "sft_sources").glob("*.jsonl.gz"))
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.time()
+        subprocess.run([str(Path(sys.executable).parent / "cotforge"), "curate", "dedup", *files, "-o", out,
+                        "--semantic", "--semantic-judge", url, "--semantic-judge-model", "oracle",
+                        "--semantic-judge-cosine", str(judge_cosine)], check=True, capture_output=True)
+        stats = json.loads((Path(out) / "stats.json").read_text())["dedup"]
+    server.shutdown()
+    print(f"dedup, 10 real sources ({stats.get('rows_in', '?')} rows), judge from cosine {judge_cosine:.2f}: "
+          f"{len(asked)} pairs asked, {time.time() - t0:.0f}s; "
+          f"{ {k: v for k, v in stats.items() if k.startswith('semantic_')} }")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", choices=("tune", "held"), default="tune")
     ap.add_argument("--real", action="store_true")
+    ap.add_argument("--dedup", action="store_true", help="dedup's judge gating on the written dedup pairs")
     ap.add_argument("--judge-cosine", type=float, default=0.70)
     ap.add_argument("--numbers", action="store_true", help="--semantic-judge-numbers: the judge also sees pairs "
                     "whose numbers disagree")
     args = ap.parse_args()
-    if args.real:
+    if args.dedup and args.real:
+        probe_dedup_real(args.judge_cosine)
+    elif args.dedup:
+        probe_dedup(args.part, args.judge_cosine)
+    elif args.real:
         probe_real(args.judge_cosine, args.numbers)
     else:
         probe_sets(args.part, args.judge_cosine, args.numbers)

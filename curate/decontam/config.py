@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
 from cotforge.curate.text.embed import ENCODER_HELP, check_semantic_settings
+from cotforge.curate.text.judge import JUDGE_HELP, check_judge_settings
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 DECONTAM_DEFAULTS_NOTE = """Why today's defaults. Word 8-grams: n=8 recalled more copies than 10 or 13 at equal
@@ -157,22 +158,17 @@ class DecontamConfig:
                 "cosine skip the transformer (recall-oriented)."})
     semantic_top_k: int = field(default=3, metadata={"help": "Semantic tier: nearest items checked per row."})
     semantic_judge: str = field(default="", metadata={
-        "help": "Semantic tier: an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1 from `vllm serve`) whose "
-                "model judges the candidates the pair check rejects only for reasons a rewording explains (few "
-                "shared numbers, a formula written out, a cosine below --semantic-cosine); never a pair whose "
-                "numbers disagree. Answers are cached on disk (decontam/judge.py). Empty: no judge."})
-    semantic_judge_model: str = field(default="", metadata={
-        "help": "Semantic judge: the model name sent to the endpoint (an instruct model answering Yes/No)."})
+        "help": JUDGE_HELP["url"] + " Decontamination sends the candidates the pair check rejects only for reasons a "
+                "rewording explains (few shared numbers, a formula written out, a cosine below --semantic-cosine)."})
+    semantic_judge_model: str = field(default="", metadata={"help": JUDGE_HELP["model"]})
     semantic_judge_cosine: float = field(default=0.70, metadata={
         "help": "Semantic judge: least cosine of a candidate sent to the judge."})
-    semantic_judge_timeout_s: float = field(default=60.0, metadata={
-        "help": "Semantic judge: seconds per request (3 tries)."})
+    semantic_judge_timeout_s: float = field(default=60.0, metadata={"help": JUDGE_HELP["timeout_s"]})
     semantic_judge_numbers: bool = field(default=False, metadata={
         "help": "Semantic judge: also send candidates whose numbers disagree (a rewording that restates its numbers: "
                 "'246' as '2 x 123'); the judge alone then guards against number-changed look-alikes, and it is "
                 "asked ~100x more often.", "flag": "--semantic-judge-numbers/--no-semantic-judge-numbers"})
-    semantic_judge_workers: int = field(default=8, metadata={
-        "help": "Semantic judge: requests in flight per task."})
+    semantic_judge_workers: int = field(default=8, metadata={"help": JUDGE_HELP["workers"]})
     semantic_response_chars: int = field(default=600, metadata={
         "help": "Semantic tier: rows without a prompt are embedded by this many first characters of the response."})
 
@@ -198,15 +194,7 @@ class DecontamConfig:
             raise ValueError(f"semantic_number_cosine: must be in [-1, 1.01] (got {self.semantic_number_cosine})")
         if self.semantic_number_count < 1:
             raise ValueError(f"semantic_number_count: must be >= 1 (got {self.semantic_number_count})")
-        if not -1.0 <= self.semantic_judge_cosine <= 1.0:
-            raise ValueError(f"semantic_judge_cosine: must be in [-1, 1] (got {self.semantic_judge_cosine})")
-        if self.semantic_judge and not self.semantic:
-            raise ValueError("semantic_judge: the judge decides semantic candidates; turn on --semantic")
-        if self.semantic_judge and not self.semantic_judge.startswith(("http://", "https://")):
-            raise ValueError(f"semantic_judge: must be an http(s) URL of an OpenAI-compatible endpoint "
-                             f"(got {self.semantic_judge!r})")
-        if self.semantic_judge_timeout_s <= 0 or self.semantic_judge_workers < 1:
-            raise ValueError("semantic_judge_timeout_s must be > 0 and semantic_judge_workers >= 1")
+        check_judge_settings(self)
         if self.semantic_rules not in ("full", "numbers"):
             raise ValueError(f"semantic_rules: must be 'full' or 'numbers' (got {self.semantic_rules!r})")
         check_text_kernel(self.text_kernel)

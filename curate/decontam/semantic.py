@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cotforge.curate.decontam.judge import Judge, says_yes
 from cotforge.curate.dedup.pairs.semantic import PairThresholds, number_verdict, pair_verdict, question_of
 from cotforge.curate.text.embed import (
     Embedder,
@@ -47,6 +46,7 @@ from cotforge.curate.text.embed import (
     exact_cosine,
     nearest,
 )
+from cotforge.curate.text.judge import make_judge, says_yes
 
 if TYPE_CHECKING:
     from cotforge.curate.decontam.config import DecontamConfig
@@ -64,14 +64,6 @@ def thresholds(cfg: DecontamConfig) -> PairThresholds:
 
 
 JUDGED = (None, "few_numbers", "math_changed")  # the rules' verdicts a judge may overrule
-
-
-def make_judge(cfg: DecontamConfig) -> Judge | None:
-    """The configured LLM judge (decontam/judge.py), None without `semantic_judge`."""
-    if not cfg.semantic_judge:
-        return None
-    return Judge(cfg.semantic_judge, cfg.semantic_judge_model, cfg.semantic_judge_timeout_s,
-                 cfg.semantic_judge_workers)
 
 
 def make_embedder(cfg: DecontamConfig) -> Embedder:
@@ -111,7 +103,7 @@ class SemanticHit:
     cosine: float
     question_cosine: float
     numbers: list[str]
-    judge: str = ""  # the judge's answer when the judge decided (decontam/judge.py), else ""
+    judge: str = ""  # the judge's answer when the judge decided (curate/text/judge.py), else ""
 
 
 class VectorStore:
@@ -187,7 +179,7 @@ class SemanticTier:
         tag = hashlib.sha256(self.emb.cache_tag.encode()).hexdigest()[:16]
         self.store = VectorStore(d / "rows" / tag)  # the run's row vectors, shared by its tasks
         self.checked_pairs = 0
-        self.judged_pairs = 0  # candidates sent to the judge (decontam/judge.py), cached answers included
+        self.judged_pairs = 0  # candidates sent to the judge (curate/text/judge.py), cached answers included
         self.skipped = 0  # rows the static encoder kept away from the transformer (static+rerank)
         self.reused = 0  # texts whose vectors another task of the run had computed
         self._cache: dict[str, list[SemanticHit]] = {}

@@ -362,7 +362,7 @@ def run(cfg: DecontamConfig, ctx: StageContext) -> dict:
     bench_specs: dict[str, BenchmarkSpec] = {}
     benchmarks, bench_specs = load_config_benchmarks(cfg)
     if cfg.semantic and cfg.semantic_judge:  # an unreachable judge is a usage error here, not a failed task later
-        from cotforge.curate.decontam.semantic import make_judge
+        from cotforge.curate.text.judge import make_judge
 
         make_judge(cfg).check()
     exec_cfg = _tasks_for_workers(specs, exec_cfg.for_inputs(specs))

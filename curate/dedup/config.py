@@ -11,6 +11,7 @@ from datatrove.utils.text import TextNormConfig
 
 from cotforge.curate.text.columns import KERNEL_HELP, check_text_kernel
 from cotforge.curate.text.embed import ENCODER_HELP, check_semantic_settings
+from cotforge.curate.text.judge import JUDGE_HELP, check_judge_settings
 from cotforge.curate.text.normalize import DEFAULT_NORM, NormConfig
 
 WORD_RELATIONS = ("synonyms", "wordnet", "flip")
@@ -100,6 +101,14 @@ class DedupConfig:
     semantic_static_cosine: float = field(default=0.85, metadata={
         "help": "Semantic tier, static+rerank: least static cosine of a candidate pair (recall-oriented: every "
                 "reworded pair of the tuning set is at >= 0.86)."})
+    semantic_judge: str = field(default="", metadata={
+        "help": JUDGE_HELP["url"] + " Dedup sends every candidate pair the graded check does not merge outright; "
+                "the judge's Yes merges it, in place of the semantic pair check."})
+    semantic_judge_model: str = field(default="", metadata={"help": JUDGE_HELP["model"]})
+    semantic_judge_cosine: float = field(default=0.80, metadata={
+        "help": "Semantic judge: least cosine of a candidate pair sent to the judge."})
+    semantic_judge_timeout_s: float = field(default=60.0, metadata={"help": JUDGE_HELP["timeout_s"]})
+    semantic_judge_workers: int = field(default=8, metadata={"help": JUDGE_HELP["workers"]})
     text_kernel: str = field(default="auto", metadata={"help": KERNEL_HELP})
     document_steps: bool = field(default=False, metadata={
         "help": "Run the signature and filter steps on datatrove Documents (slower; the same output)."})
@@ -142,6 +151,7 @@ class DedupConfig:
             raise ValueError("semantic_cosine / semantic_question_cosine: must be in [-1, 1] / [0, 1] (got "
                              f"{self.semantic_cosine} / {self.semantic_question_cosine})")
         check_semantic_settings(self)
+        check_judge_settings(self)
         if not -1.0 <= self.semantic_static_cosine <= 1.0:
             raise ValueError(f"semantic_static_cosine: must be in [-1, 1] (got {self.semantic_static_cosine})")
         check_text_kernel(self.text_kernel)

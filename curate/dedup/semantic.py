@@ -51,6 +51,7 @@ from cotforge.curate.dedup.pairs.semantic import (
 from cotforge.curate.dedup.pairs.verdict import candidate_verdict
 from cotforge.curate.dedup.workdir import input_file
 from cotforge.curate.text.embed import Embedder, StaticEmbedder, embedder_for, exact_cosine, nearest
+from cotforge.curate.text.judge import Judge, make_judge, says_yes
 from cotforge.curate.text.normalize import normalize
 
 log = logging.getLogger(__name__)
@@ -134,11 +135,47 @@ def semantic_pairs(texts: list[str], embedder: Embedder, th: PairThresholds, top
     return check_pairs(neighbour_pairs(vecs, top_k, th.min_cosine), texts, embedder, th, cfg, recheck)
 
 
-def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, th: PairThresholds,
-                cfg: DedupConfig | None = None, recheck: frozenset[str] = frozenset(), graded_only: bool = False
+def judge_pairs(cands: list[tuple[int, int, float]], texts, judge: Judge, cfg: DedupConfig | None
                 ) -> tuple[list[tuple[int, int, float]], dict[str, int]]:
+    """With an LLM judge (curate/text/judge.py): the pairs the graded check merges outright (a near-copy no veto
+    stops) merge; every other candidate at cosine >= `semantic_judge_cosine` merges when the judge says yes."""
+    stats: dict[str, int] = {"candidates": len(cands)}
+    merged: list[tuple[int, int, float]] = []
+    asks: list[tuple[int, int, float]] = []
+    norms: dict[int, str] = {}
+    floor = cfg.semantic_judge_cosine if cfg is not None else -1.0
+    for i, j, c in cands:
+        if cfg is not None:
+            for x in (i, j):
+                if x not in norms:
+                    norms[x] = normalize(texts[x], cfg.norm)
+            if candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j]) is None and not (
+                    veto_verdict(texts[i], texts[j]) or edited_meaning(texts[i], texts[j])):
+                merged.append((i, j, c))
+                stats["graded_merged"] = stats.get("graded_merged", 0) + 1
+                continue
+        if c < floor:
+            stats["below_judge_cosine"] = stats.get("below_judge_cosine", 0) + 1
+        else:
+            asks.append((i, j, c))
+    answers = judge.answers([(texts[i], texts[j]) for i, j, _ in asks]) if asks else []
+    for (i, j, c), answer in zip(asks, answers, strict=True):
+        key = "judge_merged" if says_yes(answer) else "judge_kept"
+        stats[key] = stats.get(key, 0) + 1
+        if key == "judge_merged":
+            merged.append((i, j, c))
+    stats["merged"] = len(merged)
+    return sorted(merged), stats
+
+
+def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, th: PairThresholds,
+                cfg: DedupConfig | None = None, recheck: frozenset[str] = frozenset(), graded_only: bool = False,
+                judge: Judge | None = None) -> tuple[list[tuple[int, int, float]], dict[str, int]]:
     """The candidate pairs (i, j, cosine) of `texts` (a list or a dict index -> text) that merge, and counts per
-    verdict (see `semantic_pairs`). `graded_only`: the pairs the graded check alone merges (a baseline)."""
+    verdict (see `semantic_pairs`). `graded_only`: the pairs the graded check alone merges (a baseline). `judge`:
+    an LLM judge decides in place of the semantic pair check (`judge_pairs`)."""
+    if judge is not None and not graded_only:
+        return judge_pairs(cands, texts, judge, cfg)
     stats: dict[str, int] = {"candidates": len(cands)}
     first: list[tuple[int, int, float]] = []
     merged: list[tuple[int, int, float]] = []
@@ -278,7 +315,10 @@ def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.
     idx = np.concatenate([h["idx"].astype(np.int64) for h in heads])
     pkey = np.concatenate([h["pkey"] for h in heads])
     static = cfg.semantic_encoder == "static+rerank"
+    judge = make_judge(cfg)
     floor = cfg.semantic_static_cosine if static else cfg.semantic_cosine
+    if judge is not None:
+        floor = min(floor, cfg.semantic_judge_cosine)
     cands = [(i, j, c) for i, j, c in neighbour_pairs(vecs, cfg.semantic_top_k, floor, tie=pkey)
              if pkey[i] != pkey[j]]
     need = sorted({x for i, j, _ in cands for x in (i, j)})
@@ -290,8 +330,9 @@ def semantic_edges(work: Path, tasks: int, cfg: DedupConfig, stats) -> tuple[np.
     emb = make_embedder(cfg)
     if static:
         stats["semantic_static_candidates"] += len(cands)
-        cands = rerank(cands, texts, emb, cfg.semantic_cosine)
-    merged, got = check_pairs(cands, texts, emb, thresholds(cfg), cfg, RECHECK)
+        cands = rerank(cands, texts, emb, min(cfg.semantic_cosine, cfg.semantic_judge_cosine) if judge
+                       else cfg.semantic_cosine)
+    merged, got = check_pairs(cands, texts, emb, thresholds(cfg), cfg, RECHECK, judge=judge)
     for k, v in got.items():
         stats[f"semantic_{k}"] += v
     lo = np.array([min(pkey[i], pkey[j]) for i, j, _ in merged], dtype=np.uint64)

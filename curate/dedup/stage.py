@@ -156,6 +156,10 @@ def run(cfg: DedupConfig, ctx: StageContext) -> dict[str, Any]:
     exec_cfg, document_steps = ctx.executor, cfg.document_steps
     t0 = time.time()
     quiet_datatrove()
+    if cfg.semantic and cfg.semantic_judge:  # an unreachable judge is a usage error here, not a failed step later
+        from cotforge.curate.text.judge import make_judge
+
+        make_judge(cfg).check()
     specs = sort_specs(specs, cfg.source_priority)
     exec_cfg = exec_cfg.for_inputs(specs)
     if exec_cfg.rows_per_task > 1 << IDX_BITS:  # a row's place in its task is packed in IDX_BITS bits

@@ -1,20 +1,16 @@
-"""An LLM judge for the semantic tier's undecided candidates (`--semantic-judge URL`).
+"""An LLM judge for the semantic tiers' candidates (`--semantic-judge URL`, decontamination and dedup).
 
-The semantic tier proposes benchmark items by embedding cosine and lets a rule-based pair check decide
-(`decontam/semantic.py`). On hand-written rephrasings the embeddings are not what fails: a perfect judge over the
-candidates would reach 0.92 recall from cosine 0.80 and 0.96 from 0.70 (`bench/semantic/oracle.py`), where the
-rules reach 0.80. What the rules cannot read is a heavy rewording whose numbers are said otherwise or whose
-formula is written out in words. This module asks an LLM served behind an OpenAI-compatible chat endpoint
-(vLLM, SGLang, llama.cpp's server, a hosted API) the one question the rules cannot answer: "is this the same
-problem in other words?" (the LLM-decontaminator recipe: embedding top-k + a judge).
-
-What goes to the judge (decided in `decontam/semantic.py`): the top-k neighbours with cosine >= the judge's
-bound that the rules reject only for reasons a rewording explains (`few_numbers`, `math_changed`, or a cosine
-below the rules' bound); a pair whose numbers disagree (`number_changed`) never does, so the judge cannot flag a
-number-changed look-alike. The model's first word decides: "yes" flags the row, anything else keeps it.
+The semantic tiers propose pairs by embedding cosine and let rule-based pair checks decide
+(`curate/decontam/semantic.py`, `curate/dedup/semantic.py`). On hand-written rewordings the embeddings are not
+what fails: the true item is the nearest one for 99 of 100 held-out rephrasings (`bench/semantic/oracle.py`); the
+rules lose heavy rewordings whose numbers are said otherwise or whose formulas are written out in words. This
+module asks an LLM served behind an OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp's server, a hosted
+API) the question the rules cannot answer, "is B the same problem as A in other words?" (the LLM-decontaminator
+recipe: embedding top-k + a judge; NeMo Curator's semantic dedup has the same shape). Which pairs reach it is
+each stage's business. The model's first word decides: "yes" is the same problem, anything else is not.
 
 Answers are cached on disk (cotforge cache folder, one file per model and prompt version, keyed by both texts),
-so a rerun asks nothing and writes the same shards; the report keeps the model and its answer with each match.
+so a rerun asks nothing and writes the same shards.
 """
 
 from __future__ import annotations
@@ -31,12 +27,19 @@ from cotforge.curate.text.unitables import cache_dir
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 PROMPT = (
-    "You compare two math problems. Problem B may be Problem A rewritten in other words: reordered sentences, "
-    "numbers written as words, formulas written out in prose. It is a different problem if any number, condition, "
+    "You compare two problems. Problem B may be Problem A rewritten in other words: reordered sentences, numbers "
+    "written as words, formulas or code written out in prose. It is a different problem if any number, condition, "
     "object or the quantity asked for differs.\n\nProblem A:\n{item}\n\nProblem B:\n{row}\n\n"
     "Is Problem B the same problem as Problem A? Answer with one word: Yes or No.")
+JUDGE_HELP = {
+    "url": "Semantic judge: an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1 from `vllm serve MODEL`) "
+           "whose instruct model decides candidate pairs (curate/text/judge.py); answers cached on disk. Empty: none.",
+    "model": "Semantic judge: the model name sent to the endpoint (an instruct model answering Yes/No).",
+    "timeout_s": "Semantic judge: seconds per request (3 tries).",
+    "workers": "Semantic judge: requests in flight per task.",
+}
 
 
 class JudgeError(ValueError):
@@ -130,6 +133,27 @@ class Judge:
             self.asked += len(todo)
             log.info("semantic judge: %d pairs asked, %d from the cache", len(todo), len(pairs) - len(todo))
         return [self._answers[k] for k in keys]
+
+
+def check_judge_settings(cfg) -> None:
+    """A stage config's judge fields (semantic_judge*), ValueErrors naming the field."""
+    if not -1.0 <= cfg.semantic_judge_cosine <= 1.0:
+        raise ValueError(f"semantic_judge_cosine: must be in [-1, 1] (got {cfg.semantic_judge_cosine})")
+    if cfg.semantic_judge and not cfg.semantic:
+        raise ValueError("semantic_judge: the judge decides semantic candidates; turn on --semantic")
+    if cfg.semantic_judge and not cfg.semantic_judge.startswith(("http://", "https://")):
+        raise ValueError(f"semantic_judge: must be an http(s) URL of an OpenAI-compatible endpoint "
+                         f"(got {cfg.semantic_judge!r})")
+    if cfg.semantic_judge_timeout_s <= 0 or cfg.semantic_judge_workers < 1:
+        raise ValueError("semantic_judge_timeout_s must be > 0 and semantic_judge_workers >= 1")
+
+
+def make_judge(cfg) -> Judge | None:
+    """The judge a stage config names (its semantic_judge* fields), None without `semantic_judge`."""
+    if not cfg.semantic_judge:
+        return None
+    return Judge(cfg.semantic_judge, cfg.semantic_judge_model, cfg.semantic_judge_timeout_s,
+                 cfg.semantic_judge_workers)
 
 
 def says_yes(answer: str) -> bool:
