@@ -83,6 +83,8 @@ def test_sig_level_signatures_and_pairs_equal_the_stage(corpus, tmp_path) -> Non
         assert {(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)} == want_pairs[band]
         got += len(a)
     assert got > 0
+    (tmp_path / "out").mkdir()
+    assert floor.run_procs("buckets", str(corpus), str(tmp_path / "out"), 1)["pairs"] == got  # one process: one task
 
 
 def test_fork_server_preloads_what_the_stage_preloads() -> None:

@@ -138,7 +138,7 @@ def work(level: str, path: str, out: str, k: int, procs: int, n_rows: int, rows_
 
     lo, hi = _row_range(k, procs, n_rows)
     signer = Signer(k) if level != "io" else None
-    heads, sigs = [], []
+    heads, band_keys = [], []
     writer = None
     at = lo
     try:
@@ -147,7 +147,8 @@ def work(level: str, path: str, out: str, k: int, procs: int, n_rows: int, rows_
                 h, s = signer.sign_batch(b.column("problem").to_pylist(), b.column("solution").to_pylist(),
                                          pa.array([SOURCE] * b.num_rows, pa.string()), at)
                 heads.append(h)
-                sigs.append(s)
+                # `buckets` keeps only the band hashes (25 per head, made per batch), `sig` nothing more
+                band_keys.append(band_hashes(s, signer.cfg) if level == "buckets" else s[:0])
             at += b.num_rows
             writer = writer or pq.ParquetWriter(Path(out) / f"kept-{k}.parquet", b.schema, compression="zstd")
             writer.write_batch(b)
@@ -159,7 +160,7 @@ def work(level: str, path: str, out: str, k: int, procs: int, n_rows: int, rows_
     if level == "buckets":
         cfg = signer.cfg
         ids = np.concatenate(heads) if heads else np.zeros(0, np.int64)
-        keys = band_hashes(np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint64), cfg)
+        keys = np.concatenate(band_keys, axis=1) if band_keys else np.zeros((cfg.bands, 0), np.uint64)
         if procs == 1:
             res["pairs"] = sum(len(band_pairs(keys[band], ids)[0]) for band in range(cfg.bands))
         else:
