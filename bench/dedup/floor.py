@@ -207,6 +207,91 @@ def run_procs(level: str, path: str, out: str, procs: int) -> dict:
     return res
 
 
+def _stage_outputs(rows, work: Path) -> tuple[dict, dict]:
+    """The signature step's band values per head (row index -> num_perm values) and the bucket step's candidate
+    pairs per band (sets of (row, row)), on `rows` (a pyarrow Table of generated rows) as one task of rank 0."""
+    import numpy as np
+    import pyarrow as pa
+
+    from cotforge.curate.dedup.buckets import ArrayBuckets, band_dtype
+    from cotforge.curate.dedup.config import DedupConfig
+    from cotforge.curate.dedup.signature import ProblemSignature
+
+    cfg = DedupConfig()
+    batches = [(b.column("problem").to_pylist(), b.column("solution").to_pylist(),
+                pa.array([SOURCE] * b.num_rows, pa.string())) for b in rows.to_batches(max_chunksize=4096)]
+    ProblemSignature(str(work / "sigs"), str(work), cfg)._sign_task(iter(batches), 0)
+    r = cfg.rows_per_band
+    sigs: dict[int, np.ndarray] = {}
+    for band in range(cfg.bands):
+        rec = np.fromfile(work / "sigs" / f"bucket_{band:03d}" / "00000.minhash.sig", dtype=band_dtype(r))
+        for row in rec:
+            sigs.setdefault(int(row["doc"]), np.zeros(cfg.num_perm, np.uint64))[band * r:(band + 1) * r] = \
+                [row[f"h{i}"] for i in range(r)]
+    list(ArrayBuckets(str(work / "sigs"), str(work / "buckets"), cfg).run())
+    pairs = {}
+    for band in range(cfg.bands):
+        dups = np.fromfile(work / "buckets" / f"{band:05d}_00.dups", dtype="<u4").reshape(-1, 4)
+        pairs[band] = {(min(a, b), max(a, b)) for a, b in dups[:, [1, 3]].tolist()}
+    return sigs, pairs
+
+
+def check(n_rows: int) -> list[str]:
+    """On `n_rows` generated rows: every level runs with 1 and 2 processes and keeps every row; the `sig` level's
+    signatures (made in batches of 150 rows) equal the signature step's band files, the `buckets` level's pairs
+    per band equal the bucket step's `.dups`, and one process finds as many pairs as the stage's one task.
+    Returns what differs (empty: the floor times the stage's own work)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench.dedup.speed import generate
+    from cotforge.curate.engine.executor import FORKSERVER_PRELOAD
+
+    bad = [] if set(FORKSERVER_PRELOAD) <= set(PRELOAD["sig"]) else ["PRELOAD lacks the stage's fork-server preload"]
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gen.parquet"
+        generate(path, n_rows, seed=3)
+        counts = {}
+        for level in LEVELS:
+            for procs in (1, 2):
+                out = Path(d) / f"{level}-{procs}"
+                out.mkdir()
+                res = run_procs(level, str(path), str(out), procs)
+                kept = sum(pq.ParquetFile(f).metadata.num_rows for f in out.glob("kept-*.parquet"))
+                if res["rows"] != n_rows or kept != n_rows:
+                    bad.append(f"{level} x{procs}: {res['rows']} rows read, {kept} kept of {n_rows}")
+                if (res["heads"] > 0) != (level != "io") or (res["pairs"] > 0) != (level == "buckets"):
+                    bad.append(f"{level} x{procs}: {res['heads']} heads, {res['pairs']} pairs")
+                counts[level, procs] = res
+        rows = pq.read_table(path)
+        want_sigs, want_pairs = _stage_outputs(rows, Path(d) / "stage")
+    signer = Signer(0)
+    heads, sigs, at = [], [], 0
+    for b in rows.to_batches(max_chunksize=150):  # other batches than the stage's: the same heads
+        h, s = signer.sign_batch(b.column("problem").to_pylist(), b.column("solution").to_pylist(),
+                                 pa.array([SOURCE] * b.num_rows, pa.string()), at)
+        at += b.num_rows
+        heads.append(h)
+        sigs.append(s)
+    ids, sig = np.concatenate(heads), np.concatenate(sigs)
+    if sorted(ids.tolist()) != sorted(want_sigs):
+        bad.append(f"heads: {len(ids)} vs the stage's {len(want_sigs)}")
+    else:
+        bad += [f"signature of row {i} differs" for i, row in zip(ids.tolist(), sig, strict=True)
+                if not np.array_equal(row, want_sigs[i])]
+    keys = band_hashes(sig, signer.cfg)
+    got = 0
+    for band in range(signer.cfg.bands):
+        a, b = band_pairs(keys[band], ids)
+        if {(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)} != want_pairs[band]:
+            bad.append(f"band {band}: pairs differ")
+        got += len(a)
+    if got == 0 or counts["buckets", 1]["pairs"] != got:
+        bad.append(f"pairs: buckets x1 {counts['buckets', 1]['pairs']}, per band {got}")
+    return bad
+
+
 def _child(level: str, path: str, procs: int) -> None:
     """One level in this (fresh) interpreter; prints RESULT json."""
     t = time.time()
@@ -251,12 +336,20 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="runs per level and process count (best counts)")
     ap.add_argument("--baseline-repeats", type=int, default=1, help="runs of the datasketch baseline (best counts)")
     ap.add_argument("--data-dir", default=None, help="keep the generated files here and reuse them")
+    ap.add_argument("--check", type=int, metavar="ROWS", default=0,
+                    help="instead: check on ROWS generated rows that the levels run and time the stage's own work "
+                         "(signatures and band pairs equal the signature and bucket steps'); exit 1 if not")
     ap.add_argument("--child", nargs=2, metavar=("LEVEL", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--child-procs", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args.child[0], args.child[1], args.child_procs)
         return
+    if args.check:
+        bad = check(args.check)
+        print("\n".join(bad) or f"OK: {args.check} rows, levels {', '.join(LEVELS)} x1 x2, signatures and pairs "
+              "equal the stage's")
+        sys.exit(1 if bad else 0)
     from bench.dedup.speed import generate, measure
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
