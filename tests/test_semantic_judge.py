@@ -12,12 +12,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from test_semantic import CLEAN, ITEM, NUMBER_CHANGED, QUESTION_CHANGED, REPHRASED
 
 from cotforge.curate.decontam.config import DecontamConfig
 from cotforge.curate.text.embed import build_tiny_encoder
 from cotforge.curate.text.judge import says_yes
 from cotforge.pipelines.cli.main import main
-from tests.test_semantic import CLEAN, ITEM, NUMBER_CHANGED, QUESTION_CHANGED, REPHRASED
 
 
 class _Endpoint(BaseHTTPRequestHandler):
