@@ -154,12 +154,13 @@ def test_dedup_merges_what_the_judge_calls_the_same_problem(tmp_path, endpoint, 
     res = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "again")])
     assert res.exit_code == 0 and len(_Endpoint.prompts) == asked  # cached answers
     res = CliRunner().invoke(main, ["curate", "dedup", str(src), "-o", str(tmp_path / "bad"), "--semantic",
-                                    "--semantic-model", str(tiny_encoder), "--semantic-judge", "http://127.0.0.1:9/v1"])
+                                    "--semantic-model", str(tiny_encoder), "--semantic-judge", "http://127.0.0.1:9/v1",
+                                    "--semantic-judge-model", "m"])
     assert res.exit_code != 0 and "http://127.0.0.1:9/v1" in res.output and "Traceback" not in res.output
 
 
 def test_an_unreachable_judge_is_a_clear_error(tmp_path, tiny_encoder):
-    res = _run(tmp_path, "o", tiny_encoder, "--semantic-judge", "http://127.0.0.1:9/v1")
+    res = _run(tmp_path, "o", tiny_encoder, "--semantic-judge", "http://127.0.0.1:9/v1", "--semantic-judge-model", "m")
     assert res.exit_code != 0
     assert "http://127.0.0.1:9/v1" in res.output and "Traceback" not in res.output
 
@@ -174,5 +175,7 @@ def test_judge_settings_are_checked():
         DecontamConfig(semantic_judge="http://localhost:8000/v1")
     with pytest.raises(ValueError, match="http"):
         DecontamConfig(semantic=True, semantic_judge="localhost:8000")
+    with pytest.raises(ValueError, match="semantic_judge_model"):
+        DecontamConfig(semantic=True, semantic_judge="http://localhost:8000/v1")
     assert says_yes("Yes.") and says_yes(" yes, same problem") and not says_yes("No") and not says_yes("")
     assert not says_yes("Yesterday")

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,7 +36,8 @@ PROMPT = (
     "Is Problem B the same problem as Problem A? Answer with one word: Yes or No.")
 JUDGE_HELP = {
     "url": "Semantic judge: an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1 from `vllm serve MODEL`) "
-           "whose instruct model decides candidate pairs (curate/text/judge.py); answers cached on disk. Empty: none.",
+           "whose instruct model decides candidate pairs (curate/text/judge.py; a bearer token from "
+           "$COTFORGE_JUDGE_API_KEY or $OPENAI_API_KEY); answers cached on disk. Empty: none.",
     "model": "Semantic judge: the model name sent to the endpoint (an instruct model answering Yes/No).",
     "timeout_s": "Semantic judge: seconds per request (3 tries).",
     "workers": "Semantic judge: requests in flight per task.",
@@ -45,6 +47,12 @@ JUDGE_HELP = {
 class JudgeError(ValueError):
     """The judge endpoint cannot be used (the message names the URL and what failed; a ValueError: the CLI
     prints it as a usage error)."""
+
+
+def _headers() -> dict[str, str]:
+    """The bearer token of a hosted endpoint, from $COTFORGE_JUDGE_API_KEY or $OPENAI_API_KEY (none: no header)."""
+    key = os.environ.get("COTFORGE_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _key(item: str, row: str) -> str:
@@ -96,7 +104,7 @@ class Judge:
         import httpx
 
         try:
-            r = httpx.get(f"{self.url}/models", timeout=min(self.timeout_s, 30.0))
+            r = httpx.get(f"{self.url}/models", timeout=min(self.timeout_s, 30.0), headers=_headers())
             r.raise_for_status()
             names = [m.get("id") for m in r.json().get("data", [])]
         except (httpx.HTTPError, ValueError, AttributeError) as e:
@@ -113,13 +121,14 @@ class Judge:
         body = {"model": self.model, "temperature": 0, "max_tokens": 3,
                 "messages": [{"role": "user", "content": PROMPT.format(item=item, row=row)}]}
         last: Exception | None = None
-        for _ in range(3):
+        for attempt in range(3):
             try:
-                r = httpx.post(f"{self.url}/chat/completions", json=body, timeout=self.timeout_s)
+                r = httpx.post(f"{self.url}/chat/completions", json=body, timeout=self.timeout_s, headers=_headers())
                 r.raise_for_status()
                 return str(r.json()["choices"][0]["message"]["content"] or "").strip()
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
                 last = e
+                time.sleep(2.0 * attempt)  # a busy server: 0, 2 s before the second and third try
         raise JudgeError(f"semantic_judge: {self.url}/chat/completions failed 3 times ({type(last).__name__}: {last})")
 
     def answers(self, pairs: list[tuple[str, str]]) -> list[str]:
@@ -144,6 +153,8 @@ def check_judge_settings(cfg) -> None:
     if cfg.semantic_judge and not cfg.semantic_judge.startswith(("http://", "https://")):
         raise ValueError(f"semantic_judge: must be an http(s) URL of an OpenAI-compatible endpoint "
                          f"(got {cfg.semantic_judge!r})")
+    if cfg.semantic_judge and not cfg.semantic_judge_model:
+        raise ValueError("semantic_judge_model: name the model the endpoint serves (its /models list)")
     if cfg.semantic_judge_timeout_s <= 0 or cfg.semantic_judge_workers < 1:
         raise ValueError("semantic_judge_timeout_s must be > 0 and semantic_judge_workers >= 1")
 
