@@ -228,10 +228,12 @@ class SemanticTier:
             for e, c in zip(top[i].tolist(), cos[i].tolist(), strict=True):
                 if c < floor:
                     continue
-                # numbers and carriers first (cheap); the question cosine only for what passes them
-                if c >= self.th.min_cosine and pair_verdict(self.items[e], texts[i], c, None, self.th) is None:
+                # numbers and carriers first (cheap); the question cosine only for what passes them. Below the
+                # rules' cosine bound, the verdict at the bound is what the judge may overrule.
+                verdict = pair_verdict(self.items[e], texts[i], max(c, self.th.min_cosine), None, self.th)
+                if c >= self.th.min_cosine and verdict is None:
                     cands.append((i, e, c))
-                elif self.judge and c >= self.cfg.semantic_judge_cosine and self._judge_may_decide(e, texts[i]):
+                elif self.judge and c >= self.cfg.semantic_judge_cosine and self._judge_may_decide(verdict):
                     asks.append((i, e, c))
         self.checked_pairs += len(cands)
         judged = [(i, e, c, a) for (i, e, c), a in zip(asks, self._ask(asks, texts), strict=True) if says_yes(a)]
@@ -252,11 +254,10 @@ class SemanticTier:
             hits.sort(key=lambda h: -h.cosine)
         return out
 
-    def _judge_may_decide(self, entry: int, text: str) -> bool:
-        """Whether the pair check rejects (entry, text) only for a reason a rewording explains: the verdict at the
-        rules' own cosine bound is a pass, `few_numbers` or `math_changed`; `number_changed` only with
+    def _judge_may_decide(self, verdict: str | None) -> bool:
+        """Whether the pair check rejects a pair only for a reason a rewording explains: its verdict (at the
+        rules' cosine bound or above) is a pass, `few_numbers` or `math_changed`; `number_changed` only with
         `semantic_judge_numbers`; never the full rules' condition, term or question changes."""
-        verdict = pair_verdict(self.items[entry], text, self.th.min_cosine, None, self.th)
         return verdict in JUDGED or (self.cfg.semantic_judge_numbers and verdict == "number_changed")
 
     def _ask(self, asks: list[tuple[int, int, float]], texts: list[str]) -> list[str]:

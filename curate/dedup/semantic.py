@@ -135,6 +135,18 @@ def semantic_pairs(texts: list[str], embedder: Embedder, th: PairThresholds, top
     return check_pairs(neighbour_pairs(vecs, top_k, th.min_cosine), texts, embedder, th, cfg, recheck)
 
 
+def _graded(i: int, j: int, texts, norms: dict[int, str], cfg: DedupConfig) -> tuple[str | None, str | None]:
+    """(the graded check's verdict on texts i and j, the veto of a graded merge: `veto_verdict`'s reason or
+    "edited", None when the merge stands). `norms` caches each text's normal form across pairs."""
+    for x in (i, j):
+        if x not in norms:
+            norms[x] = normalize(texts[x], cfg.norm)
+    graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
+    if graded is not None:
+        return graded, None
+    return None, veto_verdict(texts[i], texts[j]) or ("edited" if edited_meaning(texts[i], texts[j]) else None)
+
+
 def judge_pairs(cands: list[tuple[int, int, float]], texts, judge: Judge, cfg: DedupConfig | None
                 ) -> tuple[list[tuple[int, int, float]], dict[str, int]]:
     """With an LLM judge (curate/text/judge.py): the pairs the graded check merges outright (a near-copy no veto
@@ -145,15 +157,10 @@ def judge_pairs(cands: list[tuple[int, int, float]], texts, judge: Judge, cfg: D
     norms: dict[int, str] = {}
     floor = cfg.semantic_judge_cosine if cfg is not None else -1.0
     for i, j, c in cands:
-        if cfg is not None:
-            for x in (i, j):
-                if x not in norms:
-                    norms[x] = normalize(texts[x], cfg.norm)
-            if candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j]) is None and not (
-                    veto_verdict(texts[i], texts[j]) or edited_meaning(texts[i], texts[j])):
-                merged.append((i, j, c))
-                stats["graded_merged"] = stats.get("graded_merged", 0) + 1
-                continue
+        if cfg is not None and _graded(i, j, texts, norms, cfg) == (None, None):
+            merged.append((i, j, c))
+            stats["graded_merged"] = stats.get("graded_merged", 0) + 1
+            continue
         if c < floor:
             stats["below_judge_cosine"] = stats.get("below_judge_cosine", 0) + 1
         else:
@@ -182,12 +189,8 @@ def check_pairs(cands: list[tuple[int, int, float]], texts, embedder: Embedder, 
     norms: dict[int, str] = {}
     for i, j, c in cands:
         if cfg is not None:
-            for x in (i, j):
-                if x not in norms:
-                    norms[x] = normalize(texts[x], cfg.norm)
-            graded = candidate_verdict(norms[i], norms[j], cfg, texts[i], texts[j])
-            if graded is None and (veto := veto_verdict(texts[i], texts[j])
-                                   or ("edited" if edited_meaning(texts[i], texts[j]) else None)):
+            graded, veto = _graded(i, j, texts, norms, cfg)
+            if veto is not None:
                 stats[f"vetoed_{veto}"] = stats.get(f"vetoed_{veto}", 0) + 1
                 continue
             if graded is None:

@@ -160,6 +160,11 @@ def _explained(tok: str, words: set[str]) -> bool:
     return tok.isalpha() and tok not in _ARTICLE_LETTERS and tok in words
 
 
+def _prose_words(prose: str) -> set[str]:
+    """The words of the prose around formulas: lower-cased, single letters (variables named in prose) as written."""
+    return {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(prose)}
+
+
 def math_changed(a: str, b: str) -> bool:
     """Whether the formulas of `a` and `b` differ beyond a restatement in words: a math token one text has and the
     other lacks counts unless the other text's prose says it ("$8\\times 8$" vs "8 by 8", "$t$" vs "t"). Same
@@ -169,19 +174,20 @@ def math_changed(a: str, b: str) -> bool:
     ma, mb = _tokens(ra), _tokens(rb)
     if ma == mb:
         return False
-    wa = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pa)}
-    wb = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pb)}
+    wa, wb = _prose_words(pa), _prose_words(pb)
     return any(not _explained(t, wb) for t in ma - mb) or any(not _explained(t, wa) for t in mb - ma)
 
 
 _ENV_NAME = re.compile(r"\\(?:begin|end)\s*\{[^{}]*\}")  # "\begin{equation*}": layout, not letters of a formula
 _DELIMITERS = frozenset("()[]|?!'\"")
-_WRITTEN_OUT = {  # commands a rewording writes as words, beyond `_SPOKEN`
+# Commands a rewording writes as words, beyond `_SPOKEN` (decontamination's one-way check only); an ellipsis
+# needs no words.
+_WRITTEN_OUT: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "\\perp": "perpendicular", "\\div": "divide divided quotient", "\\parallel": "parallel",
     "\\overline": "segment conjugate bar", "\\angle": "angle", "\\triangle": "triangle",
     "\\frac": "over divided ratio fraction quotient per", "\\log": "logarithm log", "\\ldots": "", "\\dots": "",
     "\\cdots": "",
-}
+}.items()}
 
 
 def _formula_tokens(regions: list[str]) -> tuple[set[str], Counter]:
@@ -203,8 +209,7 @@ def formula_added(item: str, row: str) -> bool:
     rb, pb = math_split(row)
     la, oa = _formula_tokens(ra)
     lb, ob = _formula_tokens(rb)
-    wa = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pa)}
-    wb = {w if len(w) == 1 else w.lower() for w in _PROSE_WORD.findall(pb)}
+    wa, wb = _prose_words(pa), _prose_words(pb)
     if any(not _explained(t, wa) for t in (lb - la) | set(ob - oa)):
         return True
     if any(t not in wb for t in la - lb):  # named in the row's prose ("the integers a, b and c")
@@ -215,7 +220,7 @@ def formula_added(item: str, row: str) -> bool:
 def _written_out(cmd: str, words: set[str]) -> bool:
     """Whether a text with prose `words` says the command `cmd` (an ellipsis needs no words)."""
     said = _WRITTEN_OUT.get(cmd)
-    return _explained(cmd, words) or said == "" or bool(said and set(said.split()) & words)
+    return _explained(cmd, words) or (said is not None and (not said or bool(said & words)))
 
 
 def _value(tok: str) -> str | None:
