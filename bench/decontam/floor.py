@@ -39,15 +39,15 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.child import child_result
 from bench.decontam.corpora import ensure_corpora
 from bench.decontam.measure import measure
-from bench.paths import REPO, SHARED
+from bench.paths import SHARED
 
 LEVELS = ("io", "bare", "kernel", "lookup")
 BATCH_BYTES = 32 << 20  # text per record batch (about the stage's matcher batches)
@@ -277,13 +277,8 @@ def _child(level: str, path: str, procs: int) -> None:
 
 def run_level(level: str, path: Path, procs: int, timeout: float = 1800) -> dict:
     """One level in a fresh interpreter (bounded by `timeout`)."""
-    cmd = [sys.executable, "-m", "bench.decontam.floor", "--child", level, str(path), "--procs", str(procs)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"floor level {level} x{procs} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(line[7:])
+    return child_result(["bench.decontam.floor", "--child", level, str(path), "--procs", str(procs)],
+                        f"floor level {level} x{procs}", timeout)
 
 
 def main() -> None:

@@ -31,7 +31,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,9 +39,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.child import child_result  # noqa: E402
 from bench.decontam.corpora import ensure_corpora  # noqa: E402
 from bench.frozen import FROZEN  # noqa: E402
-from bench.paths import REPO, SHARED  # noqa: E402
+from bench.paths import SHARED  # noqa: E402
 from cotforge.curate.decontam.config import DecontamConfig  # noqa: E402
 from cotforge.curate.decontam.index import DecontamIndex  # noqa: E402
 from cotforge.curate.decontam.match import Matcher  # noqa: E402
@@ -226,15 +226,10 @@ def _child(method: str, path: str, workers: int, prompt_cache: bool, batch_bytes
 def measure(method: str, path: Path, workers: int = 2, prompt_cache: bool = True, batch_bytes: int = 0,
             text_kernel: str = "auto", index_cold: bool = False) -> dict:
     """One method in a fresh interpreter; its result with wall time and peak RSS."""
-    cmd = [sys.executable, "-m", "bench.decontam.measure", "--child", method, str(path), "--workers", str(workers),
-           "--text-kernel", text_kernel] + (["--index-cold"] if index_cold else [])
-    cmd += ([] if prompt_cache else ["--no-prompt-cache"]) + (["--batch-bytes", str(batch_bytes)] if batch_bytes else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{method} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(line[7:])
+    args = ["bench.decontam.measure", "--child", method, str(path), "--workers", str(workers),
+            "--text-kernel", text_kernel] + (["--index-cold"] if index_cold else [])
+    args += ([] if prompt_cache else ["--no-prompt-cache"]) + (["--batch-bytes", str(batch_bytes)] if batch_bytes else [])
+    return child_result(args, method)
 
 
 def speed(which: str, rows_short: int, rows_long: int, old_batches: bool = False,

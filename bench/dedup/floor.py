@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.child import child_result
 from bench.paths import REPO
 
 LEVELS = ("io", "sig", "buckets")
@@ -304,13 +305,8 @@ def _child(level: str, path: str, procs: int) -> None:
 
 def run_level(level: str, path: Path, procs: int, timeout: float = 1800) -> dict:
     """One level in a fresh interpreter (bounded by `timeout`)."""
-    cmd = [sys.executable, "-m", "bench.dedup.floor", "--child", level, str(path), "--child-procs", str(procs)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"floor level {level} x{procs} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(line[7:])
+    return child_result(["bench.dedup.floor", "--child", level, str(path), "--child-procs", str(procs)],
+                        f"floor level {level} x{procs}", timeout)
 
 
 def _load() -> str:

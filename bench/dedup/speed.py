@@ -22,13 +22,11 @@ import json
 import os
 import random
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.paths import REPO
+from bench.child import child_result
 
 WORDS = ("apples pears coins marbles books pencils stamps cards shells tickets seeds beads bottles boxes "
          "chairs tables lamps cups plates spoons").split()
@@ -185,14 +183,8 @@ def _child(method: str, path: str, workers: int, text_kernel: str = "auto") -> N
 
 def measure(method: str, path: Path, workers: int, text_kernel: str = "auto") -> dict:
     """Run one method in a fresh interpreter; returns its result dict with wall time and peak RSS."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "bench.dedup.speed", "--child", method, str(path), "--workers",
-                           str(workers), "--text-kernel", text_kernel],
-                          capture_output=True, text=True, env=env, cwd=REPO)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{method} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(line[7:])
+    return child_result(["bench.dedup.speed", "--child", method, str(path), "--workers", str(workers),
+                         "--text-kernel", text_kernel], method)
 
 
 # --------------------------------------------------------------------------- main
