@@ -136,8 +136,8 @@ def probe_dedup(part: str, judge_cosine: float) -> None:
     server, asked = serve({(p.a, p.b) for p in pairs if p.duplicate} | {(p.b, p.a) for p in pairs if p.duplicate})
     cfg = DedupConfig(semantic=True, semantic_judge=f"http://127.0.0.1:{server.server_address[1]}/v1",
                       semantic_judge_model="oracle", semantic_judge_cosine=judge_cosine)
+    make_judge(cfg).cache_path.unlink(missing_ok=True)  # before the judge that asks loads it
     judge = make_judge(cfg)
-    judge.cache_path.unlink(missing_ok=True)
     emb = embedder_for(cfg)
     cands = neighbour_pairs(encode_cached(emb, texts, f"dedup-{part}"), cfg.semantic_top_k, judge_cosine)
     merged, stats = check_pairs(cands, texts, emb, thresholds(cfg), cfg, RECHECK, judge=judge)
